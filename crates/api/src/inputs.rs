@@ -1,0 +1,47 @@
+//! The input snapshot: every object a provider has loaded, by kind.
+
+use gateway_api::experimental::{
+    gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
+    referencegrants::ReferenceGrant,
+};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use crate::Source;
+
+/// An object together with where it was read from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sourced<T> {
+    pub source: Source,
+    pub object: T,
+}
+
+/// Everything one load produced. Namespaced objects always have
+/// `metadata.namespace` set (the loader defaults it to `default`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Inputs {
+    pub gateway_classes: Vec<Sourced<GatewayClass>>,
+    pub gateways: Vec<Sourced<Gateway>>,
+    pub http_routes: Vec<Sourced<HttpRoute>>,
+    pub grpc_routes: Vec<Sourced<GrpcRoute>>,
+    pub reference_grants: Vec<Sourced<ReferenceGrant>>,
+    pub namespaces: Vec<Sourced<Namespace>>,
+    pub services: Vec<Sourced<Service>>,
+    pub endpoint_slices: Vec<Sourced<EndpointSlice>>,
+    pub secrets: Vec<Sourced<Secret>>,
+}
+
+impl Inputs {
+    /// Appends every object of `other` (used to merge per-file loads).
+    pub fn extend(&mut self, other: Inputs) {
+        self.gateway_classes.extend(other.gateway_classes);
+        self.gateways.extend(other.gateways);
+        self.http_routes.extend(other.http_routes);
+        self.grpc_routes.extend(other.grpc_routes);
+        self.reference_grants.extend(other.reference_grants);
+        self.namespaces.extend(other.namespaces);
+        self.services.extend(other.services);
+        self.endpoint_slices.extend(other.endpoint_slices);
+        self.secrets.extend(other.secrets);
+    }
+}

@@ -1,0 +1,22 @@
+//! Resource types portcullis reads, and the one loader every provider uses.
+//!
+//! Data model: a manifest file holds one or more YAML/JSON documents; each
+//! document that names a known kind becomes a typed object wrapped in
+//! [`Sourced`] (the object plus the file and line it came from). All objects
+//! of one load form an [`Inputs`] snapshot, which is what the translator
+//! consumes. Problems found while loading never abort the load: they become
+//! [`Diagnostic`]s naming the file, line, object and field, and every other
+//! document is still loaded.
+
+pub mod diagnostic;
+pub mod inputs;
+pub mod loader;
+pub mod source;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use inputs::{Inputs, Sourced};
+pub use source::Source;
+
+/// Re-exported so downstream crates name the same versions of the types.
+pub use gateway_api;
+pub use k8s_openapi;

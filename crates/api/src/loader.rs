@@ -1,0 +1,1 @@
+//! Loading manifests from files and directories. (Being written.)

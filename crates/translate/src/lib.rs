@@ -1,0 +1,62 @@
+//! The translator: a pure, synchronous function from an input snapshot to
+//! Envoy xDS, object status and diagnostics.
+//!
+//! Data model, in the order data flows:
+//! 1. [`api::Inputs`]: typed Kubernetes objects, each with its source.
+//! 2. Gateway API processing (`gatewayclass`, `listener`, `binding`,
+//!    `backend`, `route`): decides which Gateways are ours, which listeners are
+//!    valid, which routes attach where, and what each rule does. Every
+//!    decision leaves a status condition on the object it concerns.
+//! 3. IR (`ir`): per Gateway, ports → filter chains → virtual hosts → routes,
+//!    already ordered by Gateway API precedence, with clusters resolved.
+//! 4. xDS (`xds`): Envoy protos built from the IR, deterministic names/order.
+//!
+//! Nothing here does I/O: no sockets, no processes, no clocks (the status
+//! timestamp is a [`Settings`] field).
+
+pub mod output;
+pub mod xds;
+
+mod settings;
+pub use settings::Settings;
+
+use std::collections::BTreeMap;
+
+use api::Diagnostic;
+use serde::Serialize;
+
+/// The xDS resources of one Gateway (one Envoy node).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GatewayXds {
+    pub listeners: Vec<envoy_types::pb::envoy::config::listener::v3::Listener>,
+    pub routes: Vec<envoy_types::pb::envoy::config::route::v3::RouteConfiguration>,
+    pub clusters: Vec<envoy_types::pb::envoy::config::cluster::v3::Cluster>,
+    pub endpoints: Vec<envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment>,
+    pub secrets: Vec<envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret>,
+}
+
+/// The status one object would get, as design §5's `status` entries.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ObjectStatus {
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: StatusMetadata,
+    pub status: serde_json::Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StatusMetadata {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// Everything one translation produces.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Output {
+    /// Keyed by `namespace/name` of the Gateway.
+    pub gateways: BTreeMap<String, GatewayXds>,
+    pub status: Vec<ObjectStatus>,
+    pub diagnostics: Vec<Diagnostic>,
+}

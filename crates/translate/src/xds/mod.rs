@@ -1,0 +1,1 @@
+//! Building Envoy protos from the IR.
