@@ -33,7 +33,17 @@ impl Diagnostic {
         Self::new(Severity::Warning, object, source, message)
     }
 
-    fn new(severity: Severity, object: Option<String>, source: Option<&Source>, message: impl Into<String>) -> Self {
-        Self { severity, object, file: source.map(ToString::to_string), message: message.into() }
+    fn new(
+        severity: Severity,
+        object: Option<String>,
+        source: Option<&Source>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            severity,
+            object,
+            file: source.map(ToString::to_string),
+            message: message.into(),
+        }
     }
 }

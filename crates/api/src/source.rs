@@ -11,7 +11,10 @@ pub struct Source {
 
 impl Source {
     pub fn new(file: impl Into<String>, line: usize) -> Self {
-        Self { file: file.into(), line }
+        Self {
+            file: file.into(),
+            line,
+        }
     }
 }
 
