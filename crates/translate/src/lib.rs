@@ -14,8 +14,29 @@
 //! Nothing here does I/O: no sockets, no processes, no clocks (the status
 //! timestamp is a [`Settings`] field).
 
+pub mod backend;
+pub mod binding;
+pub mod duration;
+pub mod error;
+pub mod gateway;
+pub mod gatewayclass;
+pub mod hostname;
+pub mod index;
+pub mod ir;
+pub mod listener;
 pub mod output;
+mod pipeline;
+pub mod reference_grant;
+pub mod regex;
+pub mod replacement;
+pub mod route;
+pub mod route_status;
+pub mod selector;
+pub mod status;
+pub mod tls;
 pub mod xds;
+
+pub use pipeline::translate;
 
 mod settings;
 pub use settings::Settings;
@@ -43,6 +64,26 @@ pub struct ObjectStatus {
     pub kind: String,
     pub metadata: StatusMetadata,
     pub status: serde_json::Value,
+}
+
+impl ObjectStatus {
+    pub fn new(
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+        status: serde_json::Value,
+    ) -> Self {
+        Self {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            metadata: StatusMetadata {
+                namespace: namespace.map(Into::into),
+                name: name.into(),
+            },
+            status,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

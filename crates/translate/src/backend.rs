@@ -1,0 +1,184 @@
+//! Backend references: Services resolved through EndpointSlices into
+//! clusters, cross-namespace references checked against ReferenceGrants.
+//!
+//! A backend that cannot be resolved keeps its share of traffic and answers
+//! 500 (Gateway API: requests to an invalid backend get a 500), so it is
+//! returned as [`Backend::Invalid`] rather than dropped.
+
+use std::collections::BTreeMap;
+
+use api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::index::Index;
+use crate::reference_grant::{self, From, To};
+use crate::route::model::{BackendRef, Route, RouteKind};
+use crate::status::reason;
+
+/// An Envoy cluster for one Service port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterSpec {
+    pub name: String,
+    pub http2: bool,
+    /// (address, port), sorted.
+    pub endpoints: Vec<(String, u32)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Cluster {
+        name: String,
+        weight: u32,
+    },
+    Invalid {
+        weight: u32,
+        reason: &'static str,
+        message: String,
+    },
+}
+
+/// Resolves one backendRef, registering its cluster in `clusters`.
+pub fn resolve(
+    index: &Index<'_>,
+    route: &Route,
+    b: &BackendRef,
+    field: &str,
+    clusters: &mut BTreeMap<String, ClusterSpec>,
+) -> Backend {
+    let weight = u32::try_from(b.weight.max(0)).unwrap_or(0);
+    let invalid = |reason: &'static str, message: String| Backend::Invalid {
+        weight,
+        reason,
+        message: format!("{field}: {message}"),
+    };
+    if !(b.group.is_empty() || b.group == "core") || b.kind != "Service" {
+        return invalid(
+            reason::INVALID_KIND,
+            format!("backend kind {}/{} is not supported", b.group, b.kind),
+        );
+    }
+    let ns = b.namespace.as_deref().unwrap_or(&route.namespace);
+    let from = From {
+        group: "gateway.networking.k8s.io",
+        kind: route.kind.kind(),
+        namespace: &route.namespace,
+    };
+    let to = To {
+        group: "",
+        kind: "Service",
+        namespace: ns,
+        name: &b.name,
+    };
+    if !reference_grant::permitted(index, &from, &to) {
+        return invalid(
+            reason::REF_NOT_PERMITTED,
+            format!(
+                "Service {ns}/{} is in another namespace and no ReferenceGrant allows it",
+                b.name
+            ),
+        );
+    }
+    let Some(port) = b.port else {
+        return invalid(
+            reason::BACKEND_NOT_FOUND,
+            format!("Service {ns}/{}: port is required", b.name),
+        );
+    };
+    let Some(svc) = index.services.get(&(ns.to_string(), b.name.clone())) else {
+        return invalid(
+            reason::BACKEND_NOT_FOUND,
+            format!("Service {ns}/{} not found", b.name),
+        );
+    };
+    let spec = svc.spec.as_ref();
+    let Some(svc_port) = spec
+        .and_then(|s| s.ports.as_ref())
+        .and_then(|ps| ps.iter().find(|p| p.port == port))
+    else {
+        return invalid(
+            reason::BACKEND_NOT_FOUND,
+            format!("Service {ns}/{} has no port {port}", b.name),
+        );
+    };
+    let app_h2 = matches!(
+        svc_port.app_protocol.as_deref(),
+        Some("kubernetes.io/h2c" | "h2c" | "grpc")
+    );
+    let http2 = app_h2 || route.kind == RouteKind::Grpc;
+    let name = if http2 {
+        format!("{ns}/{}/{port}/h2c", b.name)
+    } else {
+        format!("{ns}/{}/{port}", b.name)
+    };
+    if !clusters.contains_key(&name) {
+        let endpoints = endpoints(
+            index,
+            ns,
+            &b.name,
+            svc_port.name.as_deref(),
+            svc_port.target_port.as_ref(),
+            port,
+        );
+        clusters.insert(
+            name.clone(),
+            ClusterSpec {
+                name: name.clone(),
+                http2,
+                endpoints,
+            },
+        );
+    }
+    Backend::Cluster { name, weight }
+}
+
+/// Ready endpoints of a Service port. EndpointSlice ports are matched by the
+/// Service port's name, as kube-proxy does.
+fn endpoints(
+    index: &Index<'_>,
+    ns: &str,
+    svc: &str,
+    port_name: Option<&str>,
+    target: Option<&IntOrString>,
+    port: i32,
+) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    let fallback_port = match target {
+        Some(IntOrString::Int(p)) => *p,
+        None => port,
+        Some(IntOrString::String(_)) => 0,
+    };
+    for slice in index
+        .endpoint_slices
+        .get(&(ns.to_string(), svc.to_string()))
+        .into_iter()
+        .flatten()
+    {
+        let slice_port = slice
+            .ports
+            .as_ref()
+            .and_then(|ps| {
+                ps.iter()
+                    .find(|p| p.name.as_deref().unwrap_or("") == port_name.unwrap_or(""))
+            })
+            .and_then(|p| p.port)
+            .unwrap_or(fallback_port);
+        let Ok(slice_port) = u32::try_from(slice_port) else {
+            continue;
+        };
+        if slice_port == 0 || slice_port > 65535 {
+            continue;
+        }
+        for ep in slice.endpoints.iter().flatten() {
+            if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+                continue;
+            }
+            for addr in &ep.addresses {
+                if addr.parse::<std::net::IpAddr>().is_ok() {
+                    out.push((addr.clone(), slice_port));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}

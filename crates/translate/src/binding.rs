@@ -1,0 +1,158 @@
+//! Route binding: which listeners of which Gateway a route attaches to, and
+//! why not when it does not. This file is where that decision is made.
+//!
+//! For each `parentRef`: the Gateway must be one of ours; `sectionName` and
+//! `port` narrow the candidate listeners (`NoMatchingParent` if none is
+//! left); the listener must allow the route's kind and namespace
+//! (`NotAllowedByListeners`); and the route's hostnames must intersect the
+//! listener's (`NoMatchingListenerHostname`).
+
+use crate::gateway::GatewayState;
+use crate::hostname;
+use crate::index::Index;
+use crate::listener::{AllowedNamespaces, GATEWAY_GROUP, Listener};
+use crate::route::model::{ParentRef, Route};
+use crate::selector::{self, Requirement};
+use crate::status::reason;
+
+/// A route attached to one listener, serving these hostnames there.
+#[derive(Clone, Debug)]
+pub struct Attachment {
+    pub listener: usize,
+    pub hostnames: Vec<String>,
+}
+
+/// The outcome for one parentRef of a route that names one of our Gateways.
+#[derive(Clone, Debug)]
+pub struct ParentBinding {
+    pub parent_index: usize,
+    pub gateway: usize,
+    /// Empty when not accepted; then `refused` says why.
+    pub attachments: Vec<Attachment>,
+    pub refused: Option<(&'static str, String)>,
+}
+
+fn namespace_allowed(index: &Index<'_>, listener: &Listener, gateway_ns: &str, route_ns: &str) -> bool {
+    match &listener.allowed_namespaces {
+        AllowedNamespaces::Same => gateway_ns == route_ns,
+        AllowedNamespaces::All => true,
+        AllowedNamespaces::Selector {
+            match_labels,
+            expressions,
+        } => {
+            let reqs: Vec<Requirement<'_>> = expressions
+                .iter()
+                .map(|(k, op, v)| Requirement {
+                    key: k,
+                    operator: op,
+                    values: v,
+                })
+                .collect();
+            selector::matches(match_labels.as_ref(), &reqs, &index.labels_of_namespace(route_ns))
+        }
+    }
+}
+
+/// Finds the Gateway a parentRef names among ours.
+fn find_gateway(gateways: &[GatewayState], route_ns: &str, p: &ParentRef) -> Option<usize> {
+    if p.group != GATEWAY_GROUP || p.kind != "Gateway" {
+        return None;
+    }
+    let ns = p.namespace.as_deref().unwrap_or(route_ns);
+    gateways
+        .iter()
+        .position(|g| g.namespace == ns && g.name == p.name)
+}
+
+pub fn bind(index: &Index<'_>, gateways: &[GatewayState], route: &Route) -> Vec<ParentBinding> {
+    let mut out = Vec::new();
+    for (parent_index, p) in route.parent_refs.iter().enumerate() {
+        let Some(gi) = find_gateway(gateways, &route.namespace, p) else {
+            continue;
+        };
+        out.push(bind_one(index, &gateways[gi], gi, parent_index, p, route));
+    }
+    out
+}
+
+pub fn bind_one(
+    index: &Index<'_>,
+    gw: &GatewayState,
+    gi: usize,
+    parent_index: usize,
+    p: &ParentRef,
+    route: &Route,
+) -> ParentBinding {
+    let refuse = |r: &'static str, m: String| ParentBinding {
+        parent_index,
+        gateway: gi,
+        attachments: Vec::new(),
+        refused: Some((r, m)),
+    };
+    let candidates: Vec<usize> = gw
+        .listeners
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| p.section_name.as_deref().is_none_or(|s| s == l.name))
+        .filter(|(_, l)| p.port.is_none_or(|port| port == l.port))
+        .map(|(i, _)| i)
+        .collect();
+    if candidates.is_empty() {
+        let what = match (&p.section_name, p.port) {
+            (Some(s), Some(port)) => format!("no listener named {s:?} on port {port}"),
+            (Some(s), None) => format!("no listener named {s:?}"),
+            (None, Some(port)) => format!("no listener on port {port}"),
+            (None, None) => "the Gateway has no listeners".to_string(),
+        };
+        return refuse(
+            reason::NO_MATCHING_PARENT,
+            format!("Gateway {}/{}: {what}", gw.namespace, gw.name),
+        );
+    }
+    let allowed: Vec<usize> = candidates
+        .into_iter()
+        .filter(|&i| {
+            let l = &gw.listeners[i];
+            l.allows_kind(route.kind) && namespace_allowed(index, l, &gw.namespace, &route.namespace)
+        })
+        .collect();
+    if allowed.is_empty() {
+        return refuse(
+            reason::NOT_ALLOWED_BY_LISTENERS,
+            format!(
+                "no listener of Gateway {}/{} allows {} from namespace {}",
+                gw.namespace,
+                gw.name,
+                route.kind.kind(),
+                route.namespace
+            ),
+        );
+    }
+    let attachments: Vec<Attachment> = allowed
+        .into_iter()
+        .filter_map(|i| {
+            let hostnames = hostname::effective(gw.listeners[i].hostname.as_deref(), &route.hostnames);
+            (!hostnames.is_empty()).then_some(Attachment {
+                listener: i,
+                hostnames,
+            })
+        })
+        .collect();
+    if attachments.is_empty() {
+        return refuse(
+            reason::NO_MATCHING_LISTENER_HOSTNAME,
+            format!(
+                "no hostname of the route ({}) matches a listener of Gateway {}/{}",
+                route.hostnames.join(", "),
+                gw.namespace,
+                gw.name
+            ),
+        );
+    }
+    ParentBinding {
+        parent_index,
+        gateway: gi,
+        attachments,
+        refused: None,
+    }
+}

@@ -1,0 +1,64 @@
+//! GatewayClass selection: a class is ours when its `controllerName` equals
+//! the configured controller name; Gateways of other classes are ignored
+//! entirely (no xDS, no status), as another controller owns them.
+
+use std::collections::BTreeMap;
+
+use api::Inputs;
+use serde_json::json;
+
+use crate::ObjectStatus;
+use crate::status::{Stamp, reason};
+
+/// Our classes by name, with whether each is accepted.
+pub struct Classes {
+    pub accepted: BTreeMap<String, bool>,
+}
+
+impl Classes {
+    pub fn is_ours(&self, class: &str) -> bool {
+        self.accepted.contains_key(class)
+    }
+}
+
+pub fn process(inputs: &Inputs, controller: &str, time: &str, status: &mut Vec<ObjectStatus>) -> Classes {
+    let mut accepted = BTreeMap::new();
+    for class in &inputs.gateway_classes {
+        let gc = &class.object;
+        if gc.spec.controller_name != controller {
+            continue;
+        }
+        let name = gc.metadata.name.clone().unwrap_or_default();
+        let stamp = Stamp {
+            generation: gc.metadata.generation.unwrap_or(1),
+            time,
+        };
+        // portcullis has no class parameters: a parametersRef cannot be honoured.
+        let ok = gc.spec.parameters_ref.is_none();
+        let accepted_cond = if ok {
+            stamp.condition("Accepted", true, reason::ACCEPTED, "Accepted by portcullis")
+        } else {
+            stamp.condition(
+                "Accepted",
+                false,
+                reason::INVALID_PARAMETERS,
+                "spec.parametersRef: portcullis does not support GatewayClass parameters",
+            )
+        };
+        let version = stamp.condition(
+            "SupportedVersion",
+            true,
+            reason::SUPPORTED_VERSION,
+            "Gateway API v1.5 CRDs are supported",
+        );
+        status.push(ObjectStatus::new(
+            "gateway.networking.k8s.io/v1",
+            "GatewayClass",
+            None,
+            &name,
+            json!({ "conditions": [accepted_cond, version] }),
+        ));
+        accepted.insert(name, ok);
+    }
+    Classes { accepted }
+}

@@ -1,0 +1,79 @@
+//! Lookup tables over the input snapshot, built once per translation.
+
+use std::collections::{BTreeMap, HashMap};
+
+use api::Inputs;
+use api::gateway_api::experimental::referencegrants::ReferenceGrant;
+use api::k8s_openapi::api::core::v1::{Secret, Service};
+use api::k8s_openapi::api::discovery::v1::EndpointSlice;
+
+/// `(namespace, name)` of a namespaced object.
+pub type Key = (String, String);
+
+pub fn ns_name(meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Key {
+    (
+        meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+pub struct Index<'a> {
+    pub namespace_labels: HashMap<String, BTreeMap<String, String>>,
+    pub services: HashMap<Key, &'a Service>,
+    /// EndpointSlices by the Service they belong to (label `kubernetes.io/service-name`).
+    pub endpoint_slices: HashMap<Key, Vec<&'a EndpointSlice>>,
+    pub secrets: HashMap<Key, &'a Secret>,
+    pub reference_grants: Vec<&'a ReferenceGrant>,
+}
+
+impl<'a> Index<'a> {
+    pub fn new(inputs: &'a Inputs) -> Self {
+        let mut namespace_labels: HashMap<String, BTreeMap<String, String>> = HashMap::new();
+        for ns in &inputs.namespaces {
+            let Some(name) = ns.object.metadata.name.clone() else {
+                continue;
+            };
+            let mut labels = ns.object.metadata.labels.clone().unwrap_or_default();
+            labels.insert("kubernetes.io/metadata.name".into(), name.clone());
+            namespace_labels.entry(name).or_insert(labels);
+        }
+        let mut endpoint_slices: HashMap<Key, Vec<&EndpointSlice>> = HashMap::new();
+        for es in &inputs.endpoint_slices {
+            let labels = es.object.metadata.labels.as_ref();
+            if let Some(svc) = labels.and_then(|l| l.get("kubernetes.io/service-name")) {
+                let ns = ns_name(&es.object.metadata).0;
+                endpoint_slices
+                    .entry((ns, svc.clone()))
+                    .or_default()
+                    .push(&es.object);
+            }
+        }
+        for slices in endpoint_slices.values_mut() {
+            slices.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        }
+        Self {
+            namespace_labels,
+            services: inputs
+                .services
+                .iter()
+                .map(|s| (ns_name(&s.object.metadata), &s.object))
+                .collect(),
+            endpoint_slices,
+            secrets: inputs
+                .secrets
+                .iter()
+                .map(|s| (ns_name(&s.object.metadata), &s.object))
+                .collect(),
+            reference_grants: inputs.reference_grants.iter().map(|g| &g.object).collect(),
+        }
+    }
+
+    /// Labels of a namespace; a namespace with no manifest still has its
+    /// `kubernetes.io/metadata.name` label, as the API server would set.
+    pub fn labels_of_namespace(&self, ns: &str) -> BTreeMap<String, String> {
+        self.namespace_labels
+            .get(ns)
+            .cloned()
+            .unwrap_or_else(|| BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns.to_string())]))
+    }
+}

@@ -1,0 +1,297 @@
+//! Gateway listeners: protocol support, TLS references, allowed route kinds
+//! and namespaces, and conflicts between listeners that share a port.
+//!
+//! Each listener ends with an [`Listener`] record that says whether it is
+//! programmed into Envoy and carries the conditions for its status.
+
+use std::collections::{BTreeMap, HashMap};
+
+use api::gateway_api::experimental::gateways::{
+    GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
+};
+
+use crate::hostname;
+use crate::index::Index;
+use crate::route::model::RouteKind;
+use crate::status::reason;
+use crate::tls::{self, Certificate};
+
+pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Protocol {
+    Http,
+    Https,
+}
+
+impl Protocol {
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Https => "https",
+        }
+    }
+}
+
+/// Which namespaces may attach routes.
+#[derive(Clone, Debug)]
+pub enum AllowedNamespaces {
+    Same,
+    All,
+    Selector {
+        match_labels: Option<BTreeMap<String, String>>,
+        expressions: Vec<(String, String, Vec<String>)>,
+    },
+}
+
+/// (reason, message) of a condition that is not True.
+pub type Problem = (&'static str, String);
+
+#[derive(Clone, Debug)]
+pub struct Listener {
+    pub name: String,
+    pub port: i32,
+    /// None when the protocol is not supported (see `accepted`).
+    pub protocol: Option<Protocol>,
+    pub hostname: Option<String>,
+    pub allowed_namespaces: AllowedNamespaces,
+    /// Route kinds this listener accepts (valid ones only).
+    pub kinds: Vec<RouteKind>,
+    pub certificates: Vec<Certificate>,
+    /// Accepted=False reason, if any.
+    pub not_accepted: Option<Problem>,
+    /// ResolvedRefs=False reason, if any.
+    pub unresolved: Option<Problem>,
+    /// Conflicted=True reason, if any.
+    pub conflicted: Option<Problem>,
+    /// Whether an HTTPS listener lacks usable certificates (cannot be programmed).
+    pub missing_certificates: bool,
+    pub attached_routes: i32,
+}
+
+impl Listener {
+    /// Whether Envoy gets this listener.
+    pub fn programmed(&self) -> bool {
+        self.not_accepted.is_none() && self.conflicted.is_none() && !self.missing_certificates
+    }
+
+    pub fn allows_kind(&self, kind: RouteKind) -> bool {
+        self.kinds.contains(&kind)
+    }
+}
+
+fn supported_kinds(protocol: Protocol) -> &'static [RouteKind] {
+    match protocol {
+        Protocol::Http | Protocol::Https => &[RouteKind::Http, RouteKind::Grpc],
+    }
+}
+
+fn kind_by_name(group: &str, kind: &str) -> Option<RouteKind> {
+    match (group, kind) {
+        (GATEWAY_GROUP, "HTTPRoute") => Some(RouteKind::Http),
+        (GATEWAY_GROUP, "GRPCRoute") => Some(RouteKind::Grpc),
+        _ => None,
+    }
+}
+
+/// Builds and checks every listener of one Gateway.
+pub fn process(index: &Index<'_>, gateway_ns: &str, specs: &[GatewayListeners]) -> Vec<Listener> {
+    let mut listeners: Vec<Listener> = specs.iter().map(|l| one(index, gateway_ns, l)).collect();
+    detect_conflicts(&mut listeners);
+    listeners
+}
+
+fn one(index: &Index<'_>, gateway_ns: &str, spec: &GatewayListeners) -> Listener {
+    let mut not_accepted = None;
+    let mut unresolved = None;
+    let protocol = match spec.protocol.as_str() {
+        "HTTP" => Some(Protocol::Http),
+        "HTTPS" => Some(Protocol::Https),
+        other => {
+            not_accepted = Some((
+                reason::UNSUPPORTED_PROTOCOL,
+                format!("protocol {other} is not supported (supported: HTTP, HTTPS)"),
+            ));
+            None
+        }
+    };
+    if !(1..=65535).contains(&spec.port) {
+        not_accepted = Some((
+            reason::PORT_UNAVAILABLE,
+            format!("port {} is out of range 1-65535", spec.port),
+        ));
+    }
+    if let Some(h) = spec.hostname.as_deref() {
+        if !hostname::is_valid(h, true) && not_accepted.is_none() {
+            // No listener reason names a bad hostname; the API server's
+            // validation would have refused it, so the listener is unusable.
+            not_accepted = Some((
+                reason::UNSUPPORTED_PROTOCOL,
+                format!("hostname {h:?} is not a valid DNS name"),
+            ));
+        }
+    }
+
+    // Allowed kinds: explicit list filtered to what the protocol supports.
+    let (kinds, bad_kinds): (Vec<_>, Vec<_>) =
+        match spec.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) {
+            Some(list) => {
+                let mut good = Vec::new();
+                let mut bad = Vec::new();
+                for k in list {
+                    let group = k.group.as_deref().unwrap_or(GATEWAY_GROUP);
+                    match kind_by_name(group, &k.kind) {
+                        Some(rk) if protocol.is_some_and(|p| supported_kinds(p).contains(&rk)) => {
+                            if !good.contains(&rk) {
+                                good.push(rk);
+                            }
+                        }
+                        _ => bad.push(format!("{group}/{}", k.kind)),
+                    }
+                }
+                (good, bad)
+            }
+            None => (
+                protocol.map(|p| supported_kinds(p).to_vec()).unwrap_or_default(),
+                Vec::new(),
+            ),
+        };
+    if !bad_kinds.is_empty() {
+        unresolved = Some((
+            reason::INVALID_ROUTE_KINDS,
+            format!(
+                "allowedRoutes.kinds: unsupported route kinds {}",
+                bad_kinds.join(", ")
+            ),
+        ));
+    }
+
+    let allowed_namespaces = match spec.allowed_routes.as_ref().and_then(|a| a.namespaces.as_ref()) {
+        None => AllowedNamespaces::Same,
+        Some(ns) => match ns.from {
+            None | Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) => AllowedNamespaces::Same,
+            Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => AllowedNamespaces::All,
+            Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
+                let sel = ns.selector.as_ref();
+                AllowedNamespaces::Selector {
+                    match_labels: sel.and_then(|s| s.match_labels.clone()),
+                    expressions: sel
+                        .and_then(|s| s.match_expressions.as_ref())
+                        .map(|es| {
+                            es.iter()
+                                .map(|e| {
+                                    (
+                                        e.key.clone(),
+                                        e.operator.clone(),
+                                        e.values.clone().unwrap_or_default(),
+                                    )
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                }
+            }
+        },
+    };
+
+    let mut certificates = Vec::new();
+    let mut missing_certificates = false;
+    if protocol == Some(Protocol::Https) {
+        let tls = spec.tls.as_ref();
+        if matches!(
+            tls.and_then(|t| t.mode.as_ref()),
+            Some(GatewayListenersTlsMode::Passthrough)
+        ) {
+            not_accepted = Some((
+                reason::UNSUPPORTED_PROTOCOL,
+                "tls.mode Passthrough is not supported on HTTPS listeners".into(),
+            ));
+        }
+        let refs = tls
+            .and_then(|t| t.certificate_refs.as_deref())
+            .unwrap_or_default();
+        for r in refs {
+            match tls::resolve(
+                index,
+                gateway_ns,
+                r.group.as_deref().unwrap_or(""),
+                r.kind.as_deref().unwrap_or("Secret"),
+                r.namespace.as_deref(),
+                &r.name,
+            ) {
+                Ok(c) => certificates.push(c),
+                Err(p) => {
+                    unresolved.get_or_insert(p);
+                }
+            }
+        }
+        if refs.is_empty() {
+            unresolved.get_or_insert((
+                reason::INVALID_CERTIFICATE_REF,
+                "tls.certificateRefs: an HTTPS listener needs at least one certificate".into(),
+            ));
+        }
+        missing_certificates = certificates.is_empty() || certificates.len() != refs.len();
+    }
+
+    Listener {
+        name: spec.name.clone(),
+        port: spec.port,
+        protocol,
+        hostname: spec.hostname.clone(),
+        allowed_namespaces,
+        kinds,
+        certificates,
+        not_accepted,
+        unresolved,
+        conflicted: None,
+        missing_certificates,
+        attached_routes: 0,
+    }
+}
+
+/// Listeners sharing a port must agree on the protocol, and must differ in
+/// hostname. The first listener (in spec order) on a port keeps it; later
+/// ones that conflict are marked Conflicted and not programmed. A repeated
+/// listener name is a conflict too.
+fn detect_conflicts(listeners: &mut [Listener]) {
+    let mut port_protocol: HashMap<i32, Protocol> = HashMap::new();
+    let mut seen_hostnames: HashMap<(i32, Option<String>), String> = HashMap::new();
+    let mut seen_names: HashMap<String, usize> = HashMap::new();
+    for i in 0..listeners.len() {
+        let l = &listeners[i];
+        if let Some(first) = seen_names.get(&l.name) {
+            let msg = format!("listener name {:?} is already used by listener {}", l.name, first);
+            listeners[i].conflicted = Some((reason::HOSTNAME_CONFLICT, msg));
+            continue;
+        }
+        seen_names.insert(l.name.clone(), i);
+        let Some(protocol) = l.protocol else { continue };
+        if l.not_accepted.is_some() {
+            continue;
+        }
+        match port_protocol.get(&l.port) {
+            Some(p) if *p != protocol => {
+                let msg = format!("port {} is already used with protocol {:?}", l.port, p);
+                listeners[i].conflicted = Some((reason::PROTOCOL_CONFLICT, msg));
+                continue;
+            }
+            Some(_) => {}
+            None => {
+                port_protocol.insert(l.port, protocol);
+            }
+        }
+        let key = (l.port, l.hostname.clone());
+        if let Some(other) = seen_hostnames.get(&key) {
+            let msg = format!(
+                "listener {} already serves hostname {} on port {}",
+                other,
+                l.hostname.as_deref().unwrap_or("(any)"),
+                l.port
+            );
+            listeners[i].conflicted = Some((reason::HOSTNAME_CONFLICT, msg));
+            continue;
+        }
+        seen_hostnames.insert(key, l.name.clone());
+    }
+}

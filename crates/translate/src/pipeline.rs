@@ -1,0 +1,232 @@
+//! The translation pipeline: classes → gateways → routes → binding → IR →
+//! xDS, with status for every object touched.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use api::{Diagnostic, Inputs};
+
+use crate::binding::{self, ParentBinding};
+use crate::gateway::GatewayState;
+use crate::index::Index;
+use crate::ir::{self, Chain, RouteOrder};
+use crate::listener::Protocol;
+use crate::route::model::{self, Route};
+use crate::route::rule::{self, ListenerContext};
+use crate::route_status::{self, RouteReport};
+use crate::{Output, Settings, gatewayclass, xds};
+
+pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
+    let mut out = Output::default();
+    let index = Index::new(inputs);
+    let classes = gatewayclass::process(
+        inputs,
+        &settings.controller_name,
+        &settings.transition_time,
+        &mut out.status,
+    );
+
+    let mut gws: Vec<&api::Sourced<_>> = inputs
+        .gateways
+        .iter()
+        .filter(|g| classes.is_ours(&g.object.spec.gateway_class_name))
+        .collect();
+    gws.sort_by_key(|g| crate::index::ns_name(&g.object.metadata));
+    let mut gateways: Vec<GatewayState<'_>> = gws
+        .into_iter()
+        .map(|g| {
+            let accepted = classes
+                .accepted
+                .get(&g.object.spec.gateway_class_name)
+                .copied()
+                .unwrap_or(false);
+            GatewayState::new(&index, g, accepted)
+        })
+        .collect();
+
+    let mut routes: Vec<Route> = inputs
+        .http_routes
+        .iter()
+        .map(|r| model::from_http(&r.object, &r.source))
+        .chain(
+            inputs
+                .grpc_routes
+                .iter()
+                .map(|r| model::from_grpc(&r.object, &r.source)),
+        )
+        .collect();
+    routes.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
+
+    // Bind every route, counting attachments per listener.
+    let bindings: Vec<Vec<ParentBinding>> = routes
+        .iter()
+        .map(|r| binding::bind(&index, &gateways, r))
+        .collect();
+    for bs in &bindings {
+        let mut counted = BTreeSet::new();
+        for b in bs {
+            for a in &b.attachments {
+                if counted.insert((b.gateway, a.listener)) {
+                    gateways[b.gateway].listeners[a.listener].attached_routes += 1;
+                }
+            }
+        }
+    }
+
+    // IR per Gateway.
+    let mut irs: Vec<ir::Gateway> = gateways.iter().map(skeleton).collect();
+    let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
+    for (ri, (route, bs)) in routes.iter().zip(&bindings).enumerate() {
+        let mut done = BTreeSet::new();
+        for b in bs {
+            let gw = &gateways[b.gateway];
+            if !gw.class_accepted {
+                continue;
+            }
+            for a in &b.attachments {
+                if !done.insert((b.gateway, a.listener)) {
+                    continue;
+                }
+                let l = &gw.listeners[a.listener];
+                let Some(protocol) = l.protocol.filter(|_| l.programmed()) else {
+                    continue;
+                };
+                let ctx = ListenerContext {
+                    port: l.port,
+                    protocol,
+                };
+                let ir = &mut irs[b.gateway];
+                let mut built = Vec::new();
+                for (rule_index, rule) in route.rules.iter().enumerate() {
+                    let r = rule::build(&index, route, rule_index, rule, ctx, &mut ir.clusters);
+                    reports[ri].absorb(rule_index, &r);
+                    for (match_index, br) in r.routes.into_iter().enumerate() {
+                        let order = RouteOrder {
+                            rank: br.rank,
+                            created: (
+                                route.creation_timestamp.is_none(),
+                                route.creation_timestamp.clone().unwrap_or_default(),
+                            ),
+                            namespace: route.namespace.clone(),
+                            name: route.name.clone(),
+                            kind: route.kind as u8,
+                            rule: rule_index,
+                            match_index,
+                        };
+                        built.push((order, br.route));
+                    }
+                }
+                let chain = chain_for(ir, gw, a.listener);
+                let spec = ir::specificity(l.hostname.as_deref());
+                for h in &a.hostnames {
+                    chain.add(h, &l.name, spec, built.iter().cloned());
+                }
+            }
+        }
+        // Routes not programmed anywhere still get their references checked.
+        if reports[ri].rules_seen.is_empty() {
+            reports[ri].check_refs(&index, route);
+        }
+    }
+
+    for (gw, ir) in gateways.iter().zip(&irs) {
+        out.gateways
+            .insert(gw.key(), xds::build(ir, &settings.listener_address));
+        out.status.push(crate::ObjectStatus::new(
+            "gateway.networking.k8s.io/v1",
+            "Gateway",
+            Some(&gw.namespace),
+            &gw.name,
+            gw.status(&settings.transition_time, &settings.status_address),
+        ));
+    }
+    for ((route, bs), report) in routes.iter().zip(&bindings).zip(&reports) {
+        for e in &route.errors {
+            out.diagnostics.push(Diagnostic::error(
+                Some(route.display()),
+                Some(&route.source),
+                e.clone(),
+            ));
+        }
+        for w in &report.warnings {
+            out.diagnostics.push(Diagnostic::warning(
+                Some(route.display()),
+                Some(&route.source),
+                w.clone(),
+            ));
+        }
+        for (i, e) in &report.replaced {
+            out.diagnostics.push(Diagnostic::error(
+                Some(route.display()),
+                Some(&route.source),
+                format!("Replaced Rule ({i}): {e} [{}]", e.class),
+            ));
+        }
+        if bs.is_empty() {
+            continue;
+        }
+        out.status
+            .push(route_status::render(route, bs, &gateways, report, settings));
+    }
+    out
+}
+
+fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
+    let mut g = ir::Gateway {
+        namespace: gw.namespace.clone(),
+        name: gw.name.clone(),
+        ..Default::default()
+    };
+    if !gw.class_accepted {
+        return g;
+    }
+    for l in gw.listeners.iter().filter(|l| l.programmed()) {
+        let Some(protocol) = l.protocol else { continue };
+        let port = g.ports.entry(l.port).or_insert_with(|| ir::Port {
+            protocol,
+            chains: Vec::new(),
+        });
+        match protocol {
+            Protocol::Http => {
+                if port.chains.is_empty() {
+                    port.chains.push(Chain {
+                        route_config: format!("{}/{}/{}", gw.namespace, gw.name, l.port),
+                        server_names: Vec::new(),
+                        certificates: Vec::new(),
+                        virtual_hosts: BTreeMap::new(),
+                    });
+                }
+            }
+            Protocol::Https => {
+                for c in &l.certificates {
+                    g.certificates.insert(c.sds_name.clone(), c.clone());
+                }
+                port.chains.push(Chain {
+                    route_config: format!("{}/{}/{}/{}", gw.namespace, gw.name, l.port, l.name),
+                    server_names: l.hostname.clone().into_iter().collect(),
+                    certificates: l.certificates.iter().map(|c| c.sds_name.clone()).collect(),
+                    virtual_hosts: BTreeMap::new(),
+                });
+            }
+        }
+    }
+    g
+}
+
+/// The chain a listener's routes go to.
+fn chain_for<'a>(ir: &'a mut ir::Gateway, gw: &GatewayState<'_>, listener: usize) -> &'a mut Chain {
+    let l = &gw.listeners[listener];
+    let https_name = format!("{}/{}/{}/{}", gw.namespace, gw.name, l.port, l.name);
+    let port = ir
+        .ports
+        .get_mut(&l.port)
+        .expect("skeleton has a port for every programmed listener");
+    let idx = match port.protocol {
+        Protocol::Http => 0,
+        Protocol::Https => port
+            .chains
+            .iter()
+            .position(|c| c.route_config == https_name)
+            .unwrap_or(0),
+    };
+    &mut port.chains[idx]
+}

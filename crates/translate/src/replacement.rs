@@ -1,0 +1,32 @@
+//! Invalid route replacement: the decision of what an unprogrammable rule
+//! becomes in Envoy. It never disappears (its traffic would fall through to
+//! a broader route, failing open) and never reaches Envoy as written (a
+//! NACK would freeze the whole listener): it keeps its match and answers
+//! 500.
+
+use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
+use envoy_types::pb::envoy::config::route::v3::{DirectResponseAction, Route, route};
+
+pub const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
+
+pub fn direct_500() -> route::Action {
+    route::Action::DirectResponse(DirectResponseAction {
+        status: 500,
+        body: Some(DataSource {
+            specifier: Some(data_source::Specifier::InlineString(BODY.into())),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// Keeps the route's name and match; drops everything that could be the
+/// cause (per-filter config, header mutations) and answers 500.
+pub fn replace(route: &mut Route) {
+    route.action = Some(direct_500());
+    route.typed_per_filter_config.clear();
+    route.request_headers_to_add.clear();
+    route.request_headers_to_remove.clear();
+    route.response_headers_to_add.clear();
+    route.response_headers_to_remove.clear();
+}

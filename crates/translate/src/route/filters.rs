@@ -1,0 +1,342 @@
+//! Gateway API filters → Envoy route fields: header modifiers, redirects,
+//! URL rewrites, mirrors.
+
+use api::gateway_api::experimental::httproutes::{
+    HttpRouteRulesFilters, HttpRouteRulesFiltersRequestRedirect,
+    HttpRouteRulesFiltersRequestRedirectPathType, HttpRouteRulesFiltersRequestRedirectScheme,
+    HttpRouteRulesFiltersUrlRewrite, HttpRouteRulesFiltersUrlRewritePathType,
+};
+use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption, header_value_option};
+use envoy_types::pb::envoy::config::route::v3::{RedirectAction, redirect_action};
+use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatchAndSubstitute;
+
+use crate::error::RuleError;
+use crate::listener::Protocol;
+use crate::route::matches::regex_matcher;
+
+/// RFC 7230 token characters.
+pub fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Header mutations of one direction.
+#[derive(Clone, Debug, Default)]
+pub struct HeaderMods {
+    pub add: Vec<HeaderValueOption>,
+    pub remove: Vec<String>,
+}
+
+/// Envoy reads header values as format strings; Gateway API values are
+/// literal, so `%` must be escaped or Envoy would reject or expand it.
+fn literal(value: &str) -> String {
+    value.replace('%', "%%")
+}
+
+fn check_name(name: &str, field: &str, request: bool) -> Result<(), RuleError> {
+    if !is_header_name(name) {
+        return Err(RuleError::structural(
+            field,
+            format!("{name:?} is not a valid header name"),
+        ));
+    }
+    let lower = name.to_ascii_lowercase();
+    if request && lower == "host" {
+        return Err(RuleError::structural(
+            field,
+            "the Host header cannot be modified by a header filter",
+        ));
+    }
+    Ok(())
+}
+
+fn check_value(value: &str, field: &str) -> Result<(), RuleError> {
+    if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(RuleError::structural(
+            field,
+            "header values cannot contain CR, LF or NUL",
+        ));
+    }
+    Ok(())
+}
+
+/// Collects one header modifier (set/add/remove lists share a shape in
+/// every generated variant, so they come in as slices of pairs).
+pub fn header_modifier(
+    set: &[(String, String)],
+    add: &[(String, String)],
+    remove: &[String],
+    field: &str,
+    request: bool,
+    into: &mut HeaderMods,
+) -> Result<(), RuleError> {
+    for (i, (name, value)) in set.iter().enumerate() {
+        check_name(name, &format!("{field}.set[{i}].name"), request)?;
+        check_value(value, &format!("{field}.set[{i}].value"))?;
+        into.add.push(option(
+            name,
+            value,
+            header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd,
+        ));
+    }
+    for (i, (name, value)) in add.iter().enumerate() {
+        check_name(name, &format!("{field}.add[{i}].name"), request)?;
+        check_value(value, &format!("{field}.add[{i}].value"))?;
+        into.add.push(option(
+            name,
+            value,
+            header_value_option::HeaderAppendAction::AppendIfExistsOrAdd,
+        ));
+    }
+    for (i, name) in remove.iter().enumerate() {
+        check_name(name, &format!("{field}.remove[{i}]"), request)?;
+        into.remove.push(name.to_ascii_lowercase());
+    }
+    Ok(())
+}
+
+fn option(name: &str, value: &str, action: header_value_option::HeaderAppendAction) -> HeaderValueOption {
+    HeaderValueOption {
+        header: Some(HeaderValue {
+            key: name.to_ascii_lowercase(),
+            value: literal(value),
+            ..Default::default()
+        }),
+        append_action: action as i32,
+        ..Default::default()
+    }
+}
+
+/// Pulls (name, value) pairs from any generated header-modifier variant.
+pub fn pairs<T: serde::Serialize>(items: Option<&Vec<T>>) -> Vec<(String, String)> {
+    items
+        .into_iter()
+        .flatten()
+        .filter_map(|i| {
+            let v = serde_json::to_value(i).ok()?;
+            Some((
+                v.get("name")?.as_str()?.to_string(),
+                v.get("value")?.as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// The path the rule matched on, needed by prefix rewrites.
+pub enum MatchedPath<'a> {
+    Prefix(&'a str),
+    Other,
+}
+
+fn well_known_port(scheme: &str) -> i32 {
+    if scheme == "https" { 443 } else { 80 }
+}
+
+pub fn redirect(
+    f: &HttpRouteRulesFiltersRequestRedirect,
+    field: &str,
+    listener_port: i32,
+    listener_protocol: Protocol,
+    matched: &MatchedPath<'_>,
+) -> Result<RedirectAction, RuleError> {
+    let mut r = RedirectAction::default();
+    let scheme = f.scheme.as_ref().map(|s| match s {
+        HttpRouteRulesFiltersRequestRedirectScheme::Http => "http",
+        HttpRouteRulesFiltersRequestRedirectScheme::Https => "https",
+    });
+    if let Some(s) = scheme {
+        r.scheme_rewrite_specifier = Some(redirect_action::SchemeRewriteSpecifier::SchemeRedirect(s.into()));
+    }
+    if let Some(h) = &f.hostname {
+        if !crate::hostname::is_valid(h, false) {
+            return Err(RuleError::structural(
+                format!("{field}.hostname"),
+                format!("{h:?} is not a valid hostname"),
+            ));
+        }
+        r.host_redirect = h.clone();
+    }
+    // Spec: no port given → the scheme's well-known port when a scheme is
+    // given, else the listener's port; a well-known port is left out of
+    // the Location header.
+    let effective_scheme = scheme.unwrap_or(listener_protocol.scheme());
+    let port = f.port.unwrap_or(if scheme.is_some() {
+        well_known_port(effective_scheme)
+    } else {
+        listener_port
+    });
+    if !(1..=65535).contains(&port) {
+        return Err(RuleError::structural(
+            format!("{field}.port"),
+            format!("{port} is not a valid port"),
+        ));
+    }
+    r.port_redirect = if port == well_known_port(effective_scheme) {
+        0
+    } else {
+        port.unsigned_abs()
+    };
+    r.response_code = match f.status_code.unwrap_or(302) {
+        301 => redirect_action::RedirectResponseCode::MovedPermanently,
+        302 => redirect_action::RedirectResponseCode::Found,
+        303 => redirect_action::RedirectResponseCode::SeeOther,
+        307 => redirect_action::RedirectResponseCode::TemporaryRedirect,
+        308 => redirect_action::RedirectResponseCode::PermanentRedirect,
+        other => {
+            return Err(RuleError::structural(
+                format!("{field}.statusCode"),
+                format!("{other} is not a redirect status (301, 302, 303, 307, 308)"),
+            ));
+        }
+    } as i32;
+    if let Some(p) = &f.path {
+        let path_field = format!("{field}.path");
+        r.path_rewrite_specifier = Some(match p.r#type {
+            HttpRouteRulesFiltersRequestRedirectPathType::ReplaceFullPath => {
+                let v = p.replace_full_path.clone().ok_or_else(|| {
+                    RuleError::structural(
+                        format!("{path_field}.replaceFullPath"),
+                        "required for type ReplaceFullPath",
+                    )
+                })?;
+                check_path(&v, &format!("{path_field}.replaceFullPath"))?;
+                redirect_action::PathRewriteSpecifier::PathRedirect(v)
+            }
+            HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch => {
+                let v = p.replace_prefix_match.clone().ok_or_else(|| {
+                    RuleError::structural(
+                        format!("{path_field}.replacePrefixMatch"),
+                        "required for type ReplacePrefixMatch",
+                    )
+                })?;
+                check_path(&v, &format!("{path_field}.replacePrefixMatch"))?;
+                match prefix_rewrite(&v, matched, &path_field)? {
+                    PrefixRewrite::Prefix(p) => redirect_action::PathRewriteSpecifier::PrefixRewrite(p),
+                    PrefixRewrite::Regex(r) => redirect_action::PathRewriteSpecifier::RegexRewrite(r),
+                }
+            }
+        });
+    }
+    Ok(r)
+}
+
+fn check_path(v: &str, field: &str) -> Result<(), RuleError> {
+    if !v.starts_with('/') || v.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(RuleError::structural(field, format!("{v:?} is not a valid path")));
+    }
+    Ok(())
+}
+
+pub enum PrefixRewrite {
+    Prefix(String),
+    Regex(RegexMatchAndSubstitute),
+}
+
+/// ReplacePrefixMatch: replaces the matched prefix and keeps what follows
+/// it as its own path segment (`/foo` → `/bar` turns `/foo/x` into
+/// `/bar/x`; `/foo` → `/` turns it into `/x`, not `//x`).
+pub fn prefix_rewrite(
+    replacement: &str,
+    matched: &MatchedPath<'_>,
+    field: &str,
+) -> Result<PrefixRewrite, RuleError> {
+    let MatchedPath::Prefix(prefix) = matched else {
+        return Err(RuleError::semantic(
+            field,
+            "ReplacePrefixMatch requires a PathPrefix match",
+        ));
+    };
+    let prefix = prefix.trim_end_matches('/');
+    let replacement_trimmed = replacement.trim_end_matches('/');
+    if prefix.is_empty() || replacement_trimmed.is_empty() {
+        // Prefix `/` or replacement `/`: rewrite with a regex so the
+        // segment boundary is kept without doubling slashes.
+        let pattern = format!("^{}(/|$)?", crate::route::model::escape_regex(prefix));
+        let substitution = if replacement_trimmed.is_empty() {
+            "/".to_string()
+        } else {
+            format!("{replacement_trimmed}/")
+        };
+        return Ok(PrefixRewrite::Regex(RegexMatchAndSubstitute {
+            pattern: Some(regex_matcher(&pattern)),
+            substitution,
+        }));
+    }
+    Ok(PrefixRewrite::Prefix(replacement_trimmed.to_string()))
+}
+
+/// URLRewrite → (host rewrite, path rewrite).
+pub fn url_rewrite(
+    f: &HttpRouteRulesFiltersUrlRewrite,
+    field: &str,
+    matched: &MatchedPath<'_>,
+) -> Result<(Option<String>, Option<PrefixRewrite>), RuleError> {
+    let host = match &f.hostname {
+        Some(h) if !crate::hostname::is_valid(h, false) => {
+            return Err(RuleError::structural(
+                format!("{field}.hostname"),
+                format!("{h:?} is not a valid hostname"),
+            ));
+        }
+        h => h.clone(),
+    };
+    let path = match &f.path {
+        None => None,
+        Some(p) => Some(match p.r#type {
+            HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath => {
+                let v = p.replace_full_path.clone().ok_or_else(|| {
+                    RuleError::structural(
+                        format!("{field}.path.replaceFullPath"),
+                        "required for type ReplaceFullPath",
+                    )
+                })?;
+                check_path(&v, &format!("{field}.path.replaceFullPath"))?;
+                PrefixRewrite::Regex(RegexMatchAndSubstitute {
+                    pattern: Some(regex_matcher("^/.*$")),
+                    substitution: v.replace('\\', "\\\\"),
+                })
+            }
+            HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch => {
+                let v = p.replace_prefix_match.clone().ok_or_else(|| {
+                    RuleError::structural(
+                        format!("{field}.path.replacePrefixMatch"),
+                        "required for type ReplacePrefixMatch",
+                    )
+                })?;
+                check_path(&v, &format!("{field}.path.replacePrefixMatch"))?;
+                prefix_rewrite(&v, matched, &format!("{field}.path"))?
+            }
+        }),
+    };
+    Ok((host, path))
+}
+
+/// Spec: a filter type may appear once per rule, except RequestMirror and
+/// ExtensionRef; RequestRedirect and URLRewrite exclude each other.
+pub fn check_combination(filters: &[HttpRouteRulesFilters], field: &str) -> Result<(), RuleError> {
+    use api::gateway_api::experimental::httproutes::HttpRouteRulesFiltersType as T;
+    let mut seen: Vec<String> = Vec::new();
+    for (i, f) in filters.iter().enumerate() {
+        if matches!(f.r#type, T::RequestMirror | T::ExtensionRef) {
+            continue;
+        }
+        let name = format!("{:?}", f.r#type);
+        if seen.contains(&name) {
+            return Err(RuleError::semantic(
+                format!("{field}[{i}]"),
+                format!("filter type {name} appears more than once"),
+            ));
+        }
+        seen.push(name);
+    }
+    let has = |t: &str| seen.iter().any(|s| s == t);
+    if has("RequestRedirect") && has("UrlRewrite") {
+        return Err(RuleError::semantic(
+            field,
+            "RequestRedirect and URLRewrite cannot be used together",
+        ));
+    }
+    Ok(())
+}

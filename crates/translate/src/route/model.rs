@@ -1,0 +1,358 @@
+//! One shape for every route kind.
+//!
+//! HTTPRoute and GRPCRoute arrive as distinct generated types; the rest of
+//! the translator sees [`Route`]. GRPCRoute method matches become HTTP path
+//! matches (gRPC is `POST /<service>/<method>` over HTTP/2), and every
+//! filter, rule- or backend-level, of either kind is carried as the
+//! HTTPRoute rule filter type (their schemas are identical).
+
+use api::Source;
+use api::gateway_api::experimental::grpcroutes::{
+    GrpcRoute, GrpcRouteRulesMatches, GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
+};
+use api::gateway_api::experimental::httproutes::{
+    HttpRoute, HttpRouteRulesFilters, HttpRouteRulesMatches, HttpRouteRulesMatchesHeaders,
+    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPath, HttpRouteRulesMatchesPathType,
+    HttpRouteRulesRetry, HttpRouteRulesTimeouts,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RouteKind {
+    Http,
+    Grpc,
+}
+
+impl RouteKind {
+    pub fn kind(self) -> &'static str {
+        match self {
+            RouteKind::Http => "HTTPRoute",
+            RouteKind::Grpc => "GRPCRoute",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ParentRef {
+    pub group: String,
+    pub kind: String,
+    /// As written (None = the route's namespace).
+    pub namespace: Option<String>,
+    pub name: String,
+    pub section_name: Option<String>,
+    pub port: Option<i32>,
+}
+
+#[derive(Clone, Debug)]
+pub struct BackendRef {
+    pub group: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub port: Option<i32>,
+    pub weight: i32,
+    pub filters: Vec<HttpRouteRulesFilters>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub name: Option<String>,
+    /// Never empty: no matches means "match everything" (`PathPrefix /`).
+    pub matches: Vec<HttpRouteRulesMatches>,
+    pub filters: Vec<HttpRouteRulesFilters>,
+    pub backends: Vec<BackendRef>,
+    pub timeouts: Option<HttpRouteRulesTimeouts>,
+    pub retry: Option<HttpRouteRulesRetry>,
+    /// A field set on the rule that portcullis does not implement.
+    pub unsupported: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Route {
+    pub kind: RouteKind,
+    pub namespace: String,
+    pub name: String,
+    pub generation: i64,
+    pub creation_timestamp: Option<String>,
+    pub source: Source,
+    pub hostnames: Vec<String>,
+    pub parent_refs: Vec<ParentRef>,
+    pub rules: Vec<Rule>,
+    /// Problems found while normalising (e.g. a filter that could not be
+    /// carried over); each names the field.
+    pub errors: Vec<String>,
+}
+
+impl Route {
+    pub fn display(&self) -> String {
+        format!("{} {}/{}", self.kind.kind(), self.namespace, self.name)
+    }
+}
+
+/// Same-shaped generated types convert through JSON.
+fn convert<A: Serialize, B: DeserializeOwned>(a: &A) -> Result<B, String> {
+    serde_json::to_value(a)
+        .and_then(serde_json::from_value)
+        .map_err(|e| e.to_string())
+}
+
+fn meta_common(
+    meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> (String, String, i64, Option<String>) {
+    (
+        meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        meta.name.clone().unwrap_or_default(),
+        meta.generation.unwrap_or(1),
+        meta.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+    )
+}
+
+fn default_match() -> HttpRouteRulesMatches {
+    HttpRouteRulesMatches {
+        path: Some(HttpRouteRulesMatchesPath {
+            r#type: Some(HttpRouteRulesMatchesPathType::PathPrefix),
+            value: Some("/".into()),
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn from_http(route: &HttpRoute, source: &Source) -> Route {
+    let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
+    let mut errors = Vec::new();
+    let parent_refs = route
+        .spec
+        .parent_refs
+        .iter()
+        .flatten()
+        .map(|p| ParentRef {
+            group: p
+                .group
+                .clone()
+                .unwrap_or_else(|| "gateway.networking.k8s.io".into()),
+            kind: p.kind.clone().unwrap_or_else(|| "Gateway".into()),
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            section_name: p.section_name.clone(),
+            port: p.port,
+        })
+        .collect();
+    let rules = route
+        .spec
+        .rules
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, r)| {
+            let backends = r
+                .backend_refs
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(j, b)| BackendRef {
+                    group: b.group.clone().unwrap_or_default(),
+                    kind: b.kind.clone().unwrap_or_else(|| "Service".into()),
+                    namespace: b.namespace.clone(),
+                    name: b.name.clone(),
+                    port: b.port,
+                    weight: b.weight.unwrap_or(1),
+                    filters: b
+                        .filters
+                        .iter()
+                        .flatten()
+                        .filter_map(|f| {
+                            convert(f)
+                                .map_err(|e| {
+                                    errors.push(format!("spec.rules[{i}].backendRefs[{j}].filters: {e}"))
+                                })
+                                .ok()
+                        })
+                        .collect(),
+                })
+                .collect();
+            let mut unsupported = Vec::new();
+            if r.session_persistence.is_some() {
+                unsupported.push("sessionPersistence".to_string());
+            }
+            Rule {
+                name: r.name.clone(),
+                matches: match r.matches.as_deref() {
+                    None | Some([]) => vec![default_match()],
+                    Some(m) => m.to_vec(),
+                },
+                filters: r.filters.clone().unwrap_or_default(),
+                backends,
+                timeouts: r.timeouts.clone(),
+                retry: r.retry.clone(),
+                unsupported,
+            }
+        })
+        .collect();
+    Route {
+        kind: RouteKind::Http,
+        namespace,
+        name,
+        generation,
+        creation_timestamp,
+        source: source.clone(),
+        hostnames: route.spec.hostnames.clone().unwrap_or_default(),
+        parent_refs,
+        rules,
+        errors,
+    }
+}
+
+/// gRPC method match → HTTP path match.
+fn grpc_match(m: &GrpcRouteRulesMatches) -> HttpRouteRulesMatches {
+    let path = m.method.as_ref().and_then(|method| {
+        let regex = matches!(
+            method.r#type,
+            Some(GrpcRouteRulesMatchesMethodType::RegularExpression)
+        );
+        let (service, name) = (method.service.as_deref(), method.method.as_deref());
+        let (kind, value) = match (regex, service, name) {
+            (_, None, None) => return None,
+            (false, Some(s), Some(n)) => (HttpRouteRulesMatchesPathType::Exact, format!("/{s}/{n}")),
+            (false, Some(s), None) => (HttpRouteRulesMatchesPathType::PathPrefix, format!("/{s}")),
+            (false, None, Some(n)) => (
+                HttpRouteRulesMatchesPathType::RegularExpression,
+                format!("/[^/]+/{}", escape_regex(n)),
+            ),
+            (true, s, n) => (
+                HttpRouteRulesMatchesPathType::RegularExpression,
+                format!("/{}/{}", s.unwrap_or("[^/]+"), n.unwrap_or("[^/]+")),
+            ),
+        };
+        Some(HttpRouteRulesMatchesPath {
+            r#type: Some(kind),
+            value: Some(value),
+        })
+    });
+    let headers = m.headers.as_ref().map(|hs| {
+        hs.iter()
+            .map(|h| HttpRouteRulesMatchesHeaders {
+                name: h.name.clone(),
+                value: h.value.clone(),
+                r#type: Some(match h.r#type {
+                    Some(GrpcRouteRulesMatchesHeadersType::RegularExpression) => {
+                        HttpRouteRulesMatchesHeadersType::RegularExpression
+                    }
+                    _ => HttpRouteRulesMatchesHeadersType::Exact,
+                }),
+            })
+            .collect()
+    });
+    HttpRouteRulesMatches {
+        path: path.or_else(|| default_match().path),
+        headers,
+        ..Default::default()
+    }
+}
+
+pub fn escape_regex(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+pub fn from_grpc(route: &GrpcRoute, source: &Source) -> Route {
+    let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
+    let mut errors = Vec::new();
+    let parent_refs = route
+        .spec
+        .parent_refs
+        .iter()
+        .flatten()
+        .map(|p| ParentRef {
+            group: p
+                .group
+                .clone()
+                .unwrap_or_else(|| "gateway.networking.k8s.io".into()),
+            kind: p.kind.clone().unwrap_or_else(|| "Gateway".into()),
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+            section_name: p.section_name.clone(),
+            port: p.port,
+        })
+        .collect();
+    let rules = route
+        .spec
+        .rules
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut conv_filters = |fs: Option<&Vec<_>>, field: String| -> Vec<HttpRouteRulesFilters> {
+                fs.into_iter()
+                    .flatten()
+                    .filter_map(
+                        |f: &api::gateway_api::experimental::grpcroutes::GrpcRouteRulesFilters| {
+                            convert(f).map_err(|e| errors.push(format!("{field}: {e}"))).ok()
+                        },
+                    )
+                    .collect()
+            };
+            let filters = conv_filters(r.filters.as_ref(), format!("spec.rules[{i}].filters"));
+            let backends = r
+                .backend_refs
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(j, b)| BackendRef {
+                    group: b.group.clone().unwrap_or_default(),
+                    kind: b.kind.clone().unwrap_or_else(|| "Service".into()),
+                    namespace: b.namespace.clone(),
+                    name: b.name.clone(),
+                    port: b.port,
+                    weight: b.weight.unwrap_or(1),
+                    filters: b
+                        .filters
+                        .iter()
+                        .flatten()
+                        .filter_map(|f| {
+                            convert(f)
+                                .map_err(|e| {
+                                    errors.push(format!("spec.rules[{i}].backendRefs[{j}].filters: {e}"))
+                                })
+                                .ok()
+                        })
+                        .collect(),
+                })
+                .collect();
+            let mut unsupported = Vec::new();
+            if r.session_persistence.is_some() {
+                unsupported.push("sessionPersistence".to_string());
+            }
+            Rule {
+                name: r.name.clone(),
+                matches: match r.matches.as_deref() {
+                    None | Some([]) => vec![default_match()],
+                    Some(m) => m.iter().map(grpc_match).collect(),
+                },
+                filters,
+                backends,
+                timeouts: None,
+                retry: None,
+                unsupported,
+            }
+        })
+        .collect();
+    Route {
+        kind: RouteKind::Grpc,
+        namespace,
+        name,
+        generation,
+        creation_timestamp,
+        source: source.clone(),
+        hostnames: route.spec.hostnames.clone().unwrap_or_default(),
+        parent_refs,
+        rules,
+        errors,
+    }
+}

@@ -1,0 +1,507 @@
+//! One route rule → Envoy routes (one per match) for one listener.
+//!
+//! Errors never drop a rule: a rule that cannot be programmed keeps its
+//! matches and is replaced with a 500 (see `replacement`); a matcher that
+//! cannot be programmed becomes a 500 guard on its literal path prefix.
+
+use std::collections::BTreeMap;
+
+use api::gateway_api::experimental::httproutes::{HttpRouteRulesFilters, HttpRouteRulesFiltersType as T};
+use envoy_types::pb::envoy::config::core::v3::RuntimeFractionalPercent;
+use envoy_types::pb::envoy::config::route::v3::{
+    DirectResponseAction, Route as EnvoyRoute, RouteAction, RouteMatch, WeightedCluster, route, route_action,
+    route_match, weighted_cluster,
+};
+use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent};
+use envoy_types::pb::google::protobuf::{Duration as PbDuration, UInt32Value};
+
+use crate::backend::{self, Backend, ClusterSpec};
+use crate::duration;
+use crate::error::RuleError;
+use crate::index::Index;
+use crate::listener::Protocol;
+use crate::replacement;
+use crate::route::filters::{self, HeaderMods, MatchedPath, PrefixRewrite};
+use crate::route::matches::{self, Programmable, Rank};
+use crate::route::model::{Route, Rule};
+
+/// Where the rule is programmed.
+#[derive(Clone, Copy, Debug)]
+pub struct ListenerContext {
+    pub port: i32,
+    pub protocol: Protocol,
+}
+
+/// One Envoy route with its precedence.
+#[derive(Clone, Debug)]
+pub struct BuiltRoute {
+    pub route: EnvoyRoute,
+    pub rank: Rank,
+}
+
+/// Everything one rule produced.
+#[derive(Debug, Default)]
+pub struct BuiltRule {
+    pub routes: Vec<BuiltRoute>,
+    /// Set when the rule (or one of its matchers) was replaced.
+    pub replaced: Option<RuleError>,
+    /// ResolvedRefs problems: (reason, message).
+    pub unresolved: Vec<(&'static str, String)>,
+    pub warnings: Vec<String>,
+}
+
+/// What the rule does with matching requests, before it is attached to
+/// each match.
+enum Behaviour {
+    Forward(RouteAction),
+    Redirect(envoy_types::pb::envoy::config::route::v3::RedirectAction),
+    Respond(u32),
+}
+
+const INVALID_BACKEND_CLUSTER: &str = "portcullis/invalid-backend";
+
+fn pb_duration(d: std::time::Duration) -> PbDuration {
+    PbDuration {
+        seconds: d.as_secs() as i64,
+        nanos: d.subsec_nanos() as i32,
+    }
+}
+
+fn route_name(route: &Route, rule_index: usize, rule: &Rule, match_index: usize) -> String {
+    let rule_id = rule.name.clone().unwrap_or_else(|| rule_index.to_string());
+    format!(
+        "{}/{}/{}/rule/{rule_id}/match/{match_index}",
+        route.kind.kind().to_ascii_lowercase(),
+        route.namespace,
+        route.name
+    )
+}
+
+pub fn build(
+    index: &Index<'_>,
+    route: &Route,
+    rule_index: usize,
+    rule: &Rule,
+    ctx: ListenerContext,
+    clusters: &mut BTreeMap<String, ClusterSpec>,
+) -> BuiltRule {
+    let field = format!("spec.rules[{rule_index}]");
+    let mut out = BuiltRule::default();
+    for u in &rule.unsupported {
+        out.warnings
+            .push(format!("{field}.{u}: not supported by portcullis; ignored"));
+    }
+    for (j, m) in rule.matches.iter().enumerate() {
+        let match_field = format!("{field}.matches[{j}]");
+        let matched = match m.path.as_ref() {
+            Some(p) if p.r#type.is_none()
+                || p.r#type == Some(api::gateway_api::experimental::httproutes::HttpRouteRulesMatchesPathType::PathPrefix) =>
+            {
+                MatchedPath::Prefix(p.value.as_deref().unwrap_or("/"))
+            }
+            None => MatchedPath::Prefix("/"),
+            _ => MatchedPath::Other,
+        };
+        let mut mods = (HeaderMods::default(), HeaderMods::default());
+        let behaviour = behaviour(
+            index, route, rule, &field, ctx, &matched, clusters, &mut mods, &mut out,
+        );
+        let name = route_name(route, rule_index, rule, j);
+        match matches::build(m, &match_field) {
+            Programmable::Ok(rm, rank) => {
+                let mut r = EnvoyRoute {
+                    name,
+                    r#match: Some(rm),
+                    ..Default::default()
+                };
+                match behaviour {
+                    Ok(b) => {
+                        r.action = Some(match b {
+                            Behaviour::Forward(a) => route::Action::Route(a),
+                            Behaviour::Redirect(a) => route::Action::Redirect(a),
+                            Behaviour::Respond(status) => {
+                                route::Action::DirectResponse(DirectResponseAction {
+                                    status,
+                                    ..Default::default()
+                                })
+                            }
+                        });
+                        r.request_headers_to_add = mods.0.add;
+                        r.request_headers_to_remove = mods.0.remove;
+                        r.response_headers_to_add = mods.1.add;
+                        r.response_headers_to_remove = mods.1.remove;
+                    }
+                    Err(e) => {
+                        replacement::replace(&mut r);
+                        out.replaced.get_or_insert(e);
+                    }
+                }
+                out.routes.push(BuiltRoute { route: r, rank });
+            }
+            Programmable::Guard { guard, rank, error } => {
+                let mut r = EnvoyRoute {
+                    name: format!("{name}/guard"),
+                    r#match: Some(guard),
+                    ..Default::default()
+                };
+                replacement::replace(&mut r);
+                out.replaced.get_or_insert(error);
+                out.routes.push(BuiltRoute { route: r, rank });
+            }
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn behaviour(
+    index: &Index<'_>,
+    route: &Route,
+    rule: &Rule,
+    field: &str,
+    ctx: ListenerContext,
+    matched: &MatchedPath<'_>,
+    clusters: &mut BTreeMap<String, ClusterSpec>,
+    mods: &mut (HeaderMods, HeaderMods),
+    out: &mut BuiltRule,
+) -> Result<Behaviour, RuleError> {
+    let filters_field = format!("{field}.filters");
+    filters::check_combination(&rule.filters, &filters_field)?;
+
+    // Backend-level filters other than header modifiers can only be honoured
+    // when the rule has a single backend: then they act as rule filters.
+    let mut rule_filters: Vec<(String, HttpRouteRulesFilters)> = rule
+        .filters
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (format!("{filters_field}[{i}]"), f.clone()))
+        .collect();
+    for (bi, b) in rule.backends.iter().enumerate() {
+        for (fi, f) in b.filters.iter().enumerate() {
+            let ff = format!("{field}.backendRefs[{bi}].filters[{fi}]");
+            match f.r#type {
+                T::RequestHeaderModifier | T::ResponseHeaderModifier => {}
+                _ if rule.backends.len() == 1 => rule_filters.push((ff, f.clone())),
+                _ => {
+                    return Err(RuleError::semantic(
+                        ff,
+                        format!("{:?} on one of several backendRefs is not supported", f.r#type),
+                    ));
+                }
+            }
+        }
+    }
+
+    let mut redirect = None;
+    let mut rewrite: (Option<String>, Option<PrefixRewrite>) = (None, None);
+    let mut mirrors = Vec::new();
+    for (ff, f) in &rule_filters {
+        match f.r#type {
+            T::RequestHeaderModifier => {
+                let m = f
+                    .request_header_modifier
+                    .as_ref()
+                    .ok_or_else(|| missing(ff, "requestHeaderModifier"))?;
+                filters::header_modifier(
+                    &filters::pairs(m.set.as_ref()),
+                    &filters::pairs(m.add.as_ref()),
+                    m.remove.as_deref().unwrap_or_default(),
+                    &format!("{ff}.requestHeaderModifier"),
+                    true,
+                    &mut mods.0,
+                )?;
+            }
+            T::ResponseHeaderModifier => {
+                let m = f
+                    .response_header_modifier
+                    .as_ref()
+                    .ok_or_else(|| missing(ff, "responseHeaderModifier"))?;
+                filters::header_modifier(
+                    &filters::pairs(m.set.as_ref()),
+                    &filters::pairs(m.add.as_ref()),
+                    m.remove.as_deref().unwrap_or_default(),
+                    &format!("{ff}.responseHeaderModifier"),
+                    false,
+                    &mut mods.1,
+                )?;
+            }
+            T::RequestRedirect => {
+                let r = f
+                    .request_redirect
+                    .as_ref()
+                    .ok_or_else(|| missing(ff, "requestRedirect"))?;
+                redirect = Some(filters::redirect(
+                    r,
+                    &format!("{ff}.requestRedirect"),
+                    ctx.port,
+                    ctx.protocol,
+                    matched,
+                )?);
+            }
+            T::UrlRewrite => {
+                let r = f.url_rewrite.as_ref().ok_or_else(|| missing(ff, "urlRewrite"))?;
+                rewrite = filters::url_rewrite(r, &format!("{ff}.urlRewrite"), matched)?;
+            }
+            T::RequestMirror => {
+                let m = f
+                    .request_mirror
+                    .as_ref()
+                    .ok_or_else(|| missing(ff, "requestMirror"))?;
+                let b = crate::route::model::BackendRef {
+                    group: m.backend_ref.group.clone().unwrap_or_default(),
+                    kind: m.backend_ref.kind.clone().unwrap_or_else(|| "Service".into()),
+                    namespace: m.backend_ref.namespace.clone(),
+                    name: m.backend_ref.name.clone(),
+                    port: m.backend_ref.port,
+                    weight: 1,
+                    filters: Vec::new(),
+                };
+                let fraction = match (&m.percent, &m.fraction) {
+                    (Some(p), _) => Some(((*p).clamp(0, 100) as u32) * 10_000),
+                    (None, Some(fr)) => {
+                        let den = i64::from(fr.denominator.unwrap_or(100).max(1));
+                        Some((i64::from(fr.numerator.max(0)) * 1_000_000 / den).clamp(0, 1_000_000) as u32)
+                    }
+                    (None, None) => None,
+                };
+                match backend::resolve(
+                    index,
+                    route,
+                    &b,
+                    &format!("{ff}.requestMirror.backendRef"),
+                    clusters,
+                ) {
+                    Backend::Cluster { name, .. } => mirrors.push(route_action::RequestMirrorPolicy {
+                        cluster: name,
+                        runtime_fraction: fraction.map(|n| RuntimeFractionalPercent {
+                            default_value: Some(FractionalPercent {
+                                numerator: n,
+                                denominator: fractional_percent::DenominatorType::Million as i32,
+                            }),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    // A mirror that cannot be resolved is reported and left
+                    // out: the primary traffic is unaffected.
+                    Backend::Invalid { reason, message, .. } => out.unresolved.push((reason, message)),
+                }
+            }
+            T::ExtensionRef => {
+                let e = f
+                    .extension_ref
+                    .as_ref()
+                    .ok_or_else(|| missing(ff, "extensionRef"))?;
+                return Err(RuleError::referential(
+                    format!("{ff}.extensionRef"),
+                    format!(
+                        "{}/{} {} cannot be resolved (no such extension kind is known)",
+                        e.group, e.kind, e.name
+                    ),
+                ));
+            }
+            ref other => {
+                // Fail closed: an unimplemented filter (CORS, ExternalAuth…)
+                // must not be silently skipped.
+                return Err(RuleError::structural(
+                    ff.clone(),
+                    format!("filter type {other:?} is not supported"),
+                ));
+            }
+        }
+    }
+    if let Some(r) = redirect {
+        return Ok(Behaviour::Redirect(r));
+    }
+
+    // Backends.
+    let mut weighted: Vec<weighted_cluster::ClusterWeight> = Vec::new();
+    let mut valid_weight = 0u32;
+    let mut invalid_weight = 0u32;
+    for (bi, b) in rule.backends.iter().enumerate() {
+        let bfield = format!("{field}.backendRefs[{bi}]");
+        let resolved = backend::resolve(index, route, b, &bfield, clusters);
+        let mut bmods = (HeaderMods::default(), HeaderMods::default());
+        for (fi, f) in b.filters.iter().enumerate() {
+            let ff = format!("{bfield}.filters[{fi}]");
+            match f.r#type {
+                T::RequestHeaderModifier => {
+                    let m = f
+                        .request_header_modifier
+                        .as_ref()
+                        .ok_or_else(|| missing(&ff, "requestHeaderModifier"))?;
+                    filters::header_modifier(
+                        &filters::pairs(m.set.as_ref()),
+                        &filters::pairs(m.add.as_ref()),
+                        m.remove.as_deref().unwrap_or_default(),
+                        &format!("{ff}.requestHeaderModifier"),
+                        true,
+                        &mut bmods.0,
+                    )?;
+                }
+                T::ResponseHeaderModifier => {
+                    let m = f
+                        .response_header_modifier
+                        .as_ref()
+                        .ok_or_else(|| missing(&ff, "responseHeaderModifier"))?;
+                    filters::header_modifier(
+                        &filters::pairs(m.set.as_ref()),
+                        &filters::pairs(m.add.as_ref()),
+                        m.remove.as_deref().unwrap_or_default(),
+                        &format!("{ff}.responseHeaderModifier"),
+                        false,
+                        &mut bmods.1,
+                    )?;
+                }
+                _ => {}
+            }
+        }
+        let (name, weight) = match resolved {
+            Backend::Cluster { name, weight } => {
+                valid_weight += weight;
+                (name, weight)
+            }
+            Backend::Invalid {
+                weight,
+                reason,
+                message,
+            } => {
+                out.unresolved.push((reason, message));
+                invalid_weight += weight;
+                (INVALID_BACKEND_CLUSTER.to_string(), weight)
+            }
+        };
+        if weight == 0 {
+            continue;
+        }
+        weighted.push(weighted_cluster::ClusterWeight {
+            name,
+            weight: Some(UInt32Value { value: weight }),
+            request_headers_to_add: bmods.0.add,
+            request_headers_to_remove: bmods.0.remove,
+            response_headers_to_add: bmods.1.add,
+            response_headers_to_remove: bmods.1.remove,
+            ..Default::default()
+        });
+    }
+    // Spec: no backends, or all weights zero, or only invalid ones → 500.
+    if valid_weight == 0 {
+        return Ok(Behaviour::Respond(500));
+    }
+    let mut action = RouteAction {
+        cluster_not_found_response_code: route_action::ClusterNotFoundResponseCode::InternalServerError
+            as i32,
+        request_mirror_policies: mirrors,
+        ..Default::default()
+    };
+    let single_plain = weighted.len() == 1
+        && invalid_weight == 0
+        && weighted[0].request_headers_to_add.is_empty()
+        && weighted[0].request_headers_to_remove.is_empty()
+        && weighted[0].response_headers_to_add.is_empty()
+        && weighted[0].response_headers_to_remove.is_empty();
+    action.cluster_specifier = Some(if single_plain {
+        route_action::ClusterSpecifier::Cluster(weighted.remove(0).name)
+    } else {
+        route_action::ClusterSpecifier::WeightedClusters(WeightedCluster {
+            clusters: weighted,
+            ..Default::default()
+        })
+    });
+    if let Some(host) = rewrite.0 {
+        action.host_rewrite_specifier = Some(route_action::HostRewriteSpecifier::HostRewriteLiteral(host));
+    }
+    match rewrite.1 {
+        Some(PrefixRewrite::Prefix(p)) => action.prefix_rewrite = p,
+        Some(PrefixRewrite::Regex(r)) => action.regex_rewrite = Some(r),
+        None => {}
+    }
+    if let Some(t) = &rule.timeouts {
+        let request = t
+            .request
+            .as_deref()
+            .map(|v| {
+                duration::parse(v).map_err(|e| RuleError::structural(format!("{field}.timeouts.request"), e))
+            })
+            .transpose()?;
+        let backend = t
+            .backend_request
+            .as_deref()
+            .map(|v| {
+                duration::parse(v)
+                    .map_err(|e| RuleError::structural(format!("{field}.timeouts.backendRequest"), e))
+            })
+            .transpose()?;
+        if let (Some(r), Some(b)) = (request, backend) {
+            if !r.is_zero() && b > r {
+                return Err(RuleError::semantic(
+                    format!("{field}.timeouts.backendRequest"),
+                    "must not be longer than timeouts.request",
+                ));
+            }
+        }
+        // A zero request timeout disables the timeout, as in Envoy.
+        if let Some(r) = request.or(backend) {
+            action.timeout = Some(pb_duration(r));
+        }
+        if let (Some(_), Some(b)) = (request, backend) {
+            action
+                .retry_policy
+                .get_or_insert_with(Default::default)
+                .per_try_timeout = Some(pb_duration(b));
+        }
+    }
+    if let Some(r) = &rule.retry {
+        let policy = action.retry_policy.get_or_insert_with(Default::default);
+        let codes: Vec<u32> = r
+            .codes
+            .iter()
+            .flatten()
+            .filter_map(|c| u32::try_from(*c).ok())
+            .collect();
+        if codes.iter().any(|c| !(400..=599).contains(c)) {
+            return Err(RuleError::structural(
+                format!("{field}.retry.codes"),
+                "codes must be within 400-599",
+            ));
+        }
+        let mut on = vec!["connect-failure", "refused-stream", "reset"];
+        if !codes.is_empty() {
+            on.push("retriable-status-codes");
+        }
+        policy.retry_on = on.join(",");
+        policy.retriable_status_codes = codes;
+        policy.num_retries = Some(UInt32Value {
+            value: r.attempts.unwrap_or(1).clamp(0, 1000) as u32,
+        });
+        if let Some(b) = &r.backoff {
+            let d =
+                duration::parse(b).map_err(|e| RuleError::structural(format!("{field}.retry.backoff"), e))?;
+            if d.is_zero() {
+                return Err(RuleError::structural(
+                    format!("{field}.retry.backoff"),
+                    "must be greater than zero",
+                ));
+            }
+            policy.retry_back_off = Some(
+                envoy_types::pb::envoy::config::route::v3::retry_policy::RetryBackOff {
+                    base_interval: Some(pb_duration(d)),
+                    ..Default::default()
+                },
+            );
+        }
+    }
+    Ok(Behaviour::Forward(action))
+}
+
+fn missing(field: &str, name: &str) -> RuleError {
+    RuleError::structural(format!("{field}.{name}"), "required for this filter type")
+}
+
+/// The RouteMatch kind used by guards and tests.
+pub fn prefix_match(p: &str) -> RouteMatch {
+    RouteMatch {
+        path_specifier: Some(route_match::PathSpecifier::Prefix(p.into())),
+        ..Default::default()
+    }
+}

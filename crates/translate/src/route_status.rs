@@ -1,0 +1,125 @@
+//! Route status: one `status.parents` entry per parentRef that names one of
+//! our Gateways, with Accepted, ResolvedRefs and PartiallyInvalid.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value, json};
+
+use crate::backend::{self, Backend};
+use crate::binding::ParentBinding;
+use crate::error::RuleError;
+use crate::gateway::GatewayState;
+use crate::index::Index;
+use crate::route::model::Route;
+use crate::route::rule::BuiltRule;
+use crate::status::{Stamp, reason};
+use crate::{ObjectStatus, Settings};
+
+/// What building a route's rules found, across every listener it is on.
+#[derive(Debug, Default)]
+pub struct RouteReport {
+    pub rules_seen: BTreeSet<usize>,
+    /// Replaced rules by index (first error of each).
+    pub replaced: BTreeMap<usize, RuleError>,
+    pub unresolved: Vec<(&'static str, String)>,
+    pub warnings: Vec<String>,
+}
+
+impl RouteReport {
+    pub fn absorb(&mut self, rule_index: usize, built: &BuiltRule) {
+        if !self.rules_seen.insert(rule_index) {
+            return;
+        }
+        if let Some(e) = &built.replaced {
+            self.replaced.insert(rule_index, e.clone());
+        }
+        self.unresolved.extend(built.unresolved.iter().cloned());
+        self.warnings.extend(built.warnings.iter().cloned());
+    }
+
+    /// Reference checks for a route that was not built on any listener.
+    pub fn check_refs(&mut self, index: &Index<'_>, route: &Route) {
+        let mut scratch = BTreeMap::new();
+        for (i, rule) in route.rules.iter().enumerate() {
+            for (j, b) in rule.backends.iter().enumerate() {
+                let field = format!("spec.rules[{i}].backendRefs[{j}]");
+                if let Backend::Invalid { reason, message, .. } =
+                    backend::resolve(index, route, b, &field, &mut scratch)
+                {
+                    self.unresolved.push((reason, message));
+                }
+            }
+        }
+    }
+}
+
+pub fn render(
+    route: &Route,
+    bindings: &[ParentBinding],
+    gateways: &[GatewayState<'_>],
+    report: &RouteReport,
+    settings: &Settings,
+) -> ObjectStatus {
+    let stamp = Stamp {
+        generation: route.generation,
+        time: &settings.transition_time,
+    };
+    let resolved = match report.unresolved.first() {
+        None => stamp.condition(
+            "ResolvedRefs",
+            true,
+            reason::RESOLVED_REFS,
+            "All references are resolved",
+        ),
+        Some((r, _)) => {
+            let mut msgs: Vec<&str> = report.unresolved.iter().map(|(_, m)| m.as_str()).collect();
+            msgs.dedup();
+            stamp.condition("ResolvedRefs", false, r, msgs.join("; "))
+        }
+    };
+    let partially_invalid = (!report.replaced.is_empty()).then(|| {
+        let msg = report
+            .replaced
+            .iter()
+            .map(|(i, e)| format!("Replaced Rule ({i}): {e}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        stamp.condition(reason::PARTIALLY_INVALID, true, reason::UNSUPPORTED_VALUE, msg)
+    });
+    let parents: Vec<Value> = bindings
+        .iter()
+        .map(|b| {
+            let p = &route.parent_refs[b.parent_index];
+            let gw = &gateways[b.gateway];
+            let mut parent_ref = Map::new();
+            parent_ref.insert("group".into(), json!(p.group));
+            parent_ref.insert("kind".into(), json!(p.kind));
+            parent_ref.insert("namespace".into(), json!(gw.namespace));
+            parent_ref.insert("name".into(), json!(p.name));
+            if let Some(s) = &p.section_name {
+                parent_ref.insert("sectionName".into(), json!(s));
+            }
+            if let Some(port) = p.port {
+                parent_ref.insert("port".into(), json!(port));
+            }
+            let accepted = match &b.refused {
+                None => stamp.condition("Accepted", true, reason::ACCEPTED, "Route is accepted"),
+                Some((r, m)) => stamp.condition("Accepted", false, r, m.clone()),
+            };
+            let mut conditions = vec![accepted, resolved.clone()];
+            conditions.extend(partially_invalid.clone());
+            json!({
+                "parentRef": parent_ref,
+                "controllerName": settings.controller_name,
+                "conditions": conditions,
+            })
+        })
+        .collect();
+    ObjectStatus::new(
+        "gateway.networking.k8s.io/v1",
+        route.kind.kind(),
+        Some(&route.namespace),
+        &route.name,
+        json!({ "parents": parents }),
+    )
+}

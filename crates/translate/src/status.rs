@@ -1,0 +1,74 @@
+//! Status conditions with the Gateway API's exact types and reasons.
+//!
+//! Every decision the translator makes about an object leaves a [`Condition`]
+//! here; `render` turns the collected conditions into the `status` stanza that
+//! would be written to the object.
+
+use serde::Serialize;
+
+/// One `metav1.Condition`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    pub observed_generation: i64,
+    pub last_transition_time: String,
+}
+
+/// Builds conditions stamped with one generation and time.
+#[derive(Clone, Copy, Debug)]
+pub struct Stamp<'a> {
+    pub generation: i64,
+    pub time: &'a str,
+}
+
+impl Stamp<'_> {
+    pub fn condition(&self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: if ok { "True" } else { "False" }.into(),
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: self.generation,
+            last_transition_time: self.time.into(),
+        }
+    }
+}
+
+/// Condition types and reasons, spelled as upstream (gateway-api v1.5
+/// `apis/v1/{gateway,gatewayclass,shared}_types.go`).
+pub mod reason {
+    // Shared
+    pub const ACCEPTED: &str = "Accepted";
+    pub const PROGRAMMED: &str = "Programmed";
+    pub const RESOLVED_REFS: &str = "ResolvedRefs";
+    pub const INVALID: &str = "Invalid";
+    // GatewayClass
+    pub const SUPPORTED_VERSION: &str = "SupportedVersion";
+    pub const INVALID_PARAMETERS: &str = "InvalidParameters";
+    // Gateway
+    pub const LISTENERS_NOT_VALID: &str = "ListenersNotValid";
+    // Listener
+    pub const CONFLICTED: &str = "Conflicted";
+    pub const NO_CONFLICTS: &str = "NoConflicts";
+    pub const HOSTNAME_CONFLICT: &str = "HostnameConflict";
+    pub const PROTOCOL_CONFLICT: &str = "ProtocolConflict";
+    pub const PORT_UNAVAILABLE: &str = "PortUnavailable";
+    pub const UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
+    pub const INVALID_CERTIFICATE_REF: &str = "InvalidCertificateRef";
+    pub const INVALID_ROUTE_KINDS: &str = "InvalidRouteKinds";
+    pub const REF_NOT_PERMITTED: &str = "RefNotPermitted";
+    // Route
+    pub const NOT_ALLOWED_BY_LISTENERS: &str = "NotAllowedByListeners";
+    pub const NO_MATCHING_LISTENER_HOSTNAME: &str = "NoMatchingListenerHostname";
+    pub const NO_MATCHING_PARENT: &str = "NoMatchingParent";
+    pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
+    pub const INVALID_KIND: &str = "InvalidKind";
+    pub const BACKEND_NOT_FOUND: &str = "BackendNotFound";
+    pub const PARTIALLY_INVALID: &str = "PartiallyInvalid";
+    pub const UNSUPPORTED_PROTOCOL_ROUTE: &str = "UnsupportedProtocol";
+}

@@ -1,0 +1,112 @@
+//! Listeners: one per port, an HTTP connection manager per filter chain.
+
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, SocketAddress, TransportSocket, address, socket_address, transport_socket,
+};
+use envoy_types::pb::envoy::config::listener::v3::{
+    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
+};
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CommonTlsContext, DownstreamTlsContext, SdsSecretConfig,
+};
+use envoy_types::util::pack_any;
+
+use crate::ir::{Chain, Gateway, Port};
+use crate::listener::Protocol;
+
+fn hcm(chain: &Chain, stat_prefix: &str) -> Filter {
+    let hcm = HttpConnectionManager {
+        stat_prefix: stat_prefix.into(),
+        codec_type: http_connection_manager::CodecType::Auto as i32,
+        route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
+            config_source: Some(super::ads()),
+            route_config_name: chain.route_config.clone(),
+        })),
+        http_filters: vec![HttpFilter {
+            name: "envoy.filters.http.router".into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(pack_any(Router::default()))),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    Filter {
+        name: "envoy.filters.network.http_connection_manager".into(),
+        config_type: Some(filter::ConfigType::TypedConfig(pack_any(hcm))),
+    }
+}
+
+pub fn build(gw: &Gateway, port: i32, p: &Port, listener_address: &str) -> Listener {
+    let name = format!("{}/{}/{}", gw.namespace, gw.name, port);
+    let stat_prefix = format!("{}-{}-{}", gw.namespace, gw.name, port);
+    let mut l = Listener {
+        name,
+        address: Some(Address {
+            address: Some(address::Address::SocketAddress(SocketAddress {
+                address: listener_address.into(),
+                port_specifier: Some(socket_address::PortSpecifier::PortValue(port.unsigned_abs())),
+                ..Default::default()
+            })),
+        }),
+        ..Default::default()
+    };
+    match p.protocol {
+        Protocol::Http => {
+            l.filter_chains = p
+                .chains
+                .iter()
+                .map(|c| FilterChain {
+                    filters: vec![hcm(c, &stat_prefix)],
+                    ..Default::default()
+                })
+                .collect();
+        }
+        Protocol::Https => {
+            l.listener_filters.push(ListenerFilter {
+                name: "envoy.filters.listener.tls_inspector".into(),
+                config_type: Some(listener_filter::ConfigType::TypedConfig(pack_any(
+                    TlsInspector::default(),
+                ))),
+                ..Default::default()
+            });
+            l.filter_chains = p
+                .chains
+                .iter()
+                .map(|c| {
+                    let tls = DownstreamTlsContext {
+                        common_tls_context: Some(CommonTlsContext {
+                            tls_certificate_sds_secret_configs: c
+                                .certificates
+                                .iter()
+                                .map(|n| SdsSecretConfig {
+                                    name: n.clone(),
+                                    sds_config: Some(super::ads()),
+                                })
+                                .collect(),
+                            alpn_protocols: vec!["h2".into(), "http/1.1".into()],
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    };
+                    FilterChain {
+                        filter_chain_match: (!c.server_names.is_empty()).then(|| FilterChainMatch {
+                            server_names: c.server_names.clone(),
+                            ..Default::default()
+                        }),
+                        filters: vec![hcm(c, &stat_prefix)],
+                        transport_socket: Some(TransportSocket {
+                            name: "envoy.transport_sockets.tls".into(),
+                            config_type: Some(transport_socket::ConfigType::TypedConfig(pack_any(tls))),
+                        }),
+                        ..Default::default()
+                    }
+                })
+                .collect();
+        }
+    }
+    l
+}
