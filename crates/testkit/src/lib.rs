@@ -2,3 +2,4 @@
 //! binary and asking it whether a configuration is valid.
 
 pub mod envoy;
+pub mod generate;
