@@ -1,0 +1,227 @@
+//! Protobuf ⇄ canonical proto-JSON for the Envoy types, and the design §5
+//! document (`portcullis translate -o json|yaml`).
+//!
+//! envoy-types generates prost structs but does not expose the descriptor
+//! set they were generated from, so the crate's own `types.bin` is vendored
+//! as `descriptors/envoy-types-0.7.7.bin` (update it together with the
+//! `envoy-types` pin). A message is rendered by encoding it with prost,
+//! decoding the bytes as a `prost_reflect::DynamicMessage` of the same full
+//! name and serializing that with Envoy's canonical field names
+//! (`use_proto_field_name`): `google.protobuf.Any` renders as
+//! `{"@type": "type.googleapis.com/…", …fields}`, Durations as `"10s"`,
+//! enums by name, 64-bit integers as strings, default values omitted.
+
+use std::sync::LazyLock;
+
+use prost::{Message, Name};
+use prost_reflect::{
+    DescriptorPool, DeserializeOptions, DynamicMessage, MessageDescriptor, SerializeOptions,
+};
+use serde_json::{Map, Value, json};
+
+use super::OutputError;
+use crate::{GatewayXds, Output};
+
+/// The descriptor set envoy-types 0.7.7 was generated from (its
+/// `src/generated/types.bin`, copied unchanged).
+static DESCRIPTOR_SET: &[u8] = include_bytes!("../../descriptors/envoy-types-0.7.7.bin");
+
+static POOL: LazyLock<DescriptorPool> = LazyLock::new(|| {
+    #[allow(clippy::expect_used)]
+    DescriptorPool::decode(DESCRIPTOR_SET)
+        .expect("the vendored descriptors/envoy-types-0.7.7.bin is a valid FileDescriptorSet")
+});
+
+/// The descriptor pool of every message envoy-types knows (Envoy, xds, udpa,
+/// google.protobuf, …). Decoded once, on first use.
+pub fn descriptor_pool() -> &'static DescriptorPool {
+    &POOL
+}
+
+fn descriptor(type_name: &str) -> Result<MessageDescriptor, OutputError> {
+    let name = type_name
+        .strip_prefix("type.googleapis.com/")
+        .unwrap_or(type_name);
+    POOL.get_message_by_name(name)
+        .ok_or_else(|| OutputError::UnknownType(name.to_string()))
+}
+
+const SERIALIZE: SerializeOptions = SerializeOptions::new().use_proto_field_name(true);
+
+/// The wire bytes of a message of type `type_name` (a full name such as
+/// `envoy.config.listener.v3.Listener`, or a type URL) as canonical
+/// proto-JSON.
+pub fn bytes_to_json(type_name: &str, bytes: &[u8]) -> Result<Value, OutputError> {
+    let desc = descriptor(type_name)?;
+    let dynamic = DynamicMessage::decode(desc, bytes).map_err(|source| OutputError::Decode {
+        type_name: type_name.to_string(),
+        source,
+    })?;
+    dynamic
+        .serialize_with_options(serde_json::value::Serializer, &SERIALIZE)
+        .map_err(|e| OutputError::Json {
+            type_name: type_name.to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// Any envoy-types message as canonical proto-JSON.
+pub fn message_to_json<M: Message + Name>(msg: &M) -> Result<Value, OutputError> {
+    bytes_to_json(&M::full_name(), &msg.encode_to_vec())
+}
+
+/// A `google.protobuf.Any` (envoy-types' own) as proto-JSON: the packed
+/// message's fields plus `"@type"`.
+pub fn any_to_json(any: &envoy_types::pb::google::protobuf::Any) -> Result<Value, OutputError> {
+    message_to_json(any)
+}
+
+/// Canonical proto-JSON (proto field names or lowerCamelCase, `@type` for
+/// Any) back into a prost message of type `type_name` (full name or type
+/// URL). Unknown fields are errors.
+pub fn json_to_message<M: Message + Default>(type_name: &str, value: &Value) -> Result<M, OutputError> {
+    let desc = descriptor(type_name)?;
+    let dynamic =
+        DynamicMessage::deserialize_with_options(desc, value, &DeserializeOptions::new()).map_err(|e| {
+            OutputError::Json {
+                type_name: type_name.to_string(),
+                message: e.to_string(),
+            }
+        })?;
+    M::decode(dynamic.encode_to_vec().as_slice()).map_err(|source| OutputError::Decode {
+        type_name: type_name.to_string(),
+        source,
+    })
+}
+
+/// [`json_to_message`] with the type name taken from `M`.
+pub fn message_from_json<M: Message + Name + Default>(value: &Value) -> Result<M, OutputError> {
+    json_to_message(&M::full_name(), value)
+}
+
+/// The resource name used to identify a resource that cannot be rendered.
+trait Resource: Message + Name {
+    fn resource_name(&self) -> &str;
+}
+
+macro_rules! resource {
+    ($t:ty, $field:ident) => {
+        impl Resource for $t {
+            fn resource_name(&self) -> &str {
+                &self.$field
+            }
+        }
+    };
+}
+resource!(envoy_types::pb::envoy::config::listener::v3::Listener, name);
+resource!(
+    envoy_types::pb::envoy::config::route::v3::RouteConfiguration,
+    name
+);
+resource!(envoy_types::pb::envoy::config::cluster::v3::Cluster, name);
+resource!(
+    envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment,
+    cluster_name
+);
+resource!(
+    envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret,
+    name
+);
+
+/// Renders a list of resources; those that cannot be rendered (an Any whose
+/// type is not in the descriptor pool, e.g. from an extension hook) become
+/// `{"name": …, "@error": …}` and are reported through `errors`.
+fn render_list<R: Resource>(items: &[R], errors: &mut Vec<String>) -> Value {
+    Value::Array(
+        items
+            .iter()
+            .map(|r| match message_to_json(r) {
+                Ok(v) => v,
+                Err(e) => {
+                    errors.push(format!(
+                        "{} {:?} cannot be rendered: {e}",
+                        R::NAME,
+                        r.resource_name()
+                    ));
+                    json!({ "name": r.resource_name(), "@error": e.to_string() })
+                }
+            })
+            .collect(),
+    )
+}
+
+fn render_gateway(gw: &GatewayXds, errors: &mut Vec<String>) -> Value {
+    let mut m = Map::new();
+    m.insert("listeners".into(), render_list(&gw.listeners, errors));
+    m.insert("routes".into(), render_list(&gw.routes, errors));
+    m.insert("clusters".into(), render_list(&gw.clusters, errors));
+    m.insert("endpoints".into(), render_list(&gw.endpoints, errors));
+    m.insert("secrets".into(), render_list(&gw.secrets, errors));
+    Value::Object(m)
+}
+
+/// `{"listeners": […], "routes": […], "clusters": […], "endpoints": […],
+/// "secrets": […]}`, each resource as canonical proto-JSON. Fails on the
+/// first resource that cannot be rendered.
+pub fn try_gateway_xds_to_json(gw: &GatewayXds) -> Result<Value, OutputError> {
+    let mut errors = Vec::new();
+    let v = render_gateway(gw, &mut errors);
+    match errors.into_iter().next() {
+        None => Ok(v),
+        Some(e) => Err(OutputError::Render(e)),
+    }
+}
+
+/// [`try_gateway_xds_to_json`] that never fails: a resource that cannot be
+/// rendered appears as `{"name": …, "@error": …}` (which Envoy would reject,
+/// so nothing fails open).
+pub fn gateway_xds_to_json(gw: &GatewayXds) -> Value {
+    render_gateway(gw, &mut Vec::new())
+}
+
+/// The design §5 document: `{"gateways": {"ns/name": {…}}, "status": […],
+/// "diagnostics": […]}`. A resource that cannot be rendered appears as
+/// `{"name": …, "@error": …}` and adds an error to `diagnostics`.
+pub fn output_to_json(out: &Output) -> Value {
+    let mut errors = Vec::new();
+    let mut gateways = Map::new();
+    for (key, gw) in &out.gateways {
+        let mut errs = Vec::new();
+        gateways.insert(key.clone(), render_gateway(gw, &mut errs));
+        errors.extend(errs.into_iter().map(|e| (key.clone(), e)));
+    }
+    let status = serde_json::to_value(&out.status).unwrap_or_else(|e| json!([{ "@error": e.to_string() }]));
+    let mut diagnostics = match serde_json::to_value(&out.diagnostics) {
+        Ok(Value::Array(a)) => a,
+        Ok(other) => vec![other],
+        Err(e) => vec![json!({ "severity": "error", "message": format!("cannot render diagnostics: {e}") })],
+    };
+    for (key, e) in errors {
+        diagnostics.push(json!({
+            "severity": "error",
+            "object": format!("Gateway {key}"),
+            "message": e,
+        }));
+    }
+    let mut m = Map::new();
+    m.insert("gateways".into(), Value::Object(gateways));
+    m.insert("status".into(), status);
+    m.insert("diagnostics".into(), Value::Array(diagnostics));
+    Value::Object(m)
+}
+
+/// Any JSON value as YAML (key order kept). Multi-line strings (PEM) are
+/// literal blocks (`|`); long single-line strings (type URLs, messages) stay
+/// on one line instead of being folded.
+pub fn json_to_yaml(value: &Value) -> Result<String, OutputError> {
+    let options = serde_saphyr::ser_options! { folded_wrap_chars: usize::MAX };
+    serde_saphyr::to_string_with_options(value, options).map_err(|e| OutputError::Yaml(e.to_string()))
+}
+
+/// [`output_to_json`] as YAML, key order kept.
+pub fn output_to_yaml(out: &Output) -> String {
+    let v = output_to_json(out);
+    // serde-saphyr serializes every serde_json::Value; should it ever fail,
+    // JSON is valid YAML too.
+    json_to_yaml(&v).unwrap_or_else(|_| serde_json::to_string_pretty(&v).unwrap_or_default() + "\n")
+}
