@@ -1,0 +1,155 @@
+//! Snapshots per node.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use envoy_types::pb::google::protobuf::Any;
+use prost::Message;
+use tokio::sync::watch;
+use translate::GatewayXds;
+
+use crate::types;
+
+/// One resource, encoded, with its content hash.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub hash: String,
+    pub any: Any,
+}
+
+/// All resources of one node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// type URL → name → entry.
+    pub types: BTreeMap<&'static str, BTreeMap<String, Entry>>,
+}
+
+fn hash_bytes(b: &[u8]) -> String {
+    let mut h = DefaultHasher::new();
+    b.hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+impl Snapshot {
+    pub fn from_gateway(gw: &GatewayXds) -> Self {
+        let mut s = Snapshot::default();
+        fn put<M: Message + prost::Name>(s: &mut Snapshot, type_url: &'static str, name: &str, m: &M) {
+            let value = m.encode_to_vec();
+            let entry = Entry {
+                hash: hash_bytes(&value),
+                any: Any {
+                    type_url: type_url.into(),
+                    value,
+                },
+            };
+            s.types
+                .entry(type_url)
+                .or_default()
+                .insert(name.to_string(), entry);
+        }
+        for c in &gw.clusters {
+            put(&mut s, types::CLUSTER, &c.name, c);
+        }
+        for e in &gw.endpoints {
+            put(&mut s, types::ENDPOINT, &e.cluster_name, e);
+        }
+        for x in &gw.secrets {
+            put(&mut s, types::SECRET, &x.name, x);
+        }
+        for l in &gw.listeners {
+            put(&mut s, types::LISTENER, &l.name, l);
+        }
+        for r in &gw.routes {
+            put(&mut s, types::ROUTE, &r.name, r);
+        }
+        for t in types::PUSH_ORDER {
+            s.types.entry(t).or_default();
+        }
+        s
+    }
+
+    /// The resources of a type, narrowed to `names` when given.
+    pub fn select(&self, type_url: &str, names: Option<&[String]>) -> Vec<(&String, &Entry)> {
+        let Some(all) = self.types.get(type_url) else {
+            return Vec::new();
+        };
+        match names {
+            Some(names) if !names.is_empty() && !names.iter().any(|n| n == "*") => {
+                names.iter().filter_map(|n| all.get_key_value(n)).collect()
+            }
+            _ => all.iter().collect(),
+        }
+    }
+
+    /// Version of a selection: a hash of its names and content hashes.
+    pub fn version(&self, type_url: &str, names: Option<&[String]>) -> String {
+        let mut h = DefaultHasher::new();
+        for (n, e) in self.select(type_url, names) {
+            n.hash(&mut h);
+            e.hash.hash(&mut h);
+        }
+        format!("{:016x}", h.finish())
+    }
+}
+
+/// Snapshots per node id, each published on a watch channel.
+#[derive(Clone, Default)]
+pub struct SnapshotCache {
+    nodes: Arc<Mutex<HashMap<String, watch::Sender<Option<Arc<Snapshot>>>>>>,
+}
+
+impl SnapshotCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn sender(&self, node: &str) -> watch::Sender<Option<Arc<Snapshot>>> {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes
+            .entry(node.to_string())
+            .or_insert_with(|| watch::channel(None).0)
+            .clone()
+    }
+
+    /// Publishes a node's snapshot; returns whether it changed.
+    pub fn set(&self, node: &str, snapshot: Snapshot) -> bool {
+        let tx = self.sender(node);
+        tx.send_if_modified(|cur| {
+            if cur.as_deref() == Some(&snapshot) {
+                false
+            } else {
+                *cur = Some(Arc::new(snapshot));
+                true
+            }
+        })
+    }
+
+    /// Nodes that no longer exist get an empty snapshot: their Envoys stop
+    /// serving what was removed rather than keep stale configuration.
+    pub fn retain(&self, keep: &[String]) {
+        let nodes: Vec<String> = {
+            let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+            nodes.keys().filter(|k| !keep.contains(k)).cloned().collect()
+        };
+        for n in nodes {
+            self.set(&n, Snapshot::default());
+        }
+    }
+
+    pub fn get(&self, node: &str) -> Option<Arc<Snapshot>> {
+        self.sender(node).borrow().clone()
+    }
+
+    pub fn subscribe(&self, node: &str) -> watch::Receiver<Option<Arc<Snapshot>>> {
+        self.sender(node).subscribe()
+    }
+
+    pub fn nodes(&self) -> Vec<String> {
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<String> = nodes.keys().cloned().collect();
+        v.sort();
+        v
+    }
+}
