@@ -1,0 +1,84 @@
+//! `portcullis translate -f PATH [-o json|yaml|bootstrap]`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Format {
+    Json,
+    Yaml,
+    /// A static Envoy bootstrap for one Gateway (needs --gateway when
+    /// there are several).
+    Bootstrap,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A manifest file or a directory of them (searched recursively).
+    #[arg(short = 'f', long = "filename")]
+    pub path: PathBuf,
+    #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
+    pub output: Format,
+    /// The Gateway (namespace/name) for `-o bootstrap`.
+    #[arg(long)]
+    pub gateway: Option<String>,
+    /// GatewayClasses with this controllerName are handled.
+    #[arg(
+        long,
+        env = "PORTCULLIS_CONTROLLER_NAME",
+        default_value = "portcullis.dev/gateway-controller"
+    )]
+    pub controller_name: String,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let loaded = api::loader::load_path(&args.path).with_context(|| "cannot read inputs")?;
+    let settings = translate::Settings {
+        controller_name: args.controller_name.clone(),
+        ..Default::default()
+    };
+    let mut output = translate::translate(&loaded.inputs, &settings);
+    let mut diagnostics = loaded.diagnostics;
+    diagnostics.append(&mut output.diagnostics);
+    output.diagnostics = diagnostics;
+
+    let text = match args.output {
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&translate::output::output_to_json(&output))?;
+            s.push('\n');
+            s
+        }
+        Format::Yaml => translate::output::output_to_yaml(&output),
+        Format::Bootstrap => {
+            let key = match (&args.gateway, output.gateways.len()) {
+                (Some(k), _) => k.clone(),
+                (None, 1) => output.gateways.keys().next().cloned().unwrap_or_default(),
+                (None, 0) => bail!(
+                    "no Gateway of controller {} in {}",
+                    args.controller_name,
+                    args.path.display()
+                ),
+                (None, _) => bail!(
+                    "several Gateways ({}): choose one with --gateway NAMESPACE/NAME",
+                    output.gateways.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            };
+            let Some(gw) = output.gateways.get(&key) else {
+                bail!(
+                    "no Gateway {key} (known: {})",
+                    output.gateways.keys().cloned().collect::<Vec<_>>().join(", ")
+                );
+            };
+            let bootstrap = translate::output::bootstrap::static_bootstrap(gw, &key, &Default::default());
+            let mut s = serde_json::to_string_pretty(&bootstrap)?;
+            s.push('\n');
+            s
+        }
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
