@@ -32,6 +32,24 @@ pub struct Inputs {
 }
 
 impl Inputs {
+    /// The number of objects of all kinds.
+    pub fn len(&self) -> usize {
+        self.gateway_classes.len()
+            + self.gateways.len()
+            + self.http_routes.len()
+            + self.grpc_routes.len()
+            + self.reference_grants.len()
+            + self.namespaces.len()
+            + self.services.len()
+            + self.endpoint_slices.len()
+            + self.secrets.len()
+    }
+
+    /// Whether no object was loaded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Appends every object of `other` (used to merge per-file loads).
     pub fn extend(&mut self, other: Inputs) {
         self.gateway_classes.extend(other.gateway_classes);

@@ -1,1 +1,401 @@
-//! Loading manifests from files and directories. (Being written.)
+//! Loading manifests from files and directories.
+//!
+//! [`load_path`] reads a file, or every `*.yaml`, `*.yml` and `*.json` file
+//! under a directory (recursively, in sorted path order); [`load_str`] reads
+//! one file's text. Both return a [`Loaded`]: the typed objects of every
+//! document that could be read, and a [`Diagnostic`] for every problem —
+//! a bad document never stops the others from loading.
+//!
+//! How a file is read:
+//! - A YAML file is a stream of documents separated by `---` lines; the stream
+//!   is split on those lines before parsing (see `split.rs`), so a syntax error
+//!   loses only its own document. Empty documents are skipped silently.
+//! - A `.json` file is one document.
+//! - `kind: List` (or a typed list such as `ServiceList`) is expanded into its
+//!   `items`, each keeping its own line.
+//! - Each document is dispatched on `apiVersion` and `kind`; unknown kinds
+//!   are reported as warnings. Known kinds get a typed parse whose errors
+//!   name the field path and the line of the offending value. Fields the
+//!   typed object does not know are reported as warnings (they would
+//!   otherwise be dropped silently); `status` is ignored.
+//! - Namespaced objects without a namespace get `default`; cluster-scoped
+//!   objects lose any namespace. A Secret's `stringData` is merged into
+//!   `data`. The singular `spec.useDefaultGateway` of a route is read as
+//!   `spec.useDefaultGateways`, with a warning.
+//! - Of objects with the same kind, namespace and name, the first one read
+//!   wins; the later ones are reported and dropped.
+//!
+//! Every object's [`Source`] line is the first line of its document that is
+//! not blank, a comment, a directive or a `---` marker (for a `List` item,
+//! the item's first line).
+
+mod objects;
+mod split;
+mod tree;
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_saphyr::{MessageFormatter, NonFiniteFloatPolicy, UserMessageFormatter};
+
+use crate::{Diagnostic, Inputs, Severity, Source};
+use objects::Sink;
+use tree::Node;
+
+/// The result of a load: every object read, and every problem found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Loaded {
+    pub inputs: Inputs,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Loaded {
+    /// Whether any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+    }
+}
+
+/// A path that cannot be read at all. Problems inside a directory (an
+/// unreadable file, a broken document) are diagnostics instead.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Loads a file (whatever its extension), or every manifest file under a
+/// directory, recursively and in sorted path order. Entries whose name
+/// starts with `.` are skipped (editor files, Kubernetes' `..data` links).
+pub fn load_path(path: &Path) -> Result<Loaded, LoadError> {
+    let read_error = |source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let metadata = fs::metadata(path).map_err(read_error)?;
+    let mut sink = Sink::default();
+    if metadata.is_dir() {
+        let mut files = Vec::new();
+        let mut visited = HashSet::new();
+        walk(path, true, &mut files, &mut visited, &mut sink).map_err(read_error)?;
+        files.sort();
+        on_large_stack(|| {
+            for file in files {
+                load_file_into(&mut sink, &file);
+            }
+        });
+    } else {
+        let bytes = fs::read(path).map_err(read_error)?;
+        on_large_stack(|| load_bytes_into(&mut sink, &path.display().to_string(), &bytes));
+    }
+    Ok(finish(sink))
+}
+
+/// Loads one file's text. `file` names it in every [`Source`] and
+/// diagnostic; a name ending in `.json` selects JSON, anything else YAML.
+pub fn load_str(file: &str, text: &str) -> Loaded {
+    let mut sink = Sink::default();
+    on_large_stack(|| load_text_into(&mut sink, file, text));
+    finish(sink)
+}
+
+/// Merges separate loads (e.g. one per file, in path order) into one, with
+/// the duplicate check across them: the first object wins.
+pub fn merge(parts: impl IntoIterator<Item = Loaded>) -> Loaded {
+    let mut sink = Sink::default();
+    for part in parts {
+        sink.diagnostics.extend(part.diagnostics);
+        sink.add_all(part.inputs);
+    }
+    finish(sink)
+}
+
+/// Whether [`load_path`] reads `path` when it is found in a directory:
+/// `*.yaml`, `*.yml` or `*.json` (any case), not hidden.
+pub fn is_manifest_file(path: &Path) -> bool {
+    let hidden = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_none_or(|n| n.starts_with('.'));
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    !hidden && matches!(extension.as_deref(), Some("yaml" | "yml" | "json"))
+}
+
+/// Stack for parsing: building the spanned tree takes tens of kilobytes of
+/// stack per nesting level in debug builds, and the parser allows 64 levels,
+/// more than a 2 MiB thread (tokio's, the test harness's) holds. The
+/// reservation is virtual; only the pages used are committed.
+const PARSE_STACK_BYTES: usize = 64 << 20;
+
+/// Runs `f` on a scoped thread with [`PARSE_STACK_BYTES`] of stack (or on
+/// the current thread if no thread can be started). A panic in `f` is
+/// propagated unchanged.
+fn on_large_stack<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    let slot = std::sync::Mutex::new(Some(f));
+    let take = |slot: &std::sync::Mutex<Option<_>>| slot.lock().ok().and_then(|mut f| f.take());
+    let spawned = std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("portcullis-load".to_string())
+            .stack_size(PARSE_STACK_BYTES)
+            .spawn_scoped(scope, || take(&slot).map(|f| f()))
+            .ok()?;
+        match handle.join() {
+            Ok(result) => result,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    });
+    match spawned {
+        Some(result) => result,
+        None => match take(&slot) {
+            Some(f) => f(),
+            // Unreachable: the closure ran iff the thread took it.
+            None => unreachable!("loader closure neither ran nor remained"),
+        },
+    }
+}
+
+/// Every message and object label goes through [`sanitize`]: they quote
+/// input text, which may hold line breaks and control characters.
+fn finish(sink: Sink) -> Loaded {
+    let mut diagnostics = sink.diagnostics;
+    for diagnostic in &mut diagnostics {
+        diagnostic.message = sanitize(&diagnostic.message);
+        if let Some(object) = &mut diagnostic.object {
+            *object = sanitize(object);
+        }
+    }
+    Loaded {
+        inputs: sink.inputs,
+        diagnostics,
+    }
+}
+
+/// A diagnostic about a whole file or directory (no line).
+fn path_error(path: &Path, message: String) -> Diagnostic {
+    Diagnostic {
+        severity: Severity::Error,
+        object: None,
+        file: Some(path.display().to_string()),
+        message,
+    }
+}
+
+/// Collects manifest files under `dir`. Only a failure to read `dir` itself
+/// when `top` is an error; everything below becomes a diagnostic.
+fn walk(
+    dir: &Path,
+    top: bool,
+    files: &mut Vec<PathBuf>,
+    visited: &mut HashSet<PathBuf>,
+    sink: &mut Sink,
+) -> io::Result<()> {
+    // Symbolic links may form loops; visit each real directory once.
+    if let Ok(real) = fs::canonicalize(dir)
+        && !visited.insert(real)
+    {
+        return Ok(());
+    }
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if top => return Err(error),
+        Err(error) => {
+            sink.diagnostics
+                .push(path_error(dir, format!("cannot read directory: {error}")));
+            return Ok(());
+        }
+    };
+    let mut paths = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(entry) => paths.push(entry.path()),
+            Err(error) => sink
+                .diagnostics
+                .push(path_error(dir, format!("cannot read directory: {error}"))),
+        }
+    }
+    paths.sort();
+    for path in paths {
+        let hidden = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_none_or(|n| n.starts_with('.'));
+        if hidden {
+            continue;
+        }
+        match fs::metadata(&path) {
+            Ok(metadata) if metadata.is_dir() => walk(&path, false, files, visited, sink)?,
+            Ok(_) => {
+                if is_manifest_file(&path) {
+                    files.push(path);
+                }
+            }
+            Err(error) => {
+                if is_manifest_file(&path) {
+                    sink.diagnostics
+                        .push(path_error(&path, format!("cannot read file: {error}")));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn load_file_into(sink: &mut Sink, path: &Path) {
+    match fs::read(path) {
+        Ok(bytes) => load_bytes_into(sink, &path.display().to_string(), &bytes),
+        Err(error) => sink
+            .diagnostics
+            .push(path_error(path, format!("cannot read file: {error}"))),
+    }
+}
+
+fn load_bytes_into(sink: &mut Sink, file: &str, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => load_text_into(sink, file, text),
+        Err(error) => {
+            let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
+            let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
+            sink.diagnostics.push(Diagnostic::error(
+                None,
+                Some(&Source::new(file, line)),
+                "file is not valid UTF-8; ignored",
+            ));
+        }
+    }
+}
+
+fn load_text_into(sink: &mut Sink, file: &str, text: &str) {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let is_json = Path::new(file)
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if is_json {
+        load_json_into(sink, file, text);
+        return;
+    }
+    for chunk in split::split(text) {
+        let Some(content_line) = chunk.content_line else {
+            continue; // blank, comments only
+        };
+        match parse_yaml(chunk.text, chunk.first_line) {
+            Ok(documents) => load_documents(sink, file, &documents, content_line),
+            Err((line, message)) => {
+                let line = line.unwrap_or(content_line);
+                sink.diagnostics.push(Diagnostic::error(
+                    None,
+                    Some(&Source::new(file, line)),
+                    format!("invalid YAML: {message}"),
+                ));
+            }
+        }
+    }
+}
+
+/// JSON goes through the YAML parser first (JSON is YAML, and that parser
+/// knows lines); what it cannot read, `serde_json` reads or reports.
+fn load_json_into(sink: &mut Sink, file: &str, text: &str) {
+    let Some(content_line) = split::first_content_line(text) else {
+        return;
+    };
+    let yaml_error = match parse_yaml(text, 1) {
+        Ok(documents) => {
+            load_documents(sink, file, &documents, content_line);
+            return;
+        }
+        Err(error) => error,
+    };
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(value) => {
+            // Valid JSON the YAML reader refused (e.g. a duplicate key, where
+            // JSON keeps the last value): say so, since lines are now lost.
+            let (line, reason) = yaml_error;
+            sink.diagnostics.push(Diagnostic::warning(
+                None,
+                Some(&Source::new(file, line.unwrap_or(content_line))),
+                format!("{reason}; read as plain JSON, lines inside this document are approximate"),
+            ));
+            let root = Node::from_json(&value, content_line);
+            objects::load_document(sink, file, &root, content_line, 0);
+        }
+        Err(error) => {
+            let line = if error.line() > 0 {
+                error.line()
+            } else {
+                content_line
+            };
+            let full = error.to_string();
+            let suffix = format!(" at line {} column {}", error.line(), error.column());
+            let message = full.strip_suffix(&suffix).unwrap_or(&full);
+            sink.diagnostics.push(Diagnostic::error(
+                None,
+                Some(&Source::new(file, line)),
+                format!("invalid JSON: {message}"),
+            ));
+        }
+    }
+}
+
+fn load_documents(sink: &mut Sink, file: &str, documents: &[Node], content_line: usize) {
+    for (index, root) in documents.iter().enumerate() {
+        // A chunk holds more than one document only after a `...` marker.
+        let line = if index == 0 || root.line == 0 {
+            content_line
+        } else {
+            root.line
+        };
+        objects::load_document(sink, file, root, line, 0);
+    }
+}
+
+/// Parses one chunk; lines in the result (and in the error) are lines of the
+/// whole file, given that the chunk starts on `first_line`.
+fn parse_yaml(text: &str, first_line: usize) -> Result<Vec<Node>, (Option<usize>, String)> {
+    let options = serde_saphyr::options! {
+        with_snippet: false,
+        strict_booleans: true,
+        non_finite_float_policy: NonFiniteFloatPolicy::AsString,
+    };
+    let delta = first_line.saturating_sub(1);
+    match serde_saphyr::from_multiple_with_options::<Node>(text, options) {
+        Ok(mut documents) => {
+            for document in &mut documents {
+                document.shift(delta);
+            }
+            Ok(documents)
+        }
+        Err(error) => {
+            let error = error.without_snippet();
+            let line = error
+                .location()
+                .map(|l| l.line() as usize)
+                .filter(|&l| l > 0)
+                .map(|l| l + delta);
+            let message = UserMessageFormatter.format_message(error);
+            Err((line, message.into_owned()))
+        }
+    }
+}
+
+/// Keeps a message on one line and free of control characters (escaped
+/// as `\n`, `\u{1b}`, ...).
+fn sanitize(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for c in message.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

@@ -1,0 +1,510 @@
+//! From an untyped document to a typed object: dispatch on `apiVersion` and
+//! `kind`, typed parse with field paths, defaulting, and the duplicate check.
+
+use std::collections::HashMap;
+
+use gateway_api::experimental::{
+    gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
+    referencegrants::ReferenceGrant,
+};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::tree::{Node, NodeValue, Segment, render_path, segments};
+use crate::{Diagnostic, Inputs, Source, Sourced};
+
+/// The Gateway API group; every served version shares one schema here.
+const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
+const GATEWAY_VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha2"];
+/// How deeply `List`s may nest inside `List`s.
+const MAX_LIST_DEPTH: usize = 4;
+
+/// A kind the loader turns into a typed object.
+pub(crate) trait Object: Serialize + DeserializeOwned + Sized {
+    const KIND: &'static str;
+    const NAMESPACED: bool;
+    fn meta(&self) -> &ObjectMeta;
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
+    fn bucket(inputs: &mut Inputs) -> &mut Vec<Sourced<Self>>;
+    /// Kind-specific normalisation after a successful parse.
+    fn normalize(&mut self) {}
+}
+
+macro_rules! object {
+    ($ty:ty, $kind:literal, $namespaced:literal, $field:ident) => {
+        impl Object for $ty {
+            const KIND: &'static str = $kind;
+            const NAMESPACED: bool = $namespaced;
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+            fn bucket(inputs: &mut Inputs) -> &mut Vec<Sourced<Self>> {
+                &mut inputs.$field
+            }
+        }
+    };
+}
+
+object!(GatewayClass, "GatewayClass", false, gateway_classes);
+object!(Gateway, "Gateway", true, gateways);
+object!(HttpRoute, "HTTPRoute", true, http_routes);
+object!(GrpcRoute, "GRPCRoute", true, grpc_routes);
+object!(ReferenceGrant, "ReferenceGrant", true, reference_grants);
+object!(Namespace, "Namespace", false, namespaces);
+object!(Service, "Service", true, services);
+object!(EndpointSlice, "EndpointSlice", true, endpoint_slices);
+
+impl Object for Secret {
+    const KIND: &'static str = "Secret";
+    const NAMESPACED: bool = true;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+    fn bucket(inputs: &mut Inputs) -> &mut Vec<Sourced<Self>> {
+        &mut inputs.secrets
+    }
+    /// `stringData` is write-only: merged into `data` (winning on conflicts,
+    /// as the API server does) and then cleared.
+    fn normalize(&mut self) {
+        if let Some(string_data) = self.string_data.take() {
+            let data = self.data.get_or_insert_with(Default::default);
+            for (key, value) in string_data {
+                data.insert(key, ByteString(value.into_bytes()));
+            }
+        }
+    }
+}
+
+/// Collects objects and diagnostics; keeps the first of duplicate objects.
+#[derive(Default)]
+pub(crate) struct Sink {
+    pub(crate) inputs: Inputs,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    seen: HashMap<(&'static str, String, String), Source>,
+}
+
+impl Sink {
+    pub(crate) fn add<T: Object>(&mut self, source: Source, object: T) {
+        let namespace = object.meta().namespace.clone().unwrap_or_default();
+        let name = object.meta().name.clone().unwrap_or_default();
+        let key = (T::KIND, namespace, name);
+        if let Some(first) = self.seen.get(&key) {
+            let label = object_label(T::KIND, T::NAMESPACED, Some(&key.1), &key.2);
+            let message = format!(
+                "duplicate object: {label} is already defined at {first}; this definition is ignored"
+            );
+            self.diagnostics
+                .push(Diagnostic::warning(Some(label), Some(&source), message));
+            return;
+        }
+        self.seen.insert(key, source.clone());
+        T::bucket(&mut self.inputs).push(Sourced { source, object });
+    }
+
+    /// Adds every object of `inputs` in order (with the duplicate check).
+    pub(crate) fn add_all(&mut self, inputs: Inputs) {
+        fn each<T: Object>(sink: &mut Sink, objects: Vec<Sourced<T>>) {
+            for Sourced { source, object } in objects {
+                sink.add(source, object);
+            }
+        }
+        let Inputs {
+            gateway_classes,
+            gateways,
+            http_routes,
+            grpc_routes,
+            reference_grants,
+            namespaces,
+            services,
+            endpoint_slices,
+            secrets,
+        } = inputs;
+        each(self, gateway_classes);
+        each(self, gateways);
+        each(self, http_routes);
+        each(self, grpc_routes);
+        each(self, reference_grants);
+        each(self, namespaces);
+        each(self, services);
+        each(self, endpoint_slices);
+        each(self, secrets);
+    }
+
+    fn error(&mut self, object: Option<String>, source: &Source, message: impl Into<String>) {
+        self.diagnostics
+            .push(Diagnostic::error(object, Some(source), message));
+    }
+
+    fn warning(&mut self, object: Option<String>, source: &Source, message: impl Into<String>) {
+        self.diagnostics
+            .push(Diagnostic::warning(object, Some(source), message));
+    }
+}
+
+/// `Kind namespace/name`, or `Kind name` for cluster-scoped kinds.
+fn object_label(kind: &str, namespaced: bool, namespace: Option<&str>, name: &str) -> String {
+    if namespaced {
+        let namespace = namespace.filter(|ns| !ns.is_empty()).unwrap_or("default");
+        format!("{kind} {namespace}/{name}")
+    } else {
+        format!("{kind} {name}")
+    }
+}
+
+/// Which typed object a document becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Known {
+    GatewayClass,
+    Gateway,
+    HttpRoute,
+    GrpcRoute,
+    ReferenceGrant,
+    Namespace,
+    Service,
+    Secret,
+    EndpointSlice,
+}
+
+impl Known {
+    fn resolve(api_version: &str, kind: &str) -> Option<Known> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        match group {
+            GATEWAY_GROUP if GATEWAY_VERSIONS.contains(&version) => match kind {
+                "GatewayClass" => Some(Known::GatewayClass),
+                "Gateway" => Some(Known::Gateway),
+                "HTTPRoute" => Some(Known::HttpRoute),
+                "GRPCRoute" => Some(Known::GrpcRoute),
+                "ReferenceGrant" => Some(Known::ReferenceGrant),
+                _ => None,
+            },
+            "" if version == "v1" => match kind {
+                "Namespace" => Some(Known::Namespace),
+                "Service" => Some(Known::Service),
+                "Secret" => Some(Known::Secret),
+                _ => None,
+            },
+            "discovery.k8s.io" if version == "v1" && kind == "EndpointSlice" => Some(Known::EndpointSlice),
+            _ => None,
+        }
+    }
+
+    fn namespaced(self) -> bool {
+        !matches!(self, Known::GatewayClass | Known::Namespace)
+    }
+}
+
+/// A string field of a mapping node: `Ok(None)` when absent or null,
+/// `Err(type)` when present with another type.
+fn string_field(node: Option<&Node>) -> Result<Option<&str>, &'static str> {
+    match node {
+        None => Ok(None),
+        Some(Node {
+            value: NodeValue::Null,
+            ..
+        }) => Ok(None),
+        Some(Node {
+            value: NodeValue::Str(s),
+            ..
+        }) => Ok(Some(s.as_str())),
+        Some(other) => Err(other.type_name()),
+    }
+}
+
+/// Loads one document (or one `List` item) rooted at `root`, whose source
+/// line is `line`.
+pub(crate) fn load_document(sink: &mut Sink, file: &str, root: &Node, line: usize, depth: usize) {
+    let source = Source::new(file, line);
+    if matches!(root.value, NodeValue::Null) {
+        return; // an empty document
+    }
+    if !matches!(root.value, NodeValue::Map(_)) {
+        sink.error(
+            None,
+            &source,
+            format!(
+                "expected a Kubernetes object (a mapping with apiVersion and kind), found {}",
+                root.type_name()
+            ),
+        );
+        return;
+    }
+
+    let metadata = root.get("metadata");
+    let name = string_field(metadata.and_then(|m| m.get("name"))).ok().flatten();
+    let namespace = string_field(metadata.and_then(|m| m.get("namespace")))
+        .ok()
+        .flatten();
+    let name = name.filter(|n| !n.is_empty());
+
+    let api_version = string_field(root.get("apiVersion"));
+    let kind = string_field(root.get("kind"));
+    // A label for messages before the kind is known.
+    let loose_label = |kind: &str| {
+        name.map(|name| match namespace {
+            Some(ns) if !ns.is_empty() => format!("{kind} {ns}/{name}"),
+            _ => format!("{kind} {name}"),
+        })
+    };
+
+    let mut header_ok = true;
+    for (field, value) in [("apiVersion", &api_version), ("kind", &kind)] {
+        match value {
+            Ok(Some(s)) if !s.is_empty() => {}
+            Ok(_) => {
+                let object = kind.ok().flatten().and_then(loose_label);
+                let at = Source::new(file, root.line_at(&[Segment::Key(field.into())], line));
+                sink.error(object, &at, format!("{field}: missing required field"));
+                header_ok = false;
+            }
+            Err(found) => {
+                let object = kind.ok().flatten().and_then(loose_label);
+                let at = Source::new(file, root.line_at(&[Segment::Key(field.into())], line));
+                sink.error(object, &at, format!("{field}: expected a string, found {found}"));
+                header_ok = false;
+            }
+        }
+    }
+    let (Ok(Some(api_version)), Ok(Some(kind)), true) = (api_version, kind, header_ok) else {
+        return;
+    };
+
+    if is_list(kind, root) {
+        load_list(sink, file, root, line, depth, kind);
+        return;
+    }
+
+    let Some(known) = Known::resolve(api_version, kind) else {
+        sink.warning(
+            loose_label(kind),
+            &source,
+            format!("unknown kind {api_version}/{kind}; ignored"),
+        );
+        return;
+    };
+
+    let name_node = metadata.and_then(|m| m.get("name"));
+    let name_missing = matches!(
+        name_node.map(|n| &n.value),
+        None | Some(NodeValue::Null) | Some(NodeValue::Str(_))
+    ) && name.is_none();
+    if name_missing {
+        let path = [Segment::Key("metadata".into()), Segment::Key("name".into())];
+        let at = Source::new(file, root.line_at(&path, line));
+        let message = if matches!(name_node.map(|n| &n.value), Some(NodeValue::Str(_))) {
+            "metadata.name: must not be empty"
+        } else {
+            "metadata.name: missing required field"
+        };
+        sink.error(None, &at, message);
+        return;
+    }
+
+    let label = name.map(|name| object_label(kind, known.namespaced(), namespace, name));
+    let doc = Document {
+        file,
+        root,
+        line,
+        label,
+    };
+    match known {
+        Known::GatewayClass => doc.load::<GatewayClass>(sink),
+        Known::Gateway => doc.load::<Gateway>(sink),
+        Known::HttpRoute => doc.load::<HttpRoute>(sink),
+        Known::GrpcRoute => doc.load::<GrpcRoute>(sink),
+        Known::ReferenceGrant => doc.load::<ReferenceGrant>(sink),
+        Known::Namespace => doc.load::<Namespace>(sink),
+        Known::Service => doc.load::<Service>(sink),
+        Known::Secret => doc.load::<Secret>(sink),
+        Known::EndpointSlice => doc.load::<EndpointSlice>(sink),
+    }
+}
+
+/// `kind: List` (kubectl) or a typed list such as `ServiceList` with `items`.
+fn is_list(kind: &str, root: &Node) -> bool {
+    kind == "List"
+        || (kind.ends_with("List") && matches!(root.get("items").map(|n| &n.value), Some(NodeValue::Seq(_))))
+}
+
+fn load_list(sink: &mut Sink, file: &str, root: &Node, line: usize, depth: usize, kind: &str) {
+    let source = Source::new(file, line);
+    if depth >= MAX_LIST_DEPTH {
+        sink.error(
+            None,
+            &source,
+            format!("{kind} nested more than {MAX_LIST_DEPTH} levels deep; ignored"),
+        );
+        return;
+    }
+    match root.get("items") {
+        None
+        | Some(Node {
+            value: NodeValue::Null,
+            ..
+        }) => {}
+        Some(Node {
+            value: NodeValue::Seq(items),
+            ..
+        }) => {
+            for item in items {
+                let item_line = if item.line > 0 { item.line } else { line };
+                load_document(sink, file, item, item_line, depth + 1);
+            }
+        }
+        Some(other) => {
+            let at = Source::new(file, root.line_at(&[Segment::Key("items".into())], line));
+            sink.error(
+                None,
+                &at,
+                format!("items: expected a list, found {}", other.type_name()),
+            );
+        }
+    }
+}
+
+/// A document of a known kind, ready for its typed parse.
+struct Document<'a> {
+    file: &'a str,
+    root: &'a Node,
+    line: usize,
+    label: Option<String>,
+}
+
+impl Document<'_> {
+    fn at(&self, path: &[Segment]) -> Source {
+        Source::new(self.file, self.root.line_at(path, self.line))
+    }
+
+    fn load<T: Object>(self, sink: &mut Sink) {
+        let mut value = self.root.to_json();
+        if let Value::Object(map) = &mut value {
+            // Status is computed by portcullis, never read from the input.
+            map.remove("status");
+        }
+        if matches!(T::KIND, "HTTPRoute" | "GRPCRoute") {
+            self.singular_use_default_gateway(sink, &mut value);
+        }
+
+        let mut object: T = match serde_path_to_error::deserialize(&value) {
+            Ok(object) => object,
+            Err(error) => {
+                let path = segments(error.path());
+                let at = self.at(&path);
+                let reason = error.inner().to_string();
+                // serde says "missing field `x`" about the enclosing object;
+                // name the field itself, like the loader's own checks do.
+                let missing = reason
+                    .strip_prefix("missing field `")
+                    .and_then(|rest| rest.strip_suffix('`'));
+                let (path, reason) = match missing {
+                    Some(field) => {
+                        let mut path = path;
+                        path.push(Segment::Key(field.to_string()));
+                        (path, "missing required field".to_string())
+                    }
+                    None => (path, reason),
+                };
+                let rendered = render_path(&path);
+                let message = if rendered.is_empty() {
+                    reason
+                } else {
+                    format!("{rendered}: {reason}")
+                };
+                sink.error(self.label.clone(), &at, message);
+                return;
+            }
+        };
+
+        if let Ok(parsed) = serde_json::to_value(&object) {
+            let mut unknown = Vec::new();
+            unknown_fields(&value, &parsed, &mut Vec::new(), &mut unknown);
+            for path in unknown {
+                let message = format!("{}: unknown field; ignored", render_path(&path));
+                sink.warning(self.label.clone(), &self.at(&path), message);
+            }
+        }
+
+        let meta = object.meta_mut();
+        if T::NAMESPACED {
+            if meta.namespace.as_deref().is_none_or(str::is_empty) {
+                meta.namespace = Some("default".to_string());
+            }
+        } else {
+            meta.namespace = None;
+        }
+        object.normalize();
+        sink.add(Source::new(self.file, self.line), object);
+    }
+
+    /// GEP-3793 spells the field `useDefaultGateways`; the singular spelling
+    /// from early drafts is read with a warning.
+    fn singular_use_default_gateway(&self, sink: &mut Sink, value: &mut Value) {
+        let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) else {
+            return;
+        };
+        let Some(singular) = spec.remove("useDefaultGateway") else {
+            return;
+        };
+        let path = [
+            Segment::Key("spec".into()),
+            Segment::Key("useDefaultGateway".into()),
+        ];
+        if spec.contains_key("useDefaultGateways") {
+            sink.warning(
+                self.label.clone(),
+                &self.at(&path),
+                "spec.useDefaultGateway: ignored because spec.useDefaultGateways is set",
+            );
+        } else {
+            sink.warning(
+                self.label.clone(),
+                &self.at(&path),
+                "spec.useDefaultGateway: deprecated spelling, read as spec.useDefaultGateways",
+            );
+            spec.insert("useDefaultGateways".to_string(), singular);
+        }
+    }
+}
+
+/// Paths of keys present (with a non-empty value) in `input` but absent from
+/// `parsed` — fields the typed object does not know, which would otherwise
+/// be dropped silently.
+fn unknown_fields(input: &Value, parsed: &Value, path: &mut Vec<Segment>, out: &mut Vec<Vec<Segment>>) {
+    match (input, parsed) {
+        (Value::Object(input), Value::Object(parsed)) => {
+            for (key, value) in input {
+                let empty = match value {
+                    Value::Null => true,
+                    Value::Object(m) => m.is_empty(),
+                    Value::Array(a) => a.is_empty(),
+                    _ => false,
+                };
+                path.push(Segment::Key(key.clone()));
+                match parsed.get(key) {
+                    Some(inner) => unknown_fields(value, inner, path, out),
+                    None if !empty => out.push(path.clone()),
+                    None => {}
+                }
+                path.pop();
+            }
+        }
+        (Value::Array(input), Value::Array(parsed)) if input.len() == parsed.len() => {
+            for (index, (value, inner)) in input.iter().zip(parsed).enumerate() {
+                path.push(Segment::Index(index));
+                unknown_fields(value, inner, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
