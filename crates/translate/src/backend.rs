@@ -39,16 +39,16 @@ pub enum Backend {
 /// Resolves one backendRef, registering its cluster in `clusters`.
 pub fn resolve(
     index: &Index<'_>,
-    route: &Route,
-    b: &BackendRef,
-    field: &str,
+    route: &Route<'_>,
+    b: &BackendRef<'_>,
+    field: impl Fn() -> String,
     clusters: &mut BTreeMap<String, ClusterSpec>,
 ) -> Backend {
     let weight = u32::try_from(b.weight.max(0)).unwrap_or(0);
     let invalid = |reason: &'static str, message: String| Backend::Invalid {
         weight,
         reason,
-        message: format!("{field}: {message}"),
+        message: format!("{}: {message}", field()),
     };
     if !(b.group.is_empty() || b.group == "core") || b.kind != "Service" {
         return invalid(
@@ -83,7 +83,7 @@ pub fn resolve(
             format!("Service {ns}/{}: port is required", b.name),
         );
     };
-    let Some(svc) = index.services.get(&(ns.to_string(), b.name.clone())) else {
+    let Some(svc) = index.service(ns, &b.name) else {
         return invalid(
             reason::BACKEND_NOT_FOUND,
             format!("Service {ns}/{} not found", b.name),

@@ -2,12 +2,13 @@
 
 use api::Sourced;
 use api::gateway_api::experimental::gateways::Gateway;
-use serde_json::{Value, json};
 
 use crate::index::{Index, ns_name};
 use crate::listener::{self, GATEWAY_GROUP, Listener};
 use crate::route::model::RouteKind;
-use crate::status::{Stamp, reason};
+use crate::status::{
+    GatewayAddress, GatewayStatus, ListenerStatus, RouteGroupKind, Stamp, StatusBody, reason,
+};
 
 pub struct GatewayState<'a> {
     pub namespace: String,
@@ -38,7 +39,7 @@ impl GatewayState<'_> {
     }
 
     /// The Gateway's status stanza (after routes were attached).
-    pub fn status(&self, time: &str, address: &str) -> Value {
+    pub fn status(&self, time: &str, address: &str) -> StatusBody {
         let stamp = Stamp {
             generation: self.generation,
             time,
@@ -74,20 +75,23 @@ impl GatewayState<'_> {
                 "no listener can be programmed",
             )
         };
-        let listeners: Vec<Value> = self
+        let listeners = self
             .listeners
             .iter()
             .map(|l| listener_status(l, &stamp))
             .collect();
-        json!({
-            "addresses": [{ "type": "IPAddress", "value": address }],
-            "conditions": [accepted, programmed_cond],
-            "listeners": listeners,
+        StatusBody::Gateway(GatewayStatus {
+            addresses: vec![GatewayAddress {
+                type_: "IPAddress",
+                value: address.to_string(),
+            }],
+            conditions: vec![accepted, programmed_cond],
+            listeners,
         })
     }
 }
 
-fn listener_status(l: &Listener, stamp: &Stamp<'_>) -> Value {
+fn listener_status(l: &Listener, stamp: &Stamp<'_>) -> ListenerStatus {
     let accepted = match &l.not_accepted {
         None => stamp.condition("Accepted", true, reason::ACCEPTED, "Listener is accepted"),
         Some((r, m)) => stamp.condition("Accepted", false, r, m.clone()),
@@ -110,17 +114,21 @@ fn listener_status(l: &Listener, stamp: &Stamp<'_>) -> Value {
     } else {
         stamp.condition("Programmed", false, reason::INVALID, "Listener is not programmed")
     };
-    let kinds: Vec<Value> = l
+    let supported_kinds = l
         .kinds
         .iter()
-        .map(|k| {
-            json!({ "group": GATEWAY_GROUP, "kind": match k { RouteKind::Http => "HTTPRoute", RouteKind::Grpc => "GRPCRoute" } })
+        .map(|k| RouteGroupKind {
+            group: GATEWAY_GROUP,
+            kind: match k {
+                RouteKind::Http => "HTTPRoute",
+                RouteKind::Grpc => "GRPCRoute",
+            },
         })
         .collect();
-    json!({
-        "name": l.name,
-        "supportedKinds": kinds,
-        "attachedRoutes": l.attached_routes,
-        "conditions": [accepted, programmed, resolved, conflicted],
-    })
+    ListenerStatus {
+        name: l.name.clone(),
+        supported_kinds,
+        attached_routes: l.attached_routes,
+        conditions: vec![accepted, programmed, resolved, conflicted],
+    }
 }

@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 
 use api::Inputs;
-use serde_json::json;
 
 use crate::ObjectStatus;
-use crate::status::{Stamp, reason};
+use crate::status::{Stamp, StatusBody, reason};
 
 /// Our classes by name, with whether each is accepted.
 pub struct Classes {
@@ -56,7 +55,9 @@ pub fn process(inputs: &Inputs, controller: &str, time: &str, status: &mut Vec<O
             "GatewayClass",
             None,
             &name,
-            json!({ "conditions": [accepted_cond, version] }),
+            StatusBody::Conditions {
+                conditions: vec![accepted_cond, version],
+            },
         ));
         accepted.insert(name, ok);
     }

@@ -19,10 +19,11 @@ pub fn ns_name(meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Objec
 
 pub struct Index<'a> {
     pub namespace_labels: HashMap<String, BTreeMap<String, String>>,
-    pub services: HashMap<Key, &'a Service>,
+    /// namespace → name → Service (borrowed keys: lookups do not allocate).
+    pub services: HashMap<&'a str, HashMap<&'a str, &'a Service>>,
     /// EndpointSlices by the Service they belong to (label `kubernetes.io/service-name`).
     pub endpoint_slices: HashMap<Key, Vec<&'a EndpointSlice>>,
-    pub secrets: HashMap<Key, &'a Secret>,
+    pub secrets: HashMap<&'a str, HashMap<&'a str, &'a Secret>>,
     pub reference_grants: Vec<&'a ReferenceGrant>,
 }
 
@@ -53,19 +54,19 @@ impl<'a> Index<'a> {
         }
         Self {
             namespace_labels,
-            services: inputs
-                .services
-                .iter()
-                .map(|s| (ns_name(&s.object.metadata), &s.object))
-                .collect(),
+            services: by_namespace(inputs.services.iter().map(|s| (&s.object.metadata, &s.object))),
             endpoint_slices,
-            secrets: inputs
-                .secrets
-                .iter()
-                .map(|s| (ns_name(&s.object.metadata), &s.object))
-                .collect(),
+            secrets: by_namespace(inputs.secrets.iter().map(|s| (&s.object.metadata, &s.object))),
             reference_grants: inputs.reference_grants.iter().map(|g| &g.object).collect(),
         }
+    }
+
+    pub fn service(&self, ns: &str, name: &str) -> Option<&'a Service> {
+        self.services.get(ns).and_then(|m| m.get(name)).copied()
+    }
+
+    pub fn secret(&self, ns: &str, name: &str) -> Option<&'a Secret> {
+        self.secrets.get(ns).and_then(|m| m.get(name)).copied()
     }
 
     /// Labels of a namespace; a namespace with no manifest still has its
@@ -76,4 +77,19 @@ impl<'a> Index<'a> {
             .cloned()
             .unwrap_or_else(|| BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns.to_string())]))
     }
+}
+
+type Meta = api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+fn by_namespace<'a, T>(
+    items: impl Iterator<Item = (&'a Meta, &'a T)>,
+) -> HashMap<&'a str, HashMap<&'a str, &'a T>> {
+    let mut out: HashMap<&str, HashMap<&str, &T>> = HashMap::new();
+    for (meta, obj) in items {
+        let ns = meta.namespace.as_deref().unwrap_or("default");
+        let name = meta.name.as_deref().unwrap_or_default();
+        // The loader keeps the first of duplicates; so does the index.
+        out.entry(ns).or_default().entry(name).or_insert(obj);
+    }
+    out
 }

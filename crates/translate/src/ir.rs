@@ -16,16 +16,13 @@ use crate::route::matches::Rank;
 use crate::tls::Certificate;
 
 /// Orders routes inside a virtual host: Gateway API precedence first, then
-/// the tie-breakers (oldest route, then namespace/name, then rule and
-/// match order).
+/// the tie-breakers, folded into `route` (the route's position when all
+/// routes are sorted oldest first, then by namespace/name), then rule and
+/// match order.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RouteOrder {
     pub rank: Rank,
-    /// (missing, timestamp): routes without a creation time sort last.
-    pub created: (bool, String),
-    pub namespace: String,
-    pub name: String,
-    pub kind: u8,
+    pub route: usize,
     pub rule: usize,
     pub match_index: usize,
 }

@@ -63,7 +63,7 @@ pub struct ObjectStatus {
     pub api_version: String,
     pub kind: String,
     pub metadata: StatusMetadata,
-    pub status: serde_json::Value,
+    pub status: status::StatusBody,
 }
 
 impl ObjectStatus {
@@ -72,7 +72,7 @@ impl ObjectStatus {
         kind: &str,
         namespace: Option<&str>,
         name: &str,
-        status: serde_json::Value,
+        status: impl Into<status::StatusBody>,
     ) -> Self {
         Self {
             api_version: api_version.into(),
@@ -81,7 +81,7 @@ impl ObjectStatus {
                 namespace: namespace.map(Into::into),
                 name: name.into(),
             },
-            status,
+            status: status.into(),
         }
     }
 }

@@ -56,6 +56,26 @@ pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
         .collect();
     routes.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
 
+    // Tie-break position of each route: oldest first, then namespace/name
+    // (routes without a creation time sort after those with one).
+    let mut by_age: Vec<usize> = (0..routes.len()).collect();
+    by_age.sort_by(|&a, &b| {
+        let key = |r: &Route| {
+            (
+                r.creation_timestamp.is_none(),
+                r.creation_timestamp.clone(),
+                r.namespace.clone(),
+                r.name.clone(),
+                r.kind,
+            )
+        };
+        key(&routes[a]).cmp(&key(&routes[b]))
+    });
+    let mut age_rank = vec![0usize; routes.len()];
+    for (pos, &ri) in by_age.iter().enumerate() {
+        age_rank[ri] = pos;
+    }
+
     // Bind every route, counting attachments per listener.
     let bindings: Vec<Vec<ParentBinding>> = routes
         .iter()
@@ -102,13 +122,7 @@ pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
                     for (match_index, br) in r.routes.into_iter().enumerate() {
                         let order = RouteOrder {
                             rank: br.rank,
-                            created: (
-                                route.creation_timestamp.is_none(),
-                                route.creation_timestamp.clone().unwrap_or_default(),
-                            ),
-                            namespace: route.namespace.clone(),
-                            name: route.name.clone(),
-                            kind: route.kind as u8,
+                            route: age_rank[ri],
                             rule: rule_index,
                             match_index,
                         };
@@ -117,8 +131,14 @@ pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
                 }
                 let chain = chain_for(ir, gw, a.listener);
                 let spec = ir::specificity(l.hostname.as_deref());
-                for h in &a.hostnames {
-                    chain.add(h, &l.name, spec, built.iter().cloned());
+                // Move the routes into the last host; copy only for extra hosts.
+                let last = a.hostnames.len().saturating_sub(1);
+                for (hi, h) in a.hostnames.iter().enumerate() {
+                    if hi == last {
+                        chain.add(h, &l.name, spec, std::mem::take(&mut built));
+                    } else {
+                        chain.add(h, &l.name, spec, built.iter().cloned());
+                    }
                 }
             }
         }
@@ -128,7 +148,7 @@ pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
         }
     }
 
-    for (gw, ir) in gateways.iter().zip(&irs) {
+    for (gw, ir) in gateways.iter().zip(irs) {
         out.gateways
             .insert(gw.key(), xds::build(ir, &settings.listener_address));
         out.status.push(crate::ObjectStatus::new(

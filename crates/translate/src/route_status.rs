@@ -3,8 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{Map, Value, json};
-
 use crate::backend::{self, Backend};
 use crate::binding::ParentBinding;
 use crate::error::RuleError;
@@ -12,7 +10,7 @@ use crate::gateway::GatewayState;
 use crate::index::Index;
 use crate::route::model::Route;
 use crate::route::rule::BuiltRule;
-use crate::status::{Stamp, reason};
+use crate::status::{ParentReference, RouteParentStatus, Stamp, StatusBody, reason};
 use crate::{ObjectStatus, Settings};
 
 /// What building a route's rules found, across every listener it is on.
@@ -44,7 +42,7 @@ impl RouteReport {
             for (j, b) in rule.backends.iter().enumerate() {
                 let field = format!("spec.rules[{i}].backendRefs[{j}]");
                 if let Backend::Invalid { reason, message, .. } =
-                    backend::resolve(index, route, b, &field, &mut scratch)
+                    backend::resolve(index, route, b, || field.clone(), &mut scratch)
                 {
                     self.unresolved.push((reason, message));
                 }
@@ -54,7 +52,7 @@ impl RouteReport {
 }
 
 pub fn render(
-    route: &Route,
+    route: &Route<'_>,
     bindings: &[ParentBinding],
     gateways: &[GatewayState<'_>],
     report: &RouteReport,
@@ -86,33 +84,29 @@ pub fn render(
             .join("; ");
         stamp.condition(reason::PARTIALLY_INVALID, true, reason::UNSUPPORTED_VALUE, msg)
     });
-    let parents: Vec<Value> = bindings
+    let parents = bindings
         .iter()
         .map(|b| {
             let p = &route.parent_refs[b.parent_index];
             let gw = &gateways[b.gateway];
-            let mut parent_ref = Map::new();
-            parent_ref.insert("group".into(), json!(p.group));
-            parent_ref.insert("kind".into(), json!(p.kind));
-            parent_ref.insert("namespace".into(), json!(gw.namespace));
-            parent_ref.insert("name".into(), json!(p.name));
-            if let Some(s) = &p.section_name {
-                parent_ref.insert("sectionName".into(), json!(s));
-            }
-            if let Some(port) = p.port {
-                parent_ref.insert("port".into(), json!(port));
-            }
             let accepted = match &b.refused {
                 None => stamp.condition("Accepted", true, reason::ACCEPTED, "Route is accepted"),
                 Some((r, m)) => stamp.condition("Accepted", false, r, m.clone()),
             };
             let mut conditions = vec![accepted, resolved.clone()];
             conditions.extend(partially_invalid.clone());
-            json!({
-                "parentRef": parent_ref,
-                "controllerName": settings.controller_name,
-                "conditions": conditions,
-            })
+            RouteParentStatus {
+                parent_ref: ParentReference {
+                    group: p.group.clone(),
+                    kind: p.kind.clone(),
+                    namespace: gw.namespace.clone(),
+                    name: p.name.clone(),
+                    section_name: p.section_name.clone(),
+                    port: p.port,
+                },
+                controller_name: settings.controller_name.clone(),
+                conditions,
+            }
         })
         .collect();
     ObjectStatus::new(
@@ -120,6 +114,6 @@ pub fn render(
         route.kind.kind(),
         Some(&route.namespace),
         &route.name,
-        json!({ "parents": parents }),
+        StatusBody::Route { parents },
     )
 }

@@ -11,9 +11,9 @@ use serde::Serialize;
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-    pub reason: String,
+    pub type_: &'static str,
+    pub status: &'static str,
+    pub reason: &'static str,
     pub message: String,
     pub observed_generation: i64,
     pub last_transition_time: String,
@@ -27,16 +27,89 @@ pub struct Stamp<'a> {
 }
 
 impl Stamp<'_> {
-    pub fn condition(&self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Condition {
+    pub fn condition(
+        &self,
+        type_: &'static str,
+        ok: bool,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) -> Condition {
         Condition {
-            type_: type_.into(),
-            status: if ok { "True" } else { "False" }.into(),
-            reason: reason.into(),
+            type_,
+            status: if ok { "True" } else { "False" },
+            reason,
             message: message.into(),
             observed_generation: self.generation,
             last_transition_time: self.time.into(),
         }
     }
+}
+
+/// The `status` stanza of one object, typed; rendered to JSON only when
+/// output is written.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum StatusBody {
+    Conditions { conditions: Vec<Condition> },
+    Gateway(GatewayStatus),
+    Route { parents: Vec<RouteParentStatus> },
+    Json(serde_json::Value),
+}
+
+impl From<serde_json::Value> for StatusBody {
+    fn from(v: serde_json::Value) -> Self {
+        StatusBody::Json(v)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GatewayStatus {
+    pub addresses: Vec<GatewayAddress>,
+    pub conditions: Vec<Condition>,
+    pub listeners: Vec<ListenerStatus>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GatewayAddress {
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+    pub value: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStatus {
+    pub name: String,
+    pub supported_kinds: Vec<RouteGroupKind>,
+    pub attached_routes: i32,
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RouteGroupKind {
+    pub group: &'static str,
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteParentStatus {
+    pub parent_ref: ParentReference,
+    pub controller_name: String,
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentReference {
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
 }
 
 /// Condition types and reasons, spelled as upstream (gateway-api v1.5

@@ -55,7 +55,7 @@ pub fn resolve(
             ),
         ));
     }
-    let Some(secret) = index.secrets.get(&(ns.to_string(), name.to_string())) else {
+    let Some(secret) = index.secret(ns, name) else {
         return Err((
             reason::INVALID_CERTIFICATE_REF,
             format!("certificateRef Secret {ns}/{name} not found"),

@@ -23,7 +23,7 @@ pub fn is_header_name(name: &str) -> bool {
 }
 
 /// Header mutations of one direction.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct HeaderMods {
     pub add: Vec<HeaderValueOption>,
     pub remove: Vec<String>,
@@ -35,55 +35,45 @@ fn literal(value: &str) -> String {
     value.replace('%', "%%")
 }
 
-fn check_name(name: &str, field: &str, request: bool) -> Result<(), RuleError> {
+fn check_name(name: &str, request: bool) -> Result<(), String> {
     if !is_header_name(name) {
-        return Err(RuleError::structural(
-            field,
-            format!("{name:?} is not a valid header name"),
-        ));
+        return Err(format!("{name:?} is not a valid header name"));
     }
-    let lower = name.to_ascii_lowercase();
-    if request && lower == "host" {
-        return Err(RuleError::structural(
-            field,
-            "the Host header cannot be modified by a header filter",
-        ));
+    if request && name.eq_ignore_ascii_case("host") {
+        return Err("the Host header cannot be modified by a header filter".into());
     }
     Ok(())
 }
 
-fn check_value(value: &str, field: &str) -> Result<(), RuleError> {
+fn check_value(value: &str) -> Result<(), String> {
     if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-        return Err(RuleError::structural(
-            field,
-            "header values cannot contain CR, LF or NUL",
-        ));
+        return Err("header values cannot contain CR, LF or NUL".into());
     }
     Ok(())
 }
 
 /// Collects one header modifier (set/add/remove lists share a shape in
-/// every generated variant, so they come in as slices of pairs).
-pub fn header_modifier(
-    set: &[(String, String)],
-    add: &[(String, String)],
+/// every generated variant, so they come in as (name, value) pairs).
+pub fn header_modifier<'a>(
+    set: impl IntoIterator<Item = (&'a str, &'a str)>,
+    add: impl IntoIterator<Item = (&'a str, &'a str)>,
     remove: &[String],
     field: &str,
     request: bool,
     into: &mut HeaderMods,
 ) -> Result<(), RuleError> {
-    for (i, (name, value)) in set.iter().enumerate() {
-        check_name(name, &format!("{field}.set[{i}].name"), request)?;
-        check_value(value, &format!("{field}.set[{i}].value"))?;
+    for (i, (name, value)) in set.into_iter().enumerate() {
+        check_name(name, request).map_err(|m| RuleError::structural(format!("{field}.set[{i}].name"), m))?;
+        check_value(value).map_err(|m| RuleError::structural(format!("{field}.set[{i}].value"), m))?;
         into.add.push(option(
             name,
             value,
             header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd,
         ));
     }
-    for (i, (name, value)) in add.iter().enumerate() {
-        check_name(name, &format!("{field}.add[{i}].name"), request)?;
-        check_value(value, &format!("{field}.add[{i}].value"))?;
+    for (i, (name, value)) in add.into_iter().enumerate() {
+        check_name(name, request).map_err(|m| RuleError::structural(format!("{field}.add[{i}].name"), m))?;
+        check_value(value).map_err(|m| RuleError::structural(format!("{field}.add[{i}].value"), m))?;
         into.add.push(option(
             name,
             value,
@@ -91,7 +81,7 @@ pub fn header_modifier(
         ));
     }
     for (i, name) in remove.iter().enumerate() {
-        check_name(name, &format!("{field}.remove[{i}]"), request)?;
+        check_name(name, request).map_err(|m| RuleError::structural(format!("{field}.remove[{i}]"), m))?;
         into.remove.push(name.to_ascii_lowercase());
     }
     Ok(())
@@ -107,21 +97,6 @@ fn option(name: &str, value: &str, action: header_value_option::HeaderAppendActi
         append_action: action as i32,
         ..Default::default()
     }
-}
-
-/// Pulls (name, value) pairs from any generated header-modifier variant.
-pub fn pairs<T: serde::Serialize>(items: Option<&Vec<T>>) -> Vec<(String, String)> {
-    items
-        .into_iter()
-        .flatten()
-        .filter_map(|i| {
-            let v = serde_json::to_value(i).ok()?;
-            Some((
-                v.get("name")?.as_str()?.to_string(),
-                v.get("value")?.as_str()?.to_string(),
-            ))
-        })
-        .collect()
 }
 
 /// The path the rule matched on, needed by prefix rewrites.
@@ -229,6 +204,7 @@ fn check_path(v: &str, field: &str) -> Result<(), RuleError> {
     Ok(())
 }
 
+#[derive(Clone)]
 pub enum PrefixRewrite {
     Prefix(String),
     Regex(RegexMatchAndSubstitute),
@@ -317,22 +293,20 @@ pub fn url_rewrite(
 /// ExtensionRef; RequestRedirect and URLRewrite exclude each other.
 pub fn check_combination(filters: &[HttpRouteRulesFilters], field: &str) -> Result<(), RuleError> {
     use api::gateway_api::experimental::httproutes::HttpRouteRulesFiltersType as T;
-    let mut seen: Vec<String> = Vec::new();
+    let mut seen: Vec<&T> = Vec::with_capacity(filters.len());
     for (i, f) in filters.iter().enumerate() {
         if matches!(f.r#type, T::RequestMirror | T::ExtensionRef) {
             continue;
         }
-        let name = format!("{:?}", f.r#type);
-        if seen.contains(&name) {
+        if seen.contains(&&f.r#type) {
             return Err(RuleError::semantic(
                 format!("{field}[{i}]"),
-                format!("filter type {name} appears more than once"),
+                format!("filter type {:?} appears more than once", f.r#type),
             ));
         }
-        seen.push(name);
+        seen.push(&f.r#type);
     }
-    let has = |t: &str| seen.iter().any(|s| s == t);
-    if has("RequestRedirect") && has("UrlRewrite") {
+    if seen.contains(&&T::RequestRedirect) && seen.contains(&&T::UrlRewrite) {
         return Err(RuleError::semantic(
             field,
             "RequestRedirect and URLRewrite cannot be used together",

@@ -6,6 +6,8 @@
 //! filter, rule- or backend-level, of either kind is carried as the
 //! HTTPRoute rule filter type (their schemas are identical).
 
+use std::borrow::Cow;
+
 use api::Source;
 use api::gateway_api::experimental::grpcroutes::{
     GrpcRoute, GrpcRouteRulesMatches, GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
@@ -45,31 +47,31 @@ pub struct ParentRef {
 }
 
 #[derive(Clone, Debug)]
-pub struct BackendRef {
+pub struct BackendRef<'a> {
     pub group: String,
     pub kind: String,
     pub namespace: Option<String>,
     pub name: String,
     pub port: Option<i32>,
     pub weight: i32,
-    pub filters: Vec<HttpRouteRulesFilters>,
+    pub filters: Cow<'a, [HttpRouteRulesFilters]>,
 }
 
 #[derive(Clone, Debug)]
-pub struct Rule {
+pub struct Rule<'a> {
     pub name: Option<String>,
     /// Never empty: no matches means "match everything" (`PathPrefix /`).
-    pub matches: Vec<HttpRouteRulesMatches>,
-    pub filters: Vec<HttpRouteRulesFilters>,
-    pub backends: Vec<BackendRef>,
-    pub timeouts: Option<HttpRouteRulesTimeouts>,
-    pub retry: Option<HttpRouteRulesRetry>,
+    pub matches: Cow<'a, [HttpRouteRulesMatches]>,
+    pub filters: Cow<'a, [HttpRouteRulesFilters]>,
+    pub backends: Vec<BackendRef<'a>>,
+    pub timeouts: Option<&'a HttpRouteRulesTimeouts>,
+    pub retry: Option<&'a HttpRouteRulesRetry>,
     /// A field set on the rule that portcullis does not implement.
     pub unsupported: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
-pub struct Route {
+pub struct Route<'a> {
     pub kind: RouteKind,
     pub namespace: String,
     pub name: String,
@@ -78,13 +80,13 @@ pub struct Route {
     pub source: Source,
     pub hostnames: Vec<String>,
     pub parent_refs: Vec<ParentRef>,
-    pub rules: Vec<Rule>,
+    pub rules: Vec<Rule<'a>>,
     /// Problems found while normalising (e.g. a filter that could not be
     /// carried over); each names the field.
     pub errors: Vec<String>,
 }
 
-impl Route {
+impl Route<'_> {
     pub fn display(&self) -> String {
         format!("{} {}/{}", self.kind.kind(), self.namespace, self.name)
     }
@@ -118,7 +120,7 @@ fn default_match() -> HttpRouteRulesMatches {
     }
 }
 
-pub fn from_http(route: &HttpRoute, source: &Source) -> Route {
+pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
     let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
     let mut errors = Vec::new();
     let parent_refs = route
@@ -157,18 +159,19 @@ pub fn from_http(route: &HttpRoute, source: &Source) -> Route {
                     name: b.name.clone(),
                     port: b.port,
                     weight: b.weight.unwrap_or(1),
-                    filters: b
-                        .filters
-                        .iter()
-                        .flatten()
-                        .filter_map(|f| {
-                            convert(f)
-                                .map_err(|e| {
-                                    errors.push(format!("spec.rules[{i}].backendRefs[{j}].filters: {e}"))
-                                })
-                                .ok()
-                        })
-                        .collect(),
+                    filters: Cow::Owned(
+                        b.filters
+                            .iter()
+                            .flatten()
+                            .filter_map(|f| {
+                                convert(f)
+                                    .map_err(|e| {
+                                        errors.push(format!("spec.rules[{i}].backendRefs[{j}].filters: {e}"))
+                                    })
+                                    .ok()
+                            })
+                            .collect(),
+                    ),
                 })
                 .collect();
             let mut unsupported = Vec::new();
@@ -178,13 +181,13 @@ pub fn from_http(route: &HttpRoute, source: &Source) -> Route {
             Rule {
                 name: r.name.clone(),
                 matches: match r.matches.as_deref() {
-                    None | Some([]) => vec![default_match()],
-                    Some(m) => m.to_vec(),
+                    None | Some([]) => Cow::Owned(vec![default_match()]),
+                    Some(m) => Cow::Borrowed(m),
                 },
-                filters: r.filters.clone().unwrap_or_default(),
+                filters: Cow::Borrowed(r.filters.as_deref().unwrap_or_default()),
                 backends,
-                timeouts: r.timeouts.clone(),
-                retry: r.retry.clone(),
+                timeouts: r.timeouts.as_ref(),
+                retry: r.retry.as_ref(),
                 unsupported,
             }
         })
@@ -261,7 +264,7 @@ pub fn escape_regex(s: &str) -> String {
     out
 }
 
-pub fn from_grpc(route: &GrpcRoute, source: &Source) -> Route {
+pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
     let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
     let mut errors = Vec::new();
     let parent_refs = route
@@ -311,18 +314,19 @@ pub fn from_grpc(route: &GrpcRoute, source: &Source) -> Route {
                     name: b.name.clone(),
                     port: b.port,
                     weight: b.weight.unwrap_or(1),
-                    filters: b
-                        .filters
-                        .iter()
-                        .flatten()
-                        .filter_map(|f| {
-                            convert(f)
-                                .map_err(|e| {
-                                    errors.push(format!("spec.rules[{i}].backendRefs[{j}].filters: {e}"))
-                                })
-                                .ok()
-                        })
-                        .collect(),
+                    filters: Cow::Owned(
+                        b.filters
+                            .iter()
+                            .flatten()
+                            .filter_map(|f| {
+                                convert(f)
+                                    .map_err(|e| {
+                                        errors.push(format!("spec.rules[{i}].backendRefs[{j}].filters: {e}"))
+                                    })
+                                    .ok()
+                            })
+                            .collect(),
+                    ),
                 })
                 .collect();
             let mut unsupported = Vec::new();
@@ -332,10 +336,10 @@ pub fn from_grpc(route: &GrpcRoute, source: &Source) -> Route {
             Rule {
                 name: r.name.clone(),
                 matches: match r.matches.as_deref() {
-                    None | Some([]) => vec![default_match()],
-                    Some(m) => m.iter().map(grpc_match).collect(),
+                    None | Some([]) => Cow::Owned(vec![default_match()]),
+                    Some(m) => Cow::Owned(m.iter().map(grpc_match).collect()),
                 },
-                filters,
+                filters: Cow::Owned(filters),
                 backends,
                 timeouts: None,
                 retry: None,

@@ -52,6 +52,7 @@ pub struct BuiltRule {
 
 /// What the rule does with matching requests, before it is attached to
 /// each match.
+#[derive(Clone)]
 enum Behaviour {
     Forward(RouteAction),
     Redirect(envoy_types::pb::envoy::config::route::v3::RedirectAction),
@@ -67,7 +68,7 @@ fn pb_duration(d: std::time::Duration) -> PbDuration {
     }
 }
 
-fn route_name(route: &Route, rule_index: usize, rule: &Rule, match_index: usize) -> String {
+fn route_name(route: &Route<'_>, rule_index: usize, rule: &Rule<'_>, match_index: usize) -> String {
     let rule_id = rule.name.clone().unwrap_or_else(|| rule_index.to_string());
     format!(
         "{}/{}/{}/rule/{rule_id}/match/{match_index}",
@@ -79,9 +80,9 @@ fn route_name(route: &Route, rule_index: usize, rule: &Rule, match_index: usize)
 
 pub fn build(
     index: &Index<'_>,
-    route: &Route,
+    route: &Route<'_>,
     rule_index: usize,
-    rule: &Rule,
+    rule: &Rule<'_>,
     ctx: ListenerContext,
     clusters: &mut BTreeMap<String, ClusterSpec>,
 ) -> BuiltRule {
@@ -91,6 +92,8 @@ pub fn build(
         out.warnings
             .push(format!("{field}.{u}: not supported by portcullis; ignored"));
     }
+    let prefix_dependent = depends_on_matched_prefix(rule);
+    let mut cached: Option<(Result<Behaviour, RuleError>, (HeaderMods, HeaderMods))> = None;
     for (j, m) in rule.matches.iter().enumerate() {
         let match_field = format!("{field}.matches[{j}]");
         let matched = match m.path.as_ref() {
@@ -102,10 +105,19 @@ pub fn build(
             None => MatchedPath::Prefix("/"),
             _ => MatchedPath::Other,
         };
-        let mut mods = (HeaderMods::default(), HeaderMods::default());
-        let behaviour = behaviour(
-            index, route, rule, &field, ctx, &matched, clusters, &mut mods, &mut out,
-        );
+        // The behaviour depends on the match only through prefix rewrites;
+        // otherwise it is computed once for the rule.
+        let (behaviour, mods) = match (&cached, prefix_dependent) {
+            (Some((b, m)), false) => (b.clone(), m.clone()),
+            _ => {
+                let mut mods = (HeaderMods::default(), HeaderMods::default());
+                let b = behaviour(
+                    index, route, rule, &field, ctx, &matched, clusters, &mut mods, &mut out,
+                );
+                cached = Some((b.clone(), mods.clone()));
+                (b, mods)
+            }
+        };
         let name = route_name(route, rule_index, rule, j);
         match matches::build(m, &match_field) {
             Programmable::Ok(rm, rank) => {
@@ -156,8 +168,8 @@ pub fn build(
 #[allow(clippy::too_many_arguments)]
 fn behaviour(
     index: &Index<'_>,
-    route: &Route,
-    rule: &Rule,
+    route: &Route<'_>,
+    rule: &Rule<'_>,
     field: &str,
     ctx: ListenerContext,
     matched: &MatchedPath<'_>,
@@ -170,18 +182,18 @@ fn behaviour(
 
     // Backend-level filters other than header modifiers can only be honoured
     // when the rule has a single backend: then they act as rule filters.
-    let mut rule_filters: Vec<(String, HttpRouteRulesFilters)> = rule
+    let mut rule_filters: Vec<(String, &HttpRouteRulesFilters)> = rule
         .filters
         .iter()
         .enumerate()
-        .map(|(i, f)| (format!("{filters_field}[{i}]"), f.clone()))
+        .map(|(i, f)| (format!("{filters_field}[{i}]"), f))
         .collect();
     for (bi, b) in rule.backends.iter().enumerate() {
         for (fi, f) in b.filters.iter().enumerate() {
             let ff = format!("{field}.backendRefs[{bi}].filters[{fi}]");
             match f.r#type {
                 T::RequestHeaderModifier | T::ResponseHeaderModifier => {}
-                _ if rule.backends.len() == 1 => rule_filters.push((ff, f.clone())),
+                _ if rule.backends.len() == 1 => rule_filters.push((ff, f)),
                 _ => {
                     return Err(RuleError::semantic(
                         ff,
@@ -203,8 +215,14 @@ fn behaviour(
                     .as_ref()
                     .ok_or_else(|| missing(ff, "requestHeaderModifier"))?;
                 filters::header_modifier(
-                    &filters::pairs(m.set.as_ref()),
-                    &filters::pairs(m.add.as_ref()),
+                    m.set
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.as_str(), h.value.as_str())),
+                    m.add
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.as_str(), h.value.as_str())),
                     m.remove.as_deref().unwrap_or_default(),
                     &format!("{ff}.requestHeaderModifier"),
                     true,
@@ -217,8 +235,14 @@ fn behaviour(
                     .as_ref()
                     .ok_or_else(|| missing(ff, "responseHeaderModifier"))?;
                 filters::header_modifier(
-                    &filters::pairs(m.set.as_ref()),
-                    &filters::pairs(m.add.as_ref()),
+                    m.set
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.as_str(), h.value.as_str())),
+                    m.add
+                        .iter()
+                        .flatten()
+                        .map(|h| (h.name.as_str(), h.value.as_str())),
                     m.remove.as_deref().unwrap_or_default(),
                     &format!("{ff}.responseHeaderModifier"),
                     false,
@@ -254,7 +278,7 @@ fn behaviour(
                     name: m.backend_ref.name.clone(),
                     port: m.backend_ref.port,
                     weight: 1,
-                    filters: Vec::new(),
+                    filters: std::borrow::Cow::Borrowed(&[]),
                 };
                 let fraction = match (&m.percent, &m.fraction) {
                     (Some(p), _) => Some(((*p).clamp(0, 100) as u32) * 10_000),
@@ -268,7 +292,7 @@ fn behaviour(
                     index,
                     route,
                     &b,
-                    &format!("{ff}.requestMirror.backendRef"),
+                    || format!("{ff}.requestMirror.backendRef"),
                     clusters,
                 ) {
                     Backend::Cluster { name, .. } => mirrors.push(route_action::RequestMirrorPolicy {
@@ -319,11 +343,11 @@ fn behaviour(
     let mut valid_weight = 0u32;
     let mut invalid_weight = 0u32;
     for (bi, b) in rule.backends.iter().enumerate() {
-        let bfield = format!("{field}.backendRefs[{bi}]");
-        let resolved = backend::resolve(index, route, b, &bfield, clusters);
+        let bfield = || format!("{field}.backendRefs[{bi}]");
+        let resolved = backend::resolve(index, route, b, bfield, clusters);
         let mut bmods = (HeaderMods::default(), HeaderMods::default());
         for (fi, f) in b.filters.iter().enumerate() {
-            let ff = format!("{bfield}.filters[{fi}]");
+            let ff = format!("{}.filters[{fi}]", bfield());
             match f.r#type {
                 T::RequestHeaderModifier => {
                     let m = f
@@ -331,8 +355,14 @@ fn behaviour(
                         .as_ref()
                         .ok_or_else(|| missing(&ff, "requestHeaderModifier"))?;
                     filters::header_modifier(
-                        &filters::pairs(m.set.as_ref()),
-                        &filters::pairs(m.add.as_ref()),
+                        m.set
+                            .iter()
+                            .flatten()
+                            .map(|h| (h.name.as_str(), h.value.as_str())),
+                        m.add
+                            .iter()
+                            .flatten()
+                            .map(|h| (h.name.as_str(), h.value.as_str())),
                         m.remove.as_deref().unwrap_or_default(),
                         &format!("{ff}.requestHeaderModifier"),
                         true,
@@ -345,8 +375,14 @@ fn behaviour(
                         .as_ref()
                         .ok_or_else(|| missing(&ff, "responseHeaderModifier"))?;
                     filters::header_modifier(
-                        &filters::pairs(m.set.as_ref()),
-                        &filters::pairs(m.add.as_ref()),
+                        m.set
+                            .iter()
+                            .flatten()
+                            .map(|h| (h.name.as_str(), h.value.as_str())),
+                        m.add
+                            .iter()
+                            .flatten()
+                            .map(|h| (h.name.as_str(), h.value.as_str())),
                         m.remove.as_deref().unwrap_or_default(),
                         &format!("{ff}.responseHeaderModifier"),
                         false,
@@ -492,6 +528,26 @@ fn behaviour(
         }
     }
     Ok(Behaviour::Forward(action))
+}
+
+/// Whether a filter of the rule rewrites relative to the matched prefix.
+fn depends_on_matched_prefix(rule: &Rule<'_>) -> bool {
+    use api::gateway_api::experimental::httproutes::{
+        HttpRouteRulesFiltersRequestRedirectPathType as R, HttpRouteRulesFiltersUrlRewritePathType as U,
+    };
+    rule.filters
+        .iter()
+        .chain(rule.backends.iter().flat_map(|b| b.filters.iter()))
+        .any(|f| {
+            f.request_redirect
+                .as_ref()
+                .and_then(|r| r.path.as_ref())
+                .is_some_and(|p| p.r#type == R::ReplacePrefixMatch)
+                || f.url_rewrite
+                    .as_ref()
+                    .and_then(|r| r.path.as_ref())
+                    .is_some_and(|p| p.r#type == U::ReplacePrefixMatch)
+        })
 }
 
 fn missing(field: &str, name: &str) -> RuleError {

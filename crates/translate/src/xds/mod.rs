@@ -28,12 +28,13 @@ pub fn ads() -> ConfigSource {
     }
 }
 
-pub fn build(gw: &ir::Gateway, listener_address: &str) -> GatewayXds {
+pub fn build(mut gw: ir::Gateway, listener_address: &str) -> GatewayXds {
     let mut out = GatewayXds::default();
-    for (port, p) in &gw.ports {
+    let ports = std::mem::take(&mut gw.ports);
+    for (port, p) in ports {
         out.listeners
-            .push(listener::build(gw, *port, p, listener_address));
-        for chain in &p.chains {
+            .push(listener::build(&gw, port, &p, listener_address));
+        for chain in p.chains {
             out.routes.push(route::build(chain));
         }
     }

@@ -6,12 +6,12 @@ use envoy_types::pb::google::protobuf::BoolValue;
 use crate::hostname;
 use crate::ir::Chain;
 
-pub fn build(chain: &Chain) -> RouteConfiguration {
+pub fn build(chain: Chain) -> RouteConfiguration {
     let virtual_hosts = chain
         .virtual_hosts
-        .values()
+        .into_values()
         .map(|vh| {
-            let mut routes = vh.routes.clone();
+            let mut routes = vh.routes;
             routes.sort_by(|a, b| a.0.cmp(&b.0));
             VirtualHost {
                 name: format!("{}/{}", chain.route_config, vh.hostname),

@@ -18,20 +18,21 @@ pub fn run(yaml: &str) -> translate::Output {
     out
 }
 
-pub fn status<'a>(out: &'a translate::Output, kind: &str, ns: Option<&str>, name: &str) -> Option<&'a Value> {
+/// The status stanza of one object, as the JSON that would be written.
+pub fn status(out: &translate::Output, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
     out.status
         .iter()
         .find(|s| s.kind == kind && s.metadata.name == name && s.metadata.namespace.as_deref() == ns)
-        .map(|s| &s.status)
+        .and_then(|s| serde_json::to_value(&s.status).ok())
 }
 
 /// The condition `type_` of a route's parent entry for Gateway `gw`.
-pub fn parent_condition<'a>(
-    out: &'a translate::Output,
+pub fn parent_condition(
+    out: &translate::Output,
     route: (&str, &str),
     gw: &str,
     type_: &str,
-) -> Option<&'a Value> {
+) -> Option<Value> {
     let st = status(out, "HTTPRoute", Some(route.0), route.1)?;
     st["parents"]
         .as_array()?
@@ -39,17 +40,15 @@ pub fn parent_condition<'a>(
         .filter(|p| p["parentRef"]["name"] == gw)
         .flat_map(|p| p["conditions"].as_array().into_iter().flatten())
         .find(|c| c["type"] == type_)
+        .cloned()
 }
 
-pub fn listener_status<'a>(
-    out: &'a translate::Output,
-    gw: (&str, &str),
-    listener: &str,
-) -> Option<&'a Value> {
+pub fn listener_status(out: &translate::Output, gw: (&str, &str), listener: &str) -> Option<Value> {
     status(out, "Gateway", Some(gw.0), gw.1)?["listeners"]
         .as_array()?
         .iter()
         .find(|l| l["name"] == listener)
+        .cloned()
 }
 
 pub fn condition<'a>(conds: &'a Value, type_: &str) -> Option<&'a Value> {
@@ -57,7 +56,8 @@ pub fn condition<'a>(conds: &'a Value, type_: &str) -> Option<&'a Value> {
 }
 
 /// (status, reason) of a condition, for compact assertions.
-pub fn sr(c: Option<&Value>) -> (String, String) {
+pub fn sr(c: Option<impl std::borrow::Borrow<Value>>) -> (String, String) {
+    let c = c.as_ref().map(|c| c.borrow());
     match c {
         Some(c) => (
             c["status"].as_str().unwrap_or("").into(),
