@@ -67,7 +67,11 @@ pub fn manifests(shape: Shape) -> String {
             let svc = {
                 let per_ns = shape.services.div_ceil(shape.namespaces).max(1);
                 let idx = ns + shape.namespaces * ((r + k) % per_ns);
-                if idx < shape.services { idx } else { ns.min(shape.services - 1) }
+                if idx < shape.services {
+                    idx
+                } else {
+                    ns.min(shape.services - 1)
+                }
             };
             match k % 4 {
                 0 => {

@@ -26,7 +26,11 @@ impl Rng {
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
     fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
     }
 }
 
@@ -184,13 +188,20 @@ fn mutate(doc: &mut Value, rng: &mut Rng) {
 
 fn seeds() -> Vec<Vec<Value>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("fixtures dir").filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("fixtures dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
     files.sort();
     files
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p).expect("read fixture");
-            let input = text.split("# ---- expected output").next().unwrap_or("").to_string();
+            let input = text
+                .split("# ---- expected output")
+                .next()
+                .unwrap_or("")
+                .to_string();
             serde_saphyr::from_multiple::<Value>(&input)
                 .unwrap_or_default()
                 .into_iter()
@@ -203,8 +214,14 @@ fn seeds() -> Vec<Vec<Value>> {
 
 #[test]
 fn mutated_inputs_never_panic_and_never_nack() {
-    let cases: usize = std::env::var("PORTCULLIS_PROPERTY_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
-    let seed: u64 = std::env::var("PORTCULLIS_PROPERTY_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_0f_9a7e);
+    let cases: usize = std::env::var("PORTCULLIS_PROPERTY_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let seed: u64 = std::env::var("PORTCULLIS_PROPERTY_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eed_0f_9a7e);
     let seeds = seeds();
     assert!(seeds.len() >= 30, "expected the fixtures as seeds");
     let mut rng = Rng(seed | 1);
@@ -216,7 +233,8 @@ fn mutated_inputs_never_panic_and_never_nack() {
             let i = rng.below(docs.len());
             mutate(&mut docs[i], &mut rng);
         }
-        let text = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": docs})).unwrap_or_default();
+        let text = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": docs}))
+            .unwrap_or_default();
         let result = catch_unwind(AssertUnwindSafe(|| {
             let loaded = api::loader::load_str("case.json", &text);
             let out = translate::translate(&loaded.inputs, &translate::Settings::default());
@@ -229,17 +247,32 @@ fn mutated_inputs_never_panic_and_never_nack() {
                 continue;
             }
         };
-        if loaded.diagnostics.iter().chain(&out.diagnostics).any(|d| d.file.is_none()) {
+        if loaded
+            .diagnostics
+            .iter()
+            .chain(&out.diagnostics)
+            .any(|d| d.file.is_none())
+        {
             failures.push(format!("case {case}: a diagnostic names no file"));
         }
         for (key, gw) in &out.gateways {
             validated += 1;
             let b = bootstrap::static_bootstrap(gw, key, &Default::default());
             if let Err(e) = testkit::envoy::validate(&b) {
-                failures.push(format!("case {case}: Envoy rejected Gateway {key}: {e}\ninput: {text}"));
+                failures.push(format!(
+                    "case {case}: Envoy rejected Gateway {key}: {e}\ninput: {text}"
+                ));
             }
         }
     }
-    println!("{cases} cases, {validated} Gateway outputs validated by Envoy, {} failures", failures.len());
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n\n"));
+    println!(
+        "{cases} cases, {validated} Gateway outputs validated by Envoy, {} failures",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n\n")
+    );
 }
