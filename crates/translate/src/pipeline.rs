@@ -149,14 +149,15 @@ pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
     }
 
     for (gw, ir) in gateways.iter().zip(irs) {
-        out.gateways
-            .insert(gw.key(), xds::build(ir, &settings.listener_address));
+        let key = gw.key();
+        let (bind, reported) = settings.addresses_of(&key);
+        out.gateways.insert(key.clone(), xds::build(ir, bind));
         out.status.push(crate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "Gateway",
             Some(&gw.namespace),
             &gw.name,
-            gw.status(&settings.transition_time, &settings.status_address),
+            gw.status(&settings.transition_time, reported),
         ));
     }
     for ((route, bs), report) in routes.iter().zip(&bindings).zip(&reports) {

@@ -1,5 +1,7 @@
 //! Knobs of one translation.
 
+use std::collections::BTreeMap;
+
 /// Settings that change what the translator produces.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -11,6 +13,20 @@ pub struct Settings {
     pub status_address: String,
     /// RFC 3339 time stamped on conditions as `lastTransitionTime`.
     pub transition_time: String,
+    /// Per-Gateway (`namespace/name`) bind address, overriding
+    /// `listener_address` and `status_address` (e.g. one loopback address
+    /// per Gateway, so Gateways on one machine can share ports).
+    pub gateway_addresses: BTreeMap<String, String>,
+}
+
+impl Settings {
+    /// (bind address, reported address) of a Gateway.
+    pub fn addresses_of(&self, gateway: &str) -> (&str, &str) {
+        match self.gateway_addresses.get(gateway) {
+            Some(a) => (a, a),
+            None => (&self.listener_address, &self.status_address),
+        }
+    }
 }
 
 impl Default for Settings {
@@ -20,6 +36,7 @@ impl Default for Settings {
             listener_address: "0.0.0.0".into(),
             status_address: "127.0.0.1".into(),
             transition_time: "1970-01-01T00:00:00Z".into(),
+            gateway_addresses: BTreeMap::new(),
         }
     }
 }
