@@ -1,6 +1,9 @@
-//! The `portcullis` binary: wiring only. Each subcommand lives in `cli/`.
+//! The `portcullis` binary: wiring only. Each subcommand lives in `cli/`
+//! (offline) or `serve/` (the control plane).
 
 mod cli;
+mod serve;
+mod views;
 
 use std::process::ExitCode;
 
@@ -15,15 +18,34 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Watch a directory of manifests, serve xDS and run one Envoy per Gateway.
+    Serve(serve::Args),
     /// Translate manifests offline: prints the xDS each Gateway would get,
     /// the status of every object, and diagnostics.
     Translate(cli::translate::Args),
+    /// List gateways or routes (from a running portcullis, or offline with -f).
+    Get(cli::get::GetArgs),
+    /// Show one gateway or route in detail, with its conditions and replaced rules.
+    Describe(cli::get::DescribeArgs),
+    /// Print an Envoy bootstrap for an Envoy you run yourself.
+    Bootstrap(cli::bootstrap::Args),
 }
 
 fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PORTCULLIS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
         Command::Translate(args) => cli::translate::run(args),
+        Command::Get(args) => cli::get::get(args),
+        Command::Describe(args) => cli::get::describe(args),
+        Command::Bootstrap(args) => cli::bootstrap::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,1 +1,3 @@
+pub mod bootstrap;
+pub mod get;
 pub mod translate;

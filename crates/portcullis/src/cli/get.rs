@@ -1,0 +1,283 @@
+//! `portcullis get gateways|routes` and `portcullis describe gateway|route
+//! NAME`: kubectl-style views, read from a running portcullis's admin API
+//! or computed offline from manifests with `-f`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+
+use crate::views::{self, ConditionRow, Views};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Kind {
+    #[value(alias = "gateway", alias = "gw")]
+    Gateways,
+    #[value(alias = "route", alias = "httproutes", alias = "httproute")]
+    Routes,
+}
+
+#[derive(clap::Args)]
+pub struct Source {
+    /// Compute the view offline from manifests (file or directory).
+    #[arg(short = 'f', long = "filename")]
+    pub path: Option<PathBuf>,
+    /// Admin API of a running `portcullis serve`.
+    #[arg(long, default_value = "127.0.0.1:19000")]
+    pub admin: String,
+}
+
+#[derive(clap::Args)]
+pub struct GetArgs {
+    pub kind: Kind,
+    #[command(flatten)]
+    pub source: Source,
+}
+
+#[derive(clap::Args)]
+pub struct DescribeArgs {
+    pub kind: Kind,
+    /// NAME or NAMESPACE/NAME.
+    pub name: String,
+    #[command(flatten)]
+    pub source: Source,
+}
+
+fn load(source: &Source) -> anyhow::Result<Views> {
+    match &source.path {
+        Some(p) => {
+            let loaded = api::loader::load_path(p)?;
+            let mut out = translate::translate(&loaded.inputs, &translate::Settings::default());
+            let mut d = loaded.diagnostics;
+            d.append(&mut out.diagnostics);
+            out.diagnostics = d;
+            Ok(views::build(&loaded.inputs, &out))
+        }
+        None => {
+            let body = http_get(&source.admin, "/api/views").with_context(|| {
+                format!(
+                    "cannot reach the admin API at {} (is `portcullis serve` running? or use -f)",
+                    source.admin
+                )
+            })?;
+            Ok(serde_json::from_str(&body)?)
+        }
+    }
+}
+
+/// A minimal HTTP/1.0 GET for our own loopback admin API.
+fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp)?;
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        bail!("{} answered: {}", addr, head.lines().next().unwrap_or(""));
+    }
+    Ok(body.to_string())
+}
+
+fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<&str>, out: &mut String| {
+        let s: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{:<w$}", c, w = widths[i]))
+            .collect();
+        out.push_str(s.join("   ").trim_end());
+        out.push('\n');
+    };
+    line(headers.to_vec(), &mut out);
+    for r in &rows {
+        line(r.iter().map(String::as_str).collect(), &mut out);
+    }
+    out
+}
+
+pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
+    let v = load(&args.source)?;
+    let text = match args.kind {
+        Kind::Gateways => table(
+            &[
+                "NAMESPACE",
+                "NAME",
+                "CLASS",
+                "ADDRESS",
+                "ACCEPTED",
+                "PROGRAMMED",
+                "ATTACHED ROUTES",
+            ],
+            v.gateways
+                .iter()
+                .map(|g| {
+                    vec![
+                        g.namespace.clone(),
+                        g.name.clone(),
+                        g.class.clone(),
+                        g.address.clone(),
+                        g.accepted.clone(),
+                        g.programmed.clone(),
+                        g.attached_routes.to_string(),
+                    ]
+                })
+                .collect(),
+        ),
+        Kind::Routes => table(
+            &[
+                "KIND",
+                "NAMESPACE",
+                "NAME",
+                "HOSTNAMES",
+                "PARENTS",
+                "ACCEPTED",
+                "RESOLVED REFS",
+                "REPLACED RULES",
+            ],
+            v.routes
+                .iter()
+                .map(|r| {
+                    let status_of = |t: &str| {
+                        r.parents
+                            .iter()
+                            .map(|p| {
+                                p.conditions
+                                    .iter()
+                                    .find(|c| c.type_ == t)
+                                    .map(|c| c.status.clone())
+                                    .unwrap_or("-".into())
+                            })
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    };
+                    let replaced = r
+                        .diagnostics
+                        .iter()
+                        .filter(|d| d.contains("Replaced Rule"))
+                        .count();
+                    vec![
+                        r.kind.clone(),
+                        r.namespace.clone(),
+                        r.name.clone(),
+                        if r.hostnames.is_empty() {
+                            "*".into()
+                        } else {
+                            r.hostnames.join(",")
+                        },
+                        r.parents
+                            .iter()
+                            .map(|p| p.gateway.clone())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        status_of("Accepted"),
+                        status_of("ResolvedRefs"),
+                        replaced.to_string(),
+                    ]
+                })
+                .collect(),
+        ),
+    };
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn conditions(out: &mut String, indent: &str, conds: &[ConditionRow]) {
+    for c in conds {
+        out.push_str(&format!(
+            "{indent}{:<18} {:<6} {:<28} {}\n",
+            c.type_, c.status, c.reason, c.message
+        ));
+    }
+}
+
+fn matches_name(ns: &str, name: &str, wanted: &str) -> bool {
+    match wanted.split_once('/') {
+        Some((n, m)) => n == ns && m == name,
+        None => name == wanted,
+    }
+}
+
+pub fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
+    let v = load(&args.source)?;
+    let mut out = String::new();
+    match args.kind {
+        Kind::Gateways => {
+            let found: Vec<_> = v
+                .gateways
+                .iter()
+                .filter(|g| matches_name(&g.namespace, &g.name, &args.name))
+                .collect();
+            if found.is_empty() {
+                bail!("no Gateway {}", args.name);
+            }
+            for g in found {
+                out.push_str(&format!(
+                    "Gateway {}/{}\n  Class: {}\n  Address: {}\n  Conditions:\n",
+                    g.namespace, g.name, g.class, g.address
+                ));
+                conditions(&mut out, "    ", &g.conditions);
+                for l in &g.listeners {
+                    out.push_str(&format!(
+                        "  Listener {} (attached routes: {})\n",
+                        l.name, l.attached_routes
+                    ));
+                    conditions(&mut out, "    ", &l.conditions);
+                }
+            }
+        }
+        Kind::Routes => {
+            let found: Vec<_> = v
+                .routes
+                .iter()
+                .filter(|r| matches_name(&r.namespace, &r.name, &args.name))
+                .collect();
+            if found.is_empty() {
+                bail!("no route {}", args.name);
+            }
+            for r in found {
+                out.push_str(&format!(
+                    "{} {}/{}\n  Hostnames: {}\n",
+                    r.kind,
+                    r.namespace,
+                    r.name,
+                    if r.hostnames.is_empty() {
+                        "*".into()
+                    } else {
+                        r.hostnames.join(", ")
+                    }
+                ));
+                for p in &r.parents {
+                    out.push_str(&format!(
+                        "  Parent Gateway {}{}\n",
+                        p.gateway,
+                        p.section
+                            .as_deref()
+                            .map(|s| format!(" section {s}"))
+                            .unwrap_or_default()
+                    ));
+                    conditions(&mut out, "    ", &p.conditions);
+                }
+                if !r.diagnostics.is_empty() {
+                    out.push_str("  Diagnostics (replaced rules and input problems):\n");
+                    for d in &r.diagnostics {
+                        out.push_str(&format!("    {d}\n"));
+                    }
+                }
+            }
+        }
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}

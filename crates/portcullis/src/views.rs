@@ -1,0 +1,161 @@
+//! Table views of what portcullis did (`portcullis get` / `describe`),
+//! computed from the inputs and the translation output. The admin API
+//! serves them at `/api/views`; offline, they are computed from `-f PATH`.
+
+use serde::{Deserialize, Serialize};
+use translate::status::{Condition, StatusBody};
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Views {
+    pub gateways: Vec<GatewayRow>,
+    pub routes: Vec<RouteRow>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GatewayRow {
+    pub namespace: String,
+    pub name: String,
+    pub class: String,
+    pub address: String,
+    pub accepted: String,
+    pub programmed: String,
+    pub attached_routes: i32,
+    pub listeners: Vec<ListenerRow>,
+    pub conditions: Vec<ConditionRow>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ListenerRow {
+    pub name: String,
+    pub attached_routes: i32,
+    pub conditions: Vec<ConditionRow>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConditionRow {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RouteRow {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub hostnames: Vec<String>,
+    pub parents: Vec<ParentRow>,
+    pub diagnostics: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ParentRow {
+    pub gateway: String,
+    pub section: Option<String>,
+    pub conditions: Vec<ConditionRow>,
+}
+
+fn rows(conds: &[Condition]) -> Vec<ConditionRow> {
+    conds
+        .iter()
+        .map(|c| ConditionRow {
+            type_: c.type_.into(),
+            status: c.status.into(),
+            reason: c.reason.into(),
+            message: c.message.clone(),
+        })
+        .collect()
+}
+
+fn cond<'a>(conds: &'a [Condition], t: &str) -> &'a str {
+    conds
+        .iter()
+        .find(|c| c.type_ == t)
+        .map(|c| c.status)
+        .unwrap_or("-")
+}
+
+pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
+    let mut views = Views::default();
+    for s in &out.status {
+        let ns = s.metadata.namespace.clone().unwrap_or_default();
+        match &s.status {
+            StatusBody::Gateway(g) if s.kind == "Gateway" => {
+                let class = inputs
+                    .gateways
+                    .iter()
+                    .find(|x| {
+                        x.object.metadata.name.as_deref() == Some(&s.metadata.name)
+                            && x.object.metadata.namespace.as_deref().unwrap_or("default") == ns
+                    })
+                    .map(|x| x.object.spec.gateway_class_name.clone())
+                    .unwrap_or_default();
+                views.gateways.push(GatewayRow {
+                    namespace: ns,
+                    name: s.metadata.name.clone(),
+                    class,
+                    address: g.addresses.first().map(|a| a.value.clone()).unwrap_or_default(),
+                    accepted: cond(&g.conditions, "Accepted").into(),
+                    programmed: cond(&g.conditions, "Programmed").into(),
+                    attached_routes: g.listeners.iter().map(|l| l.attached_routes).sum(),
+                    listeners: g
+                        .listeners
+                        .iter()
+                        .map(|l| ListenerRow {
+                            name: l.name.clone(),
+                            attached_routes: l.attached_routes,
+                            conditions: rows(&l.conditions),
+                        })
+                        .collect(),
+                    conditions: rows(&g.conditions),
+                });
+            }
+            StatusBody::Route { parents } => {
+                let hostnames = match s.kind.as_str() {
+                    "HTTPRoute" => inputs
+                        .http_routes
+                        .iter()
+                        .find(|r| {
+                            r.object.metadata.name.as_deref() == Some(&s.metadata.name)
+                                && r.object.metadata.namespace.as_deref() == Some(&ns)
+                        })
+                        .and_then(|r| r.object.spec.hostnames.clone()),
+                    _ => inputs
+                        .grpc_routes
+                        .iter()
+                        .find(|r| {
+                            r.object.metadata.name.as_deref() == Some(&s.metadata.name)
+                                && r.object.metadata.namespace.as_deref() == Some(&ns)
+                        })
+                        .and_then(|r| r.object.spec.hostnames.clone()),
+                }
+                .unwrap_or_default();
+                let label = format!("{} {}/{}", s.kind, ns, s.metadata.name);
+                views.routes.push(RouteRow {
+                    kind: s.kind.clone(),
+                    namespace: ns.clone(),
+                    name: s.metadata.name.clone(),
+                    hostnames,
+                    parents: parents
+                        .iter()
+                        .map(|p| ParentRow {
+                            gateway: format!("{}/{}", p.parent_ref.namespace, p.parent_ref.name),
+                            section: p.parent_ref.section_name.clone(),
+                            conditions: rows(&p.conditions),
+                        })
+                        .collect(),
+                    diagnostics: out
+                        .diagnostics
+                        .iter()
+                        .filter(|d| d.object.as_deref() == Some(label.as_str()))
+                        .map(|d| format!("{}: {}", d.file.as_deref().unwrap_or("-"), d.message))
+                        .collect(),
+                });
+            }
+            _ => {}
+        }
+    }
+    views
+}
