@@ -155,13 +155,11 @@ fn serve_routes_real_traffic_through_real_envoy() {
     let a = echo::spawn(echo::Config {
         namespace: "app".into(),
         pod: "a-pod-1".into(),
-        ..Default::default()
     })
     .expect("echo a");
     let b = echo::spawn(echo::Config {
         namespace: "app".into(),
         pod: "b-pod-1".into(),
-        ..Default::default()
     })
     .expect("echo b");
     let dir = std::env::temp_dir().join(format!("portcullis-e2e-{}", std::process::id()));

@@ -121,15 +121,16 @@ fn one(index: &Index<'_>, gateway_ns: &str, spec: &GatewayListeners) -> Listener
             format!("port {} is out of range 1-65535", spec.port),
         ));
     }
-    if let Some(h) = spec.hostname.as_deref() {
-        if !hostname::is_valid(h, true) && not_accepted.is_none() {
-            // No listener reason names a bad hostname; the API server's
-            // validation would have refused it, so the listener is unusable.
-            not_accepted = Some((
-                reason::UNSUPPORTED_PROTOCOL,
-                format!("hostname {h:?} is not a valid DNS name"),
-            ));
-        }
+    if let Some(h) = spec.hostname.as_deref()
+        && !hostname::is_valid(h, true)
+        && not_accepted.is_none()
+    {
+        // No listener reason names a bad hostname; the API server's
+        // validation would have refused it, so the listener is unusable.
+        not_accepted = Some((
+            reason::UNSUPPORTED_PROTOCOL,
+            format!("hostname {h:?} is not a valid DNS name"),
+        ));
     }
 
     // Allowed kinds: explicit list filtered to what the protocol supports.
@@ -258,6 +259,7 @@ fn detect_conflicts(listeners: &mut [Listener]) {
     let mut port_protocol: HashMap<i32, Protocol> = HashMap::new();
     let mut seen_hostnames: HashMap<(i32, Option<String>), String> = HashMap::new();
     let mut seen_names: HashMap<String, usize> = HashMap::new();
+    #[allow(clippy::needless_range_loop)] // later listeners are mutated by index
     for i in 0..listeners.len() {
         let l = &listeners[i];
         if let Some(first) = seen_names.get(&l.name) {

@@ -86,10 +86,10 @@ fn data_string(secret: &Secret, key: &str) -> Option<String> {
 }
 
 fn check_secret(secret: &Secret) -> Result<(String, String), String> {
-    if let Some(t) = secret.type_.as_deref() {
-        if t != "kubernetes.io/tls" {
-            return Err(format!("type {t} is not kubernetes.io/tls"));
-        }
+    if let Some(t) = secret.type_.as_deref()
+        && t != "kubernetes.io/tls"
+    {
+        return Err(format!("type {t} is not kubernetes.io/tls"));
     }
     let cert = data_string(secret, "tls.crt").ok_or("data[tls.crt] is missing")?;
     let key = data_string(secret, "tls.key").ok_or("data[tls.key] is missing")?;

@@ -163,12 +163,11 @@ fn mutate(doc: &mut Value, rng: &mut Rng) {
         }
     } else if op == 1 {
         // Duplicate a list item.
-        if let Some((PathSeg::Index(i), parent)) = path.split_last() {
-            if let Some(Value::Array(a)) = get_mut(doc, parent) {
-                if let Some(item) = a.get(*i).cloned() {
-                    a.push(item);
-                }
-            }
+        if let Some((PathSeg::Index(i), parent)) = path.split_last()
+            && let Some(Value::Array(a)) = get_mut(doc, parent)
+            && let Some(item) = a.get(*i).cloned()
+        {
+            a.push(item);
         }
     } else if op == 2 {
         // Mangle a string.
@@ -221,7 +220,7 @@ fn mutated_inputs_never_panic_and_never_nack() {
     let seed: u64 = std::env::var("PORTCULLIS_PROPERTY_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed_0f_9a7e);
+        .unwrap_or(0x005e_ed0f_9a7e);
     let seeds = seeds();
     assert!(seeds.len() >= 30, "expected the fixtures as seeds");
     let mut rng = Rng(seed | 1);

@@ -94,10 +94,12 @@ impl Snapshot {
     }
 }
 
+type Publisher = watch::Sender<Option<Arc<Snapshot>>>;
+
 /// Snapshots per node id, each published on a watch channel.
 #[derive(Clone, Default)]
 pub struct SnapshotCache {
-    nodes: Arc<Mutex<HashMap<String, watch::Sender<Option<Arc<Snapshot>>>>>>,
+    nodes: Arc<Mutex<HashMap<String, Publisher>>>,
 }
 
 impl SnapshotCache {
@@ -105,7 +107,7 @@ impl SnapshotCache {
         Self::default()
     }
 
-    fn sender(&self, node: &str) -> watch::Sender<Option<Arc<Snapshot>>> {
+    fn sender(&self, node: &str) -> Publisher {
         let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
         nodes
             .entry(node.to_string())

@@ -173,7 +173,7 @@ impl Stream {
         }
         removed.sort();
         removed.dedup();
-        if resources.is_empty() && removed.is_empty() && !(force || !st.responded) {
+        if resources.is_empty() && removed.is_empty() && !force && st.responded {
             return true;
         }
         for r in &resources {

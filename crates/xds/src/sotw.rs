@@ -66,9 +66,8 @@ impl Stream {
                 changed = async { match rx.as_mut() { Some(r) => r.changed().await, None => std::future::pending().await } } => {
                     if changed.is_err() { break; }
                     let snapshot = rx.as_mut().and_then(|r| r.borrow_and_update().clone());
-                    if let Some(s) = snapshot {
-                        if !self.push_changed(&s).await { break; }
-                    }
+                    if let Some(s) = snapshot
+                        && !self.push_changed(&s).await { break; }
                 }
             }
         }

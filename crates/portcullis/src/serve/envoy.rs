@@ -68,7 +68,7 @@ impl Supervisor {
     /// Stops every Envoy and waits for them to exit.
     pub async fn shutdown(&mut self) {
         let children = std::mem::take(&mut self.children);
-        for (_, (stop, _)) in &children {
+        for (stop, _) in children.values() {
             let _ = stop.send(true);
         }
         for (_, (_, handle)) in children {

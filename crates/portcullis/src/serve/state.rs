@@ -131,10 +131,10 @@ impl xds::Observer for Observer {
             .get_or_create(&labels(node, type_url))
             .inc();
         let mut cur = self.0.write();
-        if let Some(n) = cur.nacks.get_mut(node) {
-            if n.get(type_url).is_some_and(|n| n.version != version) {
-                n.remove(type_url);
-            }
+        if let Some(n) = cur.nacks.get_mut(node)
+            && n.get(type_url).is_some_and(|n| n.version != version)
+        {
+            n.remove(type_url);
         }
     }
 

@@ -53,6 +53,7 @@ pub struct BuiltRule {
 /// What the rule does with matching requests, before it is attached to
 /// each match.
 #[derive(Clone)]
+#[allow(clippy::large_enum_variant)] // built once per rule, moved into the route
 enum Behaviour {
     Forward(RouteAction),
     Redirect(envoy_types::pb::envoy::config::route::v3::RedirectAction),
@@ -468,13 +469,14 @@ fn behaviour(
                     .map_err(|e| RuleError::structural(format!("{field}.timeouts.backendRequest"), e))
             })
             .transpose()?;
-        if let (Some(r), Some(b)) = (request, backend) {
-            if !r.is_zero() && b > r {
-                return Err(RuleError::semantic(
-                    format!("{field}.timeouts.backendRequest"),
-                    "must not be longer than timeouts.request",
-                ));
-            }
+        if let (Some(r), Some(b)) = (request, backend)
+            && !r.is_zero()
+            && b > r
+        {
+            return Err(RuleError::semantic(
+                format!("{field}.timeouts.backendRequest"),
+                "must not be longer than timeouts.request",
+            ));
         }
         // A zero request timeout disables the timeout, as in Envoy.
         if let Some(r) = request.or(backend) {
