@@ -120,6 +120,51 @@ fn default_match() -> HttpRouteRulesMatches {
     }
 }
 
+/// The generated parentRef types of each route kind share one shape.
+macro_rules! parent_ref {
+    ($p:expr) => {
+        ParentRef {
+            group: $p
+                .group
+                .clone()
+                .unwrap_or_else(|| "gateway.networking.k8s.io".into()),
+            kind: $p.kind.clone().unwrap_or_else(|| "Gateway".into()),
+            namespace: $p.namespace.clone(),
+            name: $p.name.clone(),
+            section_name: $p.section_name.clone(),
+            port: $p.port,
+        }
+    };
+}
+
+/// Likewise the backendRef types; their filters convert to the HTTPRoute
+/// rule filter type (a conversion failure is recorded in `errors`).
+macro_rules! backend_ref {
+    ($b:expr, $i:expr, $j:expr, $errors:expr) => {
+        BackendRef {
+            group: $b.group.clone().unwrap_or_default(),
+            kind: $b.kind.clone().unwrap_or_else(|| "Service".into()),
+            namespace: $b.namespace.clone(),
+            name: $b.name.clone(),
+            port: $b.port,
+            weight: $b.weight.unwrap_or(1),
+            filters: Cow::Owned(
+                $b.filters
+                    .iter()
+                    .flatten()
+                    .filter_map(|f| {
+                        convert(f)
+                            .map_err(|e| {
+                                $errors.push(format!("spec.rules[{}].backendRefs[{}].filters: {e}", $i, $j))
+                            })
+                            .ok()
+                    })
+                    .collect(),
+            ),
+        }
+    };
+}
+
 pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
     let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
     let mut errors = Vec::new();
@@ -128,17 +173,7 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
         .parent_refs
         .iter()
         .flatten()
-        .map(|p| ParentRef {
-            group: p
-                .group
-                .clone()
-                .unwrap_or_else(|| "gateway.networking.k8s.io".into()),
-            kind: p.kind.clone().unwrap_or_else(|| "Gateway".into()),
-            namespace: p.namespace.clone(),
-            name: p.name.clone(),
-            section_name: p.section_name.clone(),
-            port: p.port,
-        })
+        .map(|p| parent_ref!(p))
         .collect();
     let rules = route
         .spec
@@ -152,27 +187,7 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
                 .iter()
                 .flatten()
                 .enumerate()
-                .map(|(j, b)| BackendRef {
-                    group: b.group.clone().unwrap_or_default(),
-                    kind: b.kind.clone().unwrap_or_else(|| "Service".into()),
-                    namespace: b.namespace.clone(),
-                    name: b.name.clone(),
-                    port: b.port,
-                    weight: b.weight.unwrap_or(1),
-                    filters: Cow::Owned(
-                        b.filters
-                            .iter()
-                            .flatten()
-                            .filter_map(|f| {
-                                convert(f)
-                                    .map_err(|e| {
-                                        errors.push(format!("spec.rules[{i}].backendRefs[{j}].filters: {e}"))
-                                    })
-                                    .ok()
-                            })
-                            .collect(),
-                    ),
-                })
+                .map(|(j, b)| backend_ref!(b, i, j, errors))
                 .collect();
             let mut unsupported = Vec::new();
             if r.session_persistence.is_some() {
@@ -272,17 +287,7 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
         .parent_refs
         .iter()
         .flatten()
-        .map(|p| ParentRef {
-            group: p
-                .group
-                .clone()
-                .unwrap_or_else(|| "gateway.networking.k8s.io".into()),
-            kind: p.kind.clone().unwrap_or_else(|| "Gateway".into()),
-            namespace: p.namespace.clone(),
-            name: p.name.clone(),
-            section_name: p.section_name.clone(),
-            port: p.port,
-        })
+        .map(|p| parent_ref!(p))
         .collect();
     let rules = route
         .spec
@@ -307,27 +312,7 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
                 .iter()
                 .flatten()
                 .enumerate()
-                .map(|(j, b)| BackendRef {
-                    group: b.group.clone().unwrap_or_default(),
-                    kind: b.kind.clone().unwrap_or_else(|| "Service".into()),
-                    namespace: b.namespace.clone(),
-                    name: b.name.clone(),
-                    port: b.port,
-                    weight: b.weight.unwrap_or(1),
-                    filters: Cow::Owned(
-                        b.filters
-                            .iter()
-                            .flatten()
-                            .filter_map(|f| {
-                                convert(f)
-                                    .map_err(|e| {
-                                        errors.push(format!("spec.rules[{i}].backendRefs[{j}].filters: {e}"))
-                                    })
-                                    .ok()
-                            })
-                            .collect(),
-                    ),
-                })
+                .map(|(j, b)| backend_ref!(b, i, j, errors))
                 .collect();
             let mut unsupported = Vec::new();
             if r.session_persistence.is_some() {

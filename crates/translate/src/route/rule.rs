@@ -210,46 +210,8 @@ fn behaviour(
     let mut mirrors = Vec::new();
     for (ff, f) in &rule_filters {
         match f.r#type {
-            T::RequestHeaderModifier => {
-                let m = f
-                    .request_header_modifier
-                    .as_ref()
-                    .ok_or_else(|| missing(ff, "requestHeaderModifier"))?;
-                filters::header_modifier(
-                    m.set
-                        .iter()
-                        .flatten()
-                        .map(|h| (h.name.as_str(), h.value.as_str())),
-                    m.add
-                        .iter()
-                        .flatten()
-                        .map(|h| (h.name.as_str(), h.value.as_str())),
-                    m.remove.as_deref().unwrap_or_default(),
-                    &format!("{ff}.requestHeaderModifier"),
-                    true,
-                    &mut mods.0,
-                )?;
-            }
-            T::ResponseHeaderModifier => {
-                let m = f
-                    .response_header_modifier
-                    .as_ref()
-                    .ok_or_else(|| missing(ff, "responseHeaderModifier"))?;
-                filters::header_modifier(
-                    m.set
-                        .iter()
-                        .flatten()
-                        .map(|h| (h.name.as_str(), h.value.as_str())),
-                    m.add
-                        .iter()
-                        .flatten()
-                        .map(|h| (h.name.as_str(), h.value.as_str())),
-                    m.remove.as_deref().unwrap_or_default(),
-                    &format!("{ff}.responseHeaderModifier"),
-                    false,
-                    &mut mods.1,
-                )?;
-            }
+            T::RequestHeaderModifier => header_filter(f, ff, &mut mods.0)?,
+            T::ResponseHeaderModifier => header_filter(f, ff, &mut mods.1)?,
             T::RequestRedirect => {
                 let r = f
                     .request_redirect
@@ -350,46 +312,8 @@ fn behaviour(
         for (fi, f) in b.filters.iter().enumerate() {
             let ff = format!("{}.filters[{fi}]", bfield());
             match f.r#type {
-                T::RequestHeaderModifier => {
-                    let m = f
-                        .request_header_modifier
-                        .as_ref()
-                        .ok_or_else(|| missing(&ff, "requestHeaderModifier"))?;
-                    filters::header_modifier(
-                        m.set
-                            .iter()
-                            .flatten()
-                            .map(|h| (h.name.as_str(), h.value.as_str())),
-                        m.add
-                            .iter()
-                            .flatten()
-                            .map(|h| (h.name.as_str(), h.value.as_str())),
-                        m.remove.as_deref().unwrap_or_default(),
-                        &format!("{ff}.requestHeaderModifier"),
-                        true,
-                        &mut bmods.0,
-                    )?;
-                }
-                T::ResponseHeaderModifier => {
-                    let m = f
-                        .response_header_modifier
-                        .as_ref()
-                        .ok_or_else(|| missing(&ff, "responseHeaderModifier"))?;
-                    filters::header_modifier(
-                        m.set
-                            .iter()
-                            .flatten()
-                            .map(|h| (h.name.as_str(), h.value.as_str())),
-                        m.add
-                            .iter()
-                            .flatten()
-                            .map(|h| (h.name.as_str(), h.value.as_str())),
-                        m.remove.as_deref().unwrap_or_default(),
-                        &format!("{ff}.responseHeaderModifier"),
-                        false,
-                        &mut bmods.1,
-                    )?;
-                }
+                T::RequestHeaderModifier => header_filter(f, &ff, &mut bmods.0)?,
+                T::ResponseHeaderModifier => header_filter(f, &ff, &mut bmods.1)?,
                 _ => {}
             }
         }
@@ -550,6 +474,34 @@ fn depends_on_matched_prefix(rule: &Rule<'_>) -> bool {
                     .and_then(|r| r.path.as_ref())
                     .is_some_and(|p| p.r#type == U::ReplacePrefixMatch)
         })
+}
+
+/// A Request- or ResponseHeaderModifier filter (rule- or backend-level).
+fn header_filter(f: &HttpRouteRulesFilters, ff: &str, into: &mut HeaderMods) -> Result<(), RuleError> {
+    macro_rules! apply {
+        ($m:expr, $name:literal, $request:expr) => {{
+            let m = $m.as_ref().ok_or_else(|| missing(ff, $name))?;
+            filters::header_modifier(
+                m.set
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.as_str(), h.value.as_str())),
+                m.add
+                    .iter()
+                    .flatten()
+                    .map(|h| (h.name.as_str(), h.value.as_str())),
+                m.remove.as_deref().unwrap_or_default(),
+                &format!("{ff}.{}", $name),
+                $request,
+                into,
+            )
+        }};
+    }
+    // The two generated modifier types differ only in name.
+    match f.r#type {
+        T::RequestHeaderModifier => apply!(f.request_header_modifier, "requestHeaderModifier", true),
+        _ => apply!(f.response_header_modifier, "responseHeaderModifier", false),
+    }
 }
 
 fn missing(field: &str, name: &str) -> RuleError {
