@@ -9,7 +9,10 @@ fn quickstart() -> PathBuf {
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_portcullis")).args(args).output().expect("run portcullis");
+    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(args)
+        .output()
+        .expect("run portcullis");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -28,7 +31,11 @@ fn translate_json_follows_the_contract() {
         assert!(gw[k].is_array(), "missing {k}");
     }
     assert_eq!(gw["routes"][0]["name"], "infra/shared/8080");
-    assert!(doc["status"].as_array().is_some_and(|s| s.iter().any(|o| o["kind"] == "HTTPRoute")));
+    assert!(
+        doc["status"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|o| o["kind"] == "HTTPRoute"))
+    );
     assert!(doc["diagnostics"].is_array());
 }
 
@@ -47,11 +54,19 @@ fn get_and_describe_offline() {
     assert_eq!(code, 0, "{err}");
     let row = out.lines().find(|l| l.contains("shared")).expect("gateway row");
     let cols: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cols, ["infra", "shared", "portcullis", "127.0.0.1", "True", "True", "1"]);
+    assert_eq!(
+        cols,
+        ["infra", "shared", "portcullis", "127.0.0.1", "True", "True", "1"]
+    );
 
     let (code, out, _) = run(&["get", "routes", "-f", q]);
     assert_eq!(code, 0);
-    assert!(out.lines().any(|l| l.starts_with("HTTPRoute") && l.contains("echo.example.com") && l.contains("infra/shared")), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("HTTPRoute")
+            && l.contains("echo.example.com")
+            && l.contains("infra/shared")),
+        "{out}"
+    );
 
     let (code, out, _) = run(&["describe", "route", "app/echo", "-f", q]);
     assert_eq!(code, 0);
