@@ -1,41 +1,107 @@
 //! The file provider: watches a directory of manifests and publishes input
-//! snapshots for `portcullis serve`.
+//! snapshots for `portcullis serve DIR`.
 //!
-//! Data model: per manifest file, the last *good* load of that file (a
-//! load with no error diagnostic). A snapshot merges the good loads of all
-//! files in path order, plus the diagnostics of every file's latest read:
-//! a file that is half-written or broken keeps its previous objects in
-//! force and its errors are reported beside them (a broken file is never a
-//! reason to withdraw working configuration). A deleted file removes its
-//! objects. A file whose bytes did not change causes no new snapshot.
+//! # Data model
 //!
-//! Events are coalesced: a reload happens `debounce` after the last event
-//! of a burst (default 50 ms), and at most `max_delay` after its first
-//! (default 500 ms), so a continuous stream of writes still publishes.
+//! The provider keeps, per manifest file under the directory (`*.yaml`,
+//! `*.yml`, `*.json`, recursively, hidden entries skipped — exactly the
+//! files `api::loader::load_path` reads), the last **good** load of that
+//! file. A [`Snapshot`] merges the good loads of all files in sorted path
+//! order (so of two objects with the same kind, namespace and name, the one
+//! in the file that sorts first wins, as in `portcullis translate -f DIR`),
+//! together with the diagnostics of every file's version on disk.
+//!
+//! # When a file's new version replaces its objects
+//!
+//! A version is *good* when it can be read and its load has no diagnostic
+//! of severity error; warnings (unknown kinds, unknown fields) do not
+//! disqualify it. A good version replaces all of that file's objects.
+//!
+//! A version that is not good is not applied **at all**, even if some of
+//! its documents are valid: a half-written or broken file keeps the
+//! previous good version of the whole file in force (none of its objects
+//! before it was read, when there was no previous good version — also at
+//! startup). Applying only the valid documents could apply a route without
+//! the policy that was meant to guard it. That covers YAML/JSON syntax
+//! errors, typed-parse errors, content that is not UTF-8, and a file that
+//! exists but cannot be read (permissions, I/O errors). The snapshot then
+//! carries the rejected version's diagnostics (with `file:line`) and a
+//! warning that names the file and says which version stays in force, so
+//! the problem is visible in status and logs.
+//!
+//! A file that is absent when its events are processed is deleted: its
+//! objects are removed. The debounce window is the grace period for
+//! editors that delete and re-create a file on save (atomic rename saves
+//! never leave it absent). A new file adds its objects.
+//!
+//! One half-written state parses without error: an empty file, left by a
+//! writer that truncates before it writes (`kubectl get ... > f.yaml`).
+//! A file that had objects and is now empty keeps them until it has stayed
+//! empty for `max_delay` (it is read again then); emptying a file does
+//! remove its objects, just not in the middle of a write.
+//!
+//! # Events
+//!
+//! The directory is watched recursively with `notify`. Access events (for
+//! example the provider's own reads) are dropped where they arrive. Other
+//! events are coalesced: a burst is processed `debounce` after its last
+//! event (default 50 ms), and at most `max_delay` after its first (default
+//! 500 ms), so a continuous stream of writes still publishes at that rate.
+//! Processing a burst reads only the paths its events name (a directory
+//! is walked); a lost event, a watch error, an event on a hidden path (a
+//! visible file may be a symbolic link into it, as in a Kubernetes
+//! ConfigMap volume) or [`FileProvider::reload_now`] rescans everything.
+//! Files whose bytes did not change are not parsed again, and a burst that
+//! changes no file's objects or diagnostics publishes nothing. Edits to
+//! the target of a symbolic link that points outside the directory are
+//! only seen on such a rescan.
+//!
+//! Reading and parsing run on tokio's blocking pool, never on the async
+//! workers. The snapshot records the time from the first event of its
+//! burst to publication ([`Snapshot::debounce_latency`]), the latency this
+//! coalescing costs.
 
-use std::collections::BTreeMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+mod tree;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use api::loader::{self, Loaded};
-use api::{Diagnostic, Severity};
-use notify::{RecursiveMode, Watcher};
+use api::loader::Loaded;
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 
+use tree::{Batch, Tree};
+
+/// Why the provider could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
     #[error("cannot read {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot watch {}: {source}", path.display())]
-    Watch { path: PathBuf, source: notify::Error },
+    Watch {
+        path: PathBuf,
+        #[source]
+        source: notify::Error,
+    },
+    #[error("the file provider must be started inside a tokio runtime")]
+    NoRuntime,
 }
 
-#[derive(Clone, Copy, Debug)]
+/// How events are coalesced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
+    /// Quiet time after the last event of a burst before it is processed.
+    /// Default 50 ms.
     pub debounce: Duration,
+    /// Longest time from the first event of a burst to its processing, so
+    /// that a continuous stream of writes still publishes. Default 500 ms.
     pub max_delay: Duration,
 }
 
@@ -49,211 +115,313 @@ impl Default for Options {
 }
 
 /// One published state of the inputs.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    /// Increments with every published change (the initial load is 1).
+    /// Increments with every published change; the initial load is 1.
     pub generation: u64,
     pub loaded: Loaded,
-    /// From the first event of the burst to publication.
+    /// From the first event of the burst to publication; `None` for the
+    /// initial load.
     pub debounce_latency: Option<Duration>,
 }
 
-struct FileState {
-    hash: u64,
-    /// The last load without errors, if any.
-    good: Option<Loaded>,
-    /// Diagnostics of the latest read (errors of a rejected version too).
-    latest: Vec<Diagnostic>,
+/// Counters of the provider's work, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// File-system events that may have changed a file (access events are
+    /// not counted), plus calls to [`FileProvider::reload_now`].
+    pub events: u64,
+    /// Bursts processed, whether or not they published.
+    pub reloads: u64,
+    /// The generation of the latest published snapshot.
+    pub generation: u64,
+    /// [`Snapshot::debounce_latency`] of the latest published snapshot.
+    pub last_debounce_latency: Option<Duration>,
 }
 
-struct Tree {
-    dir: PathBuf,
-    files: BTreeMap<PathBuf, FileState>,
+/// One event (or `reload_now`), as forwarded from the watcher's thread.
+struct Signal {
+    at: Instant,
+    /// `None`: rescan everything.
+    paths: Option<Vec<PathBuf>>,
 }
 
-fn hash(bytes: &[u8]) -> u64 {
-    let mut h = DefaultHasher::new();
-    bytes.hash(&mut h);
-    h.finish()
+/// Signals waiting to be coalesced; beyond this, a full rescan is forced
+/// instead of queueing more.
+const QUEUE: usize = 4096;
+
+struct Shared {
+    /// Set when a signal could not be queued: the next burst rescans all.
+    overflow: AtomicBool,
+    events: AtomicU64,
+    stats: Mutex<Stats>,
 }
 
-fn list(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        let hidden = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with('.'));
-        if hidden {
-            continue;
-        }
-        if path.is_dir() {
-            // An unreadable subdirectory is skipped, not fatal.
-            let _ = list(&path, out);
-        } else if loader::is_manifest_file(&path) {
-            out.push(path);
+impl Shared {
+    fn forward(&self, queue: &mpsc::Sender<Signal>, signal: Signal) {
+        self.events.fetch_add(1, Ordering::Relaxed);
+        if queue.try_send(signal).is_err() {
+            self.overflow.store(true, Ordering::SeqCst);
         }
     }
-    Ok(())
-}
 
-impl Tree {
-    /// Rescans the directory; returns whether anything that matters changed.
-    fn rescan(&mut self) -> std::io::Result<bool> {
-        let mut paths = Vec::new();
-        list(&self.dir, &mut paths)?;
-        let mut changed = false;
-        let before = self.files.len();
-        self.files.retain(|p, _| paths.contains(p));
-        changed |= self.files.len() != before;
-        for path in paths {
-            let Ok(bytes) = std::fs::read(&path) else {
-                // Vanished or unreadable mid-way: keep what we had.
-                continue;
-            };
-            let h = hash(&bytes);
-            if self.files.get(&path).is_some_and(|f| f.hash == h) {
-                continue;
-            }
-            changed = true;
-            let name = path.display().to_string();
-            let text = String::from_utf8_lossy(&bytes);
-            let load = loader::load_str(&name, &text);
-            let ok = !load.diagnostics.iter().any(|d| d.severity == Severity::Error);
-            let latest = load.diagnostics.clone();
-            let entry = self.files.entry(path).or_insert(FileState {
-                hash: h,
-                good: None,
-                latest: Vec::new(),
-            });
-            entry.hash = h;
-            entry.latest = latest;
-            if ok {
-                entry.good = Some(load);
-            } else {
-                tracing::warn!(file = %name, "file has errors; its last good version stays in force");
-            }
-        }
-        Ok(changed)
-    }
-
-    fn merged(&self) -> Loaded {
-        let mut merged = loader::merge(self.files.values().filter_map(|f| f.good.clone()));
-        // The good loads' own diagnostics are already in `merged`; add
-        // those of rejected versions.
-        for f in self.files.values() {
-            let rejected = f.good.as_ref().is_none_or(|g| g.diagnostics != f.latest);
-            if rejected {
-                merged.diagnostics.extend(f.latest.iter().cloned());
-            }
-        }
-        merged
+    fn stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.stats.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// Watches a directory; dropping it stops the watch.
+/// Watches a directory and publishes [`Snapshot`]s; dropping it stops the
+/// watch and closes the snapshot channel.
 pub struct FileProvider {
-    _watcher: notify::RecommendedWatcher,
-    rescan: mpsc::UnboundedSender<Instant>,
-    _task: tokio::task::JoinHandle<()>,
+    watcher: Option<notify::RecommendedWatcher>,
+    queue: mpsc::Sender<Signal>,
+    shared: Arc<Shared>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl FileProvider {
-    /// Loads `dir` (synchronously: nothing is served before the initial
-    /// load) and starts watching it. Must run inside a tokio runtime.
+    /// Loads `dir` and starts watching it. The initial load happens before
+    /// this returns and is published as generation 1, so nothing is served
+    /// before it is complete. Must be called inside a tokio runtime. Fails
+    /// if `dir` cannot be read or watched.
     pub fn start(
         dir: PathBuf,
         options: Options,
     ) -> Result<(Self, watch::Receiver<Arc<Snapshot>>), ProviderError> {
-        let mut tree = Tree {
-            dir: dir.clone(),
-            files: BTreeMap::new(),
-        };
-        tree.rescan().map_err(|source| ProviderError::Read {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| ProviderError::NoRuntime)?;
+        let read_error = |source| ProviderError::Read {
             path: dir.clone(),
             source,
-        })?;
-        let (tx, rx) = watch::channel(Arc::new(Snapshot {
+        };
+        let mut tree = Tree::new(dir.clone(), options.max_delay).map_err(read_error)?;
+        std::fs::read_dir(&dir).map_err(read_error)?;
+
+        // Watch before the initial load, so that a change made during the
+        // load is not lost (its event is processed right after).
+        let shared = Arc::new(Shared {
+            overflow: AtomicBool::new(false),
+            events: AtomicU64::new(0),
+            stats: Mutex::new(Stats {
+                generation: 1,
+                ..Stats::default()
+            }),
+        });
+        let (queue, signals) = mpsc::channel(QUEUE);
+        let watch_error = |source| ProviderError::Watch {
+            path: dir.clone(),
+            source,
+        };
+        let mut watcher = {
+            let shared = shared.clone();
+            let queue = queue.clone();
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if let Some(paths) = classify(event) {
+                    let at = Instant::now();
+                    shared.forward(&queue, Signal { at, paths });
+                }
+            })
+            .map_err(watch_error)?
+        };
+        watcher
+            .watch(&dir, RecursiveMode::Recursive)
+            .map_err(watch_error)?;
+
+        tree.rescan().map_err(read_error)?;
+        let loaded = tree.loaded();
+        tracing::info!(
+            dir = %dir.display(),
+            files = tree.file_count(),
+            objects = loaded.inputs.len(),
+            diagnostics = loaded.diagnostics.len(),
+            "initial load"
+        );
+        let (publish, snapshots) = watch::channel(Arc::new(Snapshot {
             generation: 1,
-            loaded: tree.merged(),
+            loaded,
             debounce_latency: None,
         }));
 
-        let (events_tx, mut events_rx) = mpsc::unbounded_channel::<Instant>();
-        let fwd = events_tx.clone();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if let Ok(ev) = res {
-                if ev.kind.is_access() {
-                    return;
-                }
-                let _ = fwd.send(Instant::now());
-            }
-        })
-        .map_err(|source| ProviderError::Watch {
-            path: dir.clone(),
-            source,
-        })?;
-        watcher
-            .watch(&dir, RecursiveMode::Recursive)
-            .map_err(|source| ProviderError::Watch {
-                path: dir.clone(),
-                source,
-            })?;
-
-        let task = tokio::spawn(async move {
-            let mut generation = 1u64;
-            while let Some(first) = events_rx.recv().await {
-                // Coalesce the burst.
-                let deadline = first + options.max_delay;
-                loop {
-                    let wait = options
-                        .debounce
-                        .min(deadline.saturating_duration_since(Instant::now()));
-                    match tokio::time::timeout(wait, events_rx.recv()).await {
-                        Ok(Some(_)) if Instant::now() < deadline => continue,
-                        Ok(None) => return,
-                        _ => break,
-                    }
-                }
-                let changed = match tree.rescan() {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot rescan the manifest directory; keeping the current configuration");
-                        false
-                    }
-                };
-                if changed {
-                    generation += 1;
-                    let snapshot = Snapshot {
-                        generation,
-                        loaded: tree.merged(),
-                        debounce_latency: Some(first.elapsed()),
-                    };
-                    if tx.send(Arc::new(snapshot)).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-        Ok((
-            Self {
-                _watcher: watcher,
-                rescan: events_tx,
-                _task: task,
-            },
-            rx,
-        ))
+        let task = runtime.spawn(run(
+            Arc::new(Mutex::new(tree)),
+            signals,
+            queue.downgrade(),
+            publish,
+            shared.clone(),
+            options,
+        ));
+        let provider = Self {
+            watcher: Some(watcher),
+            queue,
+            shared,
+            snapshots: snapshots.clone(),
+            task,
+        };
+        Ok((provider, snapshots))
     }
 
-    /// Forces a rescan (as if a file had changed).
+    /// Forces a rescan of the whole directory, coalesced with other events
+    /// like any event. It publishes only if something changed.
     pub fn reload_now(&self) {
-        let _ = self.rescan.send(Instant::now());
+        let signal = Signal {
+            at: Instant::now(),
+            paths: None,
+        };
+        self.shared.forward(&self.queue, signal);
+    }
+
+    /// Another receiver of the snapshots.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.snapshots.clone()
+    }
+
+    /// The provider's counters.
+    pub fn stats(&self) -> Stats {
+        let mut stats = *self.shared.stats();
+        stats.events = self.shared.events.load(Ordering::Relaxed);
+        stats
     }
 }
 
 impl Drop for FileProvider {
     fn drop(&mut self) {
-        self._task.abort();
+        // Stop the watcher's thread first, then the coalescing task (which
+        // owns the sender, so receivers see the channel close).
+        drop(self.watcher.take());
+        self.task.abort();
+    }
+}
+
+/// Which paths an event asks to look at again: `None` inside means all,
+/// `None` outside means the event cannot change any file's content.
+fn classify(event: notify::Result<notify::Event>) -> Option<Option<Vec<PathBuf>>> {
+    let event = match event {
+        Ok(event) => event,
+        Err(error) => {
+            // e.g. the inotify watch limit: subdirectories may go unwatched.
+            tracing::error!(%error, "file watch error; rescanning the directory");
+            return Some(None);
+        }
+    };
+    if event.need_rescan() {
+        return Some(None);
+    }
+    match event.kind {
+        // Written and closed: content may have changed (usually a Modify
+        // came first; this one catches the rest cheaply).
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
+        // Opening and reading, including the provider's own reads.
+        EventKind::Access(_) => return None,
+        _ => {}
+    }
+    if event.paths.is_empty() {
+        return Some(None);
+    }
+    Some(Some(event.paths))
+}
+
+/// Coalesces signals into bursts, processes each on the blocking pool and
+/// publishes what changed.
+async fn run(
+    tree: Arc<Mutex<Tree>>,
+    mut signals: mpsc::Receiver<Signal>,
+    queue: mpsc::WeakSender<Signal>,
+    publish: watch::Sender<Arc<Snapshot>>,
+    shared: Arc<Shared>,
+    options: Options,
+) {
+    let mut generation = 1;
+    while let Some(first) = signals.recv().await {
+        let started = first.at;
+        let hard = started + options.max_delay;
+        let mut last = first.at;
+        let mut batch = Batch::default();
+        add(&mut batch, first);
+        loop {
+            // Whatever queued up (e.g. during the previous reload) belongs
+            // to this burst, even when its deadline has already passed.
+            while let Ok(signal) = signals.try_recv() {
+                last = last.max(signal.at);
+                add(&mut batch, signal);
+            }
+            if Instant::now() >= hard {
+                break;
+            }
+            let until = (last + options.debounce).min(hard);
+            tokio::select! {
+                signal = signals.recv() => match signal {
+                    Some(signal) => {
+                        last = last.max(signal.at);
+                        add(&mut batch, signal);
+                    }
+                    None => return,
+                },
+                () = tokio::time::sleep_until(until.into()) => break,
+            }
+        }
+        if shared.overflow.swap(false, Ordering::SeqCst) {
+            batch.full = true;
+        }
+
+        let tree = tree.clone();
+        let processed = tokio::task::spawn_blocking(move || {
+            let mut tree = tree.lock().unwrap_or_else(PoisonError::into_inner);
+            let changed = tree.apply(&batch);
+            let loaded = changed.then(|| (tree.loaded(), tree.file_count()));
+            (loaded, tree.take_rechecks())
+        })
+        .await;
+        let (changed, rechecks) = match processed {
+            Ok(processed) => processed,
+            Err(error) => {
+                tracing::error!(%error, "reloading manifests failed; the current configuration stays in force");
+                (None, Vec::new())
+            }
+        };
+        for (path, due) in rechecks {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(due.into()).await;
+                if let Some(queue) = queue.upgrade() {
+                    let paths = Some(vec![path]);
+                    let _ = queue.try_send(Signal {
+                        at: Instant::now(),
+                        paths,
+                    });
+                }
+            });
+        }
+        // Counted after publication: a caller that sees the counter move
+        // also sees what the reload published.
+        let Some((loaded, files)) = changed else {
+            shared.stats().reloads += 1;
+            continue;
+        };
+        generation += 1;
+        let latency = started.elapsed();
+        tracing::info!(
+            generation,
+            files,
+            objects = loaded.inputs.len(),
+            diagnostics = loaded.diagnostics.len(),
+            latency_ms = latency.as_secs_f64() * 1e3,
+            "manifests changed"
+        );
+        publish.send_replace(Arc::new(Snapshot {
+            generation,
+            loaded,
+            debounce_latency: Some(latency),
+        }));
+        let mut stats = shared.stats();
+        stats.reloads += 1;
+        stats.generation = generation;
+        stats.last_debounce_latency = Some(latency);
+    }
+}
+
+fn add(batch: &mut Batch, signal: Signal) {
+    match signal.paths {
+        Some(paths) => batch.paths.extend(paths),
+        None => batch.full = true,
     }
 }

@@ -1,24 +1,77 @@
 //! The file provider against a real directory: initial load, new, edited,
-//! broken, fixed and deleted files, coalescing, and unchanged bytes.
+//! broken, fixed and deleted files, subdirectories, coalescing, unchanged
+//! bytes, merge order, and the write-to-publish latency.
+//!
+//! Waits are functional: each step polls the snapshot channel until the
+//! expected state appears (or fails after a few seconds); nothing asserts
+//! on timing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
-use provider::{FileProvider, Options, Snapshot};
+use api::Severity;
+use provider::{FileProvider, Options, ProviderError, Snapshot};
 use tokio::sync::watch;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("portcullis-provider-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        Self(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn write(&self, rel: &str, text: impl AsRef<[u8]>) {
+        let path = self.0.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(path, text).expect("write");
+    }
+
+    fn remove(&self, rel: &str) {
+        std::fs::remove_file(self.0.join(rel)).expect("remove");
+    }
+
+    /// The name the loader gives a file (the directory as given, joined).
+    fn name(&self, rel: &str) -> String {
+        self.0.join(rel).display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 fn route(name: &str) -> String {
     format!(
-        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: app}}\nspec:\n  parentRefs: [{{name: gw}}]\n"
+        "apiVersion: gateway.networking.k8s.io/v1\n\
+         kind: HTTPRoute\n\
+         metadata:\n  name: {name}\n  namespace: app\n\
+         spec:\n  parentRefs: [{{name: gw}}]\n"
     )
 }
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("portcullis-provider-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("mkdir");
-    d
+fn gateway() -> &'static str {
+    "apiVersion: gateway.networking.k8s.io/v1\n\
+     kind: Gateway\n\
+     metadata: {name: gw, namespace: app}\n\
+     spec:\n  gatewayClassName: portcullis\n  listeners:\n  - {name: http, port: 8080, protocol: HTTP}\n"
 }
 
 fn names(s: &Snapshot) -> Vec<String> {
@@ -33,93 +86,434 @@ fn names(s: &Snapshot) -> Vec<String> {
     v
 }
 
-/// Waits (functionally, up to 10 s) for a snapshot satisfying `f`.
+fn errors(s: &Snapshot) -> Vec<&api::Diagnostic> {
+    s.loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect()
+}
+
+fn start(dir: &TempDir) -> (FileProvider, watch::Receiver<Arc<Snapshot>>) {
+    FileProvider::start(dir.path().to_path_buf(), Options::default()).expect("start")
+}
+
+/// Waits (functionally, up to [`WAIT`]) for a snapshot satisfying `f`.
 async fn until(
     rx: &mut watch::Receiver<Arc<Snapshot>>,
     what: &str,
     f: impl Fn(&Snapshot) -> bool,
 ) -> Arc<Snapshot> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let cur = rx.borrow_and_update().clone();
-        if f(&cur) {
-            return cur;
+        let current = rx.borrow_and_update().clone();
+        if f(&current) {
+            return current;
         }
-        if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
-            panic!(
-                "timed out waiting for {what}; last snapshot: generation {} routes {:?}",
-                cur.generation,
-                names(&cur)
-            );
+        match tokio::time::timeout_at(deadline, rx.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => panic!("snapshot channel closed while waiting for {what}"),
+            Err(_) => panic!(
+                "timed out waiting for {what}; last snapshot: generation {} routes {:?} diagnostics {:#?}",
+                current.generation,
+                names(&current),
+                current.loaded.diagnostics
+            ),
         }
     }
 }
 
+/// Waits until the provider has processed a burst that began after this
+/// call (functional wait on its counter).
+async fn settled(p: &FileProvider) {
+    let before = p.stats().reloads;
+    p.reload_now();
+    let deadline = Instant::now() + WAIT;
+    while p.stats().reloads <= before {
+        assert!(Instant::now() < deadline, "the provider never reloaded");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test]
-async fn follows_the_directory() {
-    let dir = temp_dir("follow");
-    std::fs::write(dir.join("a.yaml"), route("a")).expect("write");
-    let (p, mut rx) = FileProvider::start(dir.clone(), Options::default()).expect("start");
-    let first = rx.borrow_and_update().clone();
+async fn initial_load_is_generation_one_and_matches_the_offline_loader() {
+    let dir = TempDir::new("initial");
+    dir.write("gateway.yaml", gateway());
+    dir.write("routes/b.yml", route("b"));
+    dir.write("a.yaml", format!("{}---\n{}", route("a1"), route("a2")));
+    dir.write(
+        "c.json",
+        r#"{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "c", "namespace": "app"}, "spec": {}}"#,
+    );
+    dir.write("README.md", "not a manifest");
+    dir.write(".hidden.yaml", route("hidden"));
+    dir.write(".git/x.yaml", route("in-hidden-dir"));
+
+    let (p, rx) = start(&dir);
+    let first = rx.borrow().clone();
     assert_eq!(first.generation, 1);
-    assert_eq!(names(&first), ["a"]);
+    assert_eq!(first.debounce_latency, None);
+    assert_eq!(names(&first), ["a1", "a2", "b", "c"]);
+    assert_eq!(first.loaded.inputs.gateways.len(), 1);
+    // One loader: a directory without errors reads exactly as offline.
+    let offline = api::loader::load_path(dir.path()).expect("load_path");
+    assert_eq!(first.loaded, offline);
+    assert_eq!(p.stats().generation, 1);
+}
 
-    // New file, in a subdirectory.
-    std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
-    std::fs::write(dir.join("sub/b.yaml"), route("b")).expect("write");
-    until(&mut rx, "b added", |s| names(s) == ["a", "b"]).await;
+#[tokio::test]
+async fn a_broken_file_at_startup_contributes_no_objects() {
+    let dir = TempDir::new("initial-broken");
+    dir.write("a.yaml", route("a"));
+    // First document valid, second broken: the file is not applied at all.
+    dir.write("b.yaml", format!("{}---\nkind: [\n", route("b")));
+    let (_p, rx) = start(&dir);
+    let s = rx.borrow().clone();
+    assert_eq!(s.generation, 1);
+    assert_eq!(names(&s), ["a"]);
+    let errors = errors(&s);
+    assert_eq!(errors.len(), 1, "{:#?}", s.loaded.diagnostics);
+    let file = errors[0].file.as_deref().unwrap_or_default();
+    assert!(file.starts_with(&format!("{}:", dir.name("b.yaml"))), "{file}");
+    assert!(
+        s.loaded
+            .diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Warning
+                && d.file.as_deref() == Some(dir.name("b.yaml").as_str())
+                && d.message.contains("not applied")),
+        "{:#?}",
+        s.loaded.diagnostics
+    );
+}
 
-    // Broken edit: b's last good version stays, the error is reported.
-    std::fs::write(dir.join("sub/b.yaml"), "apiVersion: v1\nkind: [\n").expect("write");
-    let s = until(&mut rx, "error reported", |s| !s.loaded.diagnostics.is_empty()).await;
+#[tokio::test]
+async fn start_fails_when_the_directory_cannot_be_read() {
+    let dir = TempDir::new("missing");
+    let missing = dir.path().join("nope");
+    match FileProvider::start(missing, Options::default()) {
+        Err(ProviderError::Read { .. }) => {}
+        Err(other) => panic!("unexpected error: {other}"),
+        Ok(_) => panic!("started on a missing directory"),
+    }
+}
+
+#[test]
+fn start_fails_outside_a_runtime() {
+    let dir = TempDir::new("no-runtime");
+    assert!(matches!(
+        FileProvider::start(dir.path().to_path_buf(), Options::default()),
+        Err(ProviderError::NoRuntime)
+    ));
+}
+
+#[tokio::test]
+async fn new_edited_and_deleted_files() {
+    let dir = TempDir::new("lifecycle");
+    dir.write("a.yaml", route("a"));
+    let (_p, mut rx) = start(&dir);
+
+    dir.write("b.yaml", format!("{}---\n{}", route("b1"), route("b2")));
+    let s = until(&mut rx, "new file b", |s| names(s) == ["a", "b1", "b2"]).await;
+    assert!(s.generation > 1);
+    assert!(s.debounce_latency.is_some());
+
+    dir.write("b.yaml", route("b3"));
+    until(&mut rx, "edited b", |s| names(s) == ["a", "b3"]).await;
+
+    dir.remove("a.yaml");
+    let s = until(&mut rx, "a deleted", |s| names(s) == ["b3"]).await;
+    assert!(s.loaded.diagnostics.is_empty(), "{:#?}", s.loaded.diagnostics);
+}
+
+#[tokio::test]
+async fn a_broken_file_keeps_its_last_good_version_until_fixed() {
+    let dir = TempDir::new("broken");
+    dir.write("a.yaml", route("a"));
+    dir.write("b.yaml", route("b"));
+    let (_p, mut rx) = start(&dir);
+
+    // Half-written: the flow mapping is cut off.
+    dir.write(
+        "b.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: b2, namespace: app\n",
+    );
+    let s = until(&mut rx, "error reported", |s| !errors(s).is_empty()).await;
+    assert_eq!(names(&s), ["a", "b"], "the broken file's last good objects stay");
+    let errors = errors(&s);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    let file = errors[0].file.as_deref().unwrap_or_default();
+    let line = file
+        .strip_prefix(&format!("{}:", dir.name("b.yaml")))
+        .and_then(|l| l.parse::<usize>().ok());
+    assert!(line.is_some_and(|l| (3..=4).contains(&l)), "{file}");
+    let note = s
+        .loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.severity == Severity::Warning)
+        .expect("a note says which version is in force");
+    assert_eq!(note.file.as_deref(), Some(dir.name("b.yaml").as_str()));
+    assert!(note.message.contains("stays in force"), "{}", note.message);
+
+    // Fixed (with new content): replaces the objects, errors are gone.
+    dir.write("b.yaml", route("b3"));
+    let s = until(&mut rx, "fixed", |s| names(s) == ["a", "b3"]).await;
+    assert!(s.loaded.diagnostics.is_empty(), "{:#?}", s.loaded.diagnostics);
+}
+
+#[tokio::test]
+async fn a_partly_valid_version_is_not_applied_at_all() {
+    let dir = TempDir::new("partial");
+    dir.write("p.yaml", route("p1"));
+    let (_p, mut rx) = start(&dir);
+
+    // Document 1 is valid and new, document 2 has a typed-parse error.
+    let text = format!(
+        "{}---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: p3, namespace: app}}\nspec:\n  parentRefs: 7\n",
+        route("p2")
+    );
+    dir.write("p.yaml", text);
+    let s = until(&mut rx, "error reported", |s| !errors(s).is_empty()).await;
     assert_eq!(
         names(&s),
-        ["a", "b"],
-        "the broken file's objects must stay in force"
+        ["p1"],
+        "neither document of the broken version applies"
     );
-    let d = &s.loaded.diagnostics[0];
-    assert!(
-        d.file.as_deref().is_some_and(|f| f.contains("sub/b.yaml:")),
-        "{d:?}"
-    );
+    let file = errors(&s)[0].file.clone().unwrap_or_default();
+    assert!(file.starts_with(&format!("{}:", dir.name("p.yaml"))), "{file}");
+    let line: usize = file.rsplit(':').next().and_then(|l| l.parse().ok()).unwrap_or(0);
+    assert!(line > 8, "the error points into the second document: {file}");
 
-    // Fixed with new content.
-    std::fs::write(dir.join("sub/b.yaml"), route("b2")).expect("write");
-    let s = until(&mut rx, "b2", |s| names(s) == ["a", "b2"]).await;
-    assert!(s.loaded.diagnostics.is_empty(), "{:?}", s.loaded.diagnostics);
-
-    // Deleted.
-    std::fs::remove_file(dir.join("a.yaml")).expect("rm");
-    until(&mut rx, "a removed", |s| names(s) == ["b2"]).await;
-
-    // Unchanged bytes: no new generation.
-    let g = rx.borrow_and_update().generation;
-    std::fs::write(dir.join("sub/b.yaml"), route("b2")).expect("rewrite");
-    p.reload_now();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // A file that is not UTF-8 is rejected the same way, with its line.
+    dir.write("p.yaml", b"apiVersion: v1\nkind: \xff\xfe\n");
+    let s = until(&mut rx, "UTF-8 error", |s| {
+        errors(s).iter().any(|d| d.message.contains("UTF-8"))
+    })
+    .await;
+    assert_eq!(names(&s), ["p1"]);
     assert_eq!(
-        rx.borrow().generation,
-        g,
-        "rewriting identical bytes must not publish"
+        errors(&s)[0].file.as_deref(),
+        Some(format!("{}:2", dir.name("p.yaml")).as_str())
     );
-    drop(p);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
-async fn bursts_are_coalesced() {
-    let dir = temp_dir("burst");
-    let (p, mut rx) = FileProvider::start(dir.clone(), Options::default()).expect("start");
+async fn a_file_truncated_before_it_is_written_keeps_its_objects() {
+    let dir = TempDir::new("truncate");
+    dir.write("a.yaml", route("a"));
+    dir.write("b.yaml", route("b"));
+    let (p, mut rx) = start(&dir);
+    // Record every published route list.
+    let seen = {
+        let mut rx = p.subscribe();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while rx.changed().await.is_ok() {
+                seen.push(names(&rx.borrow_and_update()));
+            }
+            seen
+        })
+    };
+
+    // `> a.yaml`, then the content 200 ms later (within max_delay).
+    dir.write("a.yaml", "");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    dir.write("a.yaml", route("a2"));
+    until(&mut rx, "new content", |s| names(s) == ["a2", "b"]).await;
+
+    // Left empty: its objects go once the grace period is over.
+    dir.write("a.yaml", "");
+    until(&mut rx, "emptied file applied", |s| names(s) == ["b"]).await;
+    drop(p);
+    let seen = seen.await.expect("recorder");
+    assert_eq!(
+        seen,
+        [vec!["a2", "b"], vec!["b"]],
+        "a's objects were never withdrawn mid-write"
+    );
+}
+
+#[tokio::test]
+async fn a_burst_of_writes_is_coalesced_and_ends_with_the_final_content() {
+    let dir = TempDir::new("burst");
+    let (p, mut rx) = start(&dir);
     for i in 0..50 {
-        std::fs::write(dir.join("r.yaml"), route(&format!("r{i}"))).expect("write");
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        dir.write("r.yaml", route(&format!("r{i}")));
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let s = until(&mut rx, "final content", |s| names(s) == ["r49"]).await;
-    assert!(
-        s.generation < 25,
-        "50 quick writes produced {} generations",
-        s.generation
+    settled(&p).await;
+    let published = rx.borrow().generation - 1;
+    assert_eq!(
+        rx.borrow().generation,
+        s.generation,
+        "nothing after the final content"
     );
+    println!("50 writes published {published} generation(s)");
+    assert!(
+        published <= 10,
+        "50 quick writes published {published} generations"
+    );
+}
+
+#[tokio::test]
+async fn a_continuous_stream_of_writes_still_publishes_every_max_delay() {
+    let dir = TempDir::new("max-delay");
+    let options = Options {
+        debounce: Duration::from_millis(200),
+        max_delay: Duration::from_millis(300),
+    };
+    let (_p, mut rx) = FileProvider::start(dir.path().to_path_buf(), options).expect("start");
+    // Writes every 20 ms for over a second: the debounce alone would wait
+    // for the end; max_delay publishes in between.
+    let writer = {
+        let path = dir.path().join("s.yaml");
+        tokio::spawn(async move {
+            for i in 0..60 {
+                std::fs::write(&path, route(&format!("s{i}"))).expect("write");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    until(&mut rx, "a publication during the stream", |s| s.generation > 1).await;
+    assert!(!writer.is_finished(), "published only after the stream ended");
+    writer.await.expect("writer");
+    until(&mut rx, "final content", |s| names(s) == ["s59"]).await;
+}
+
+#[tokio::test]
+async fn events_that_cannot_change_the_output_publish_nothing() {
+    let dir = TempDir::new("unchanged");
+    dir.write("a.yaml", route("a"));
+    let (p, rx) = start(&dir);
+
+    // Same bytes rewritten, mtime touched, unrelated and hidden files.
+    dir.write("a.yaml", route("a"));
+    std::fs::File::options()
+        .append(true)
+        .open(dir.path().join("a.yaml"))
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()))
+        .expect("touch");
+    dir.write("README.md", "notes");
+    dir.write(".a.yaml.swp", "editor state");
+    // A trailing comment does not change any object or line.
+    dir.write("a.yaml", format!("{}# comment\n", route("a")));
+    settled(&p).await;
+    // Give straggling events a chance to (wrongly) publish.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    settled(&p).await;
+    assert_eq!(rx.borrow().generation, 1);
+    assert!(p.stats().events > 0);
+}
+
+#[tokio::test]
+async fn subdirectories_are_watched_as_they_come_and_go() {
+    let dir = TempDir::new("subdirs");
+    dir.write("a.yaml", route("a"));
+    let (_p, mut rx) = start(&dir);
+
+    // Created together with its file, before a watch can be added for it.
+    dir.write("x/y/z/deep.yaml", route("deep"));
+    until(&mut rx, "file in a new subdirectory", |s| {
+        names(s) == ["a", "deep"]
+    })
+    .await;
+
+    // A later file in the (now watched) subdirectory.
+    dir.write("x/y/later.yml", route("later"));
+    until(&mut rx, "later file", |s| names(s) == ["a", "deep", "later"]).await;
+
+    // Renaming a directory moves its objects' source; removing it drops them.
+    std::fs::rename(dir.path().join("x"), dir.path().join("w")).expect("rename");
+    let s = until(&mut rx, "renamed directory", |s| {
+        s.loaded
+            .inputs
+            .http_routes
+            .iter()
+            .any(|r| r.source.file.starts_with(&dir.name("w/")))
+    })
+    .await;
+    assert_eq!(names(&s), ["a", "deep", "later"]);
+    assert!(
+        s.loaded
+            .inputs
+            .http_routes
+            .iter()
+            .all(|r| !r.source.file.starts_with(&dir.name("x/"))),
+        "no object from the old path"
+    );
+    std::fs::remove_dir_all(dir.path().join("w")).expect("rm -r");
+    until(&mut rx, "directory removed", |s| names(s) == ["a"]).await;
+}
+
+#[tokio::test]
+async fn an_atomic_save_replaces_the_file() {
+    let dir = TempDir::new("rename");
+    dir.write("a.yaml", route("a"));
+    let (_p, mut rx) = start(&dir);
+    dir.write("a.yaml.tmp", route("a2"));
+    std::fs::rename(dir.path().join("a.yaml.tmp"), dir.path().join("a.yaml")).expect("rename");
+    let s = until(&mut rx, "renamed over", |s| names(s) == ["a2"]).await;
+    assert!(s.loaded.diagnostics.is_empty(), "{:#?}", s.loaded.diagnostics);
+}
+
+#[tokio::test]
+async fn files_merge_in_path_order_whatever_order_they_were_written_in() {
+    let dir = TempDir::new("order");
+    dir.write("b.yaml", route("same"));
+    let (_p, mut rx) = start(&dir);
+    // Written later but sorts first: its object wins the duplicate check.
+    dir.write("a.yaml", route("same"));
+    let s = until(&mut rx, "duplicate", |s| !s.loaded.diagnostics.is_empty()).await;
+    let routes = &s.loaded.inputs.http_routes;
+    assert_eq!(routes.len(), 1);
+    assert_eq!(routes[0].source.file, dir.name("a.yaml"));
+    let offline = api::loader::load_path(dir.path()).expect("load_path");
+    assert_eq!(s.loaded, offline, "same result as the offline loader");
+}
+
+#[tokio::test]
+async fn dropping_the_provider_stops_watching() {
+    let dir = TempDir::new("drop");
+    let (p, mut rx) = start(&dir);
     drop(p);
-    let _ = std::fs::remove_dir_all(&dir);
+    let closed = tokio::time::timeout(WAIT, rx.changed()).await;
+    assert!(matches!(closed, Ok(Err(_))), "the snapshot channel closes");
+}
+
+/// The latency the debounce costs: median time from a write to the
+/// publication of its content, over 20 writes. Printed, not asserted.
+#[tokio::test]
+async fn write_to_publish_latency() {
+    let dir = TempDir::new("latency");
+    for i in 0..20 {
+        dir.write(&format!("bg{i:02}.yaml"), route(&format!("bg{i}")));
+    }
+    let (_p, mut rx) = start(&dir);
+    let mut wall = Vec::new();
+    let mut reported = Vec::new();
+    for i in 0..20 {
+        let name = format!("w{i}");
+        let written = Instant::now();
+        dir.write("w.yaml", route(&name));
+        let s = until(&mut rx, &name, |s| names(s).contains(&name)).await;
+        wall.push(written.elapsed());
+        reported.extend(s.debounce_latency);
+    }
+    wall.sort();
+    reported.sort();
+    let median = |v: &[Duration]| v.get(v.len() / 2).copied().unwrap_or_default();
+    println!(
+        "write→publish over {} writes (debounce {:?}): median {:?} (min {:?}, max {:?}); \
+         first event→publish median {:?}",
+        wall.len(),
+        Options::default().debounce,
+        median(&wall),
+        wall.first().copied().unwrap_or_default(),
+        wall.last().copied().unwrap_or_default(),
+        median(&reported),
+    );
+    assert_eq!(reported.len(), 20, "every publication reports its latency");
 }

@@ -1,0 +1,459 @@
+//! Per-file state of the watched directory: for every manifest file, the
+//! last good load and why the version on disk is not in force, if it isn't.
+//!
+//! Files are keyed by their path relative to the root, so the map's order
+//! (component-wise, as [`Path`] compares) is the order `load_path` reads a
+//! directory in, and every subtree is one contiguous range of the map.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use api::loader::{self, Loaded};
+use api::{Diagnostic, Source};
+
+/// What a burst of file-system events asks to look at again.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    /// Rescan the whole directory (reload_now, a lost event, a watch error,
+    /// an event on a hidden path or outside the root).
+    pub full: bool,
+    /// Absolute paths named by the events (files or directories, present
+    /// or gone).
+    pub paths: BTreeSet<PathBuf>,
+}
+
+/// The bytes of a version of a file, for "did it change" (not security).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Digest {
+    len: usize,
+    hash: u64,
+}
+
+impl Digest {
+    fn of(bytes: &[u8]) -> Self {
+        let mut hasher = DefaultHasher::new();
+        bytes.hash(&mut hasher);
+        Self {
+            len: bytes.len(),
+            hash: hasher.finish(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct FileState {
+    /// The version last read; `None` when the last attempt could not read it.
+    digest: Option<Digest>,
+    /// The last version without error diagnostics: its objects are in force.
+    good: Option<Loaded>,
+    /// Set when the version on disk is not the good one: its diagnostics
+    /// (or the read error). `None` implies `good` is `Some`.
+    rejected: Option<Vec<Diagnostic>>,
+    /// When the file was first seen empty while its good version has
+    /// objects; the empty version is applied only after a grace period.
+    empty_since: Option<Instant>,
+}
+
+impl FileState {
+    /// Whether two states publish the same objects and diagnostics.
+    fn same_output(&self, other: &FileState) -> bool {
+        self.good == other.good && self.rejected == other.rejected
+    }
+}
+
+pub(crate) struct Tree {
+    /// The directory as given: file names in sources and diagnostics are
+    /// `dir.join(relative)`, as `api::loader::load_path(dir)` names them.
+    dir: PathBuf,
+    /// The directory made absolute the way the watcher does (not
+    /// canonicalized): event paths start with it.
+    absolute: PathBuf,
+    /// Its canonical form, in case an event path is reported that way.
+    canonical: Option<PathBuf>,
+    files: BTreeMap<PathBuf, FileState>,
+    /// Directories below the root that could not be read, keyed by their
+    /// relative path. Files tracked below them keep their last state.
+    dir_errors: BTreeMap<PathBuf, Diagnostic>,
+    /// How long an emptied file keeps its objects (see `reload`).
+    empty_grace: Duration,
+    /// Files to read again, and when (absolute paths).
+    rechecks: Vec<(PathBuf, Instant)>,
+}
+
+impl Tree {
+    pub fn new(dir: PathBuf, empty_grace: Duration) -> io::Result<Self> {
+        let absolute = if dir.is_absolute() {
+            dir.clone()
+        } else {
+            std::env::current_dir()?.join(&dir)
+        };
+        let canonical = fs::canonicalize(&absolute).ok();
+        Ok(Self {
+            dir,
+            absolute,
+            canonical,
+            files: BTreeMap::new(),
+            dir_errors: BTreeMap::new(),
+            empty_grace,
+            rechecks: Vec::new(),
+        })
+    }
+
+    /// Files that must be read again later, with when.
+    pub fn take_rechecks(&mut self) -> Vec<(PathBuf, Instant)> {
+        std::mem::take(&mut self.rechecks)
+    }
+
+    /// Number of manifest files known (present or with a kept version).
+    pub fn file_count(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Rescans the whole directory. Fails only if the root itself cannot
+    /// be read, and then changes nothing. Returns whether the output changed.
+    pub fn rescan(&mut self) -> io::Result<bool> {
+        fs::read_dir(&self.absolute)?;
+        if let Ok(canonical) = fs::canonicalize(&self.absolute) {
+            self.canonical = Some(canonical);
+        }
+        Ok(self.reconcile_dir(Path::new("")))
+    }
+
+    /// Applies a burst of events. Returns whether the output changed.
+    pub fn apply(&mut self, batch: &Batch) -> bool {
+        let mut changed = false;
+        let mut full = batch.full;
+        if !full {
+            for path in &batch.paths {
+                match self.relative(path) {
+                    Some(rel) => changed |= self.reconcile(&rel),
+                    None => {
+                        full = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if full {
+            match self.rescan() {
+                Ok(rescanned) => changed |= rescanned,
+                Err(error) => tracing::error!(
+                    dir = %self.dir.display(),
+                    %error,
+                    "cannot read the manifest directory; the current configuration stays in force"
+                ),
+            }
+        }
+        changed
+    }
+
+    /// The published state: the good objects of every file in path order,
+    /// merged with the duplicate check, and the diagnostics of every
+    /// file's version on disk.
+    pub fn loaded(&self) -> Loaded {
+        let mut parts = Vec::with_capacity(self.files.len() + 1);
+        if !self.dir_errors.is_empty() {
+            parts.push(Loaded {
+                inputs: Default::default(),
+                diagnostics: self.dir_errors.values().cloned().collect(),
+            });
+        }
+        for (rel, state) in &self.files {
+            let inputs = state.good.as_ref().map(|g| g.inputs.clone()).unwrap_or_default();
+            let diagnostics = match &state.rejected {
+                None => state
+                    .good
+                    .as_ref()
+                    .map(|g| g.diagnostics.clone())
+                    .unwrap_or_default(),
+                Some(rejected) => {
+                    let mut diagnostics = rejected.clone();
+                    diagnostics.push(self.not_applied(rel, state.good.as_ref()));
+                    diagnostics
+                }
+            };
+            parts.push(Loaded { inputs, diagnostics });
+        }
+        loader::merge(parts)
+    }
+
+    fn not_applied(&self, rel: &Path, good: Option<&Loaded>) -> Diagnostic {
+        let message = match good {
+            Some(good) => format!(
+                "this version of the file is not applied because it has errors; \
+                 its last version without errors ({} objects) stays in force",
+                good.inputs.len()
+            ),
+            None => "this file is not applied because it has errors, \
+                     and no earlier version without errors was read"
+                .to_string(),
+        };
+        Diagnostic {
+            severity: api::Severity::Warning,
+            object: None,
+            file: Some(self.name(rel)),
+            message,
+        }
+    }
+
+    fn name(&self, rel: &Path) -> String {
+        self.dir.join(rel).display().to_string()
+    }
+
+    /// The path relative to the root, if it is strictly below it and no
+    /// component is hidden. `None` asks for a full rescan: hidden entries
+    /// are never read themselves, but they can be what visible symbolic
+    /// links point to (Kubernetes' `..data` in a mounted ConfigMap).
+    fn relative(&self, path: &Path) -> Option<PathBuf> {
+        let rel = path
+            .strip_prefix(&self.absolute)
+            .ok()
+            .or_else(|| self.canonical.as_deref().and_then(|c| path.strip_prefix(c).ok()))?;
+        let hidden = rel
+            .components()
+            .any(|c| c.as_os_str().to_str().is_none_or(|s| s.starts_with('.')));
+        if rel.as_os_str().is_empty() || hidden {
+            return None;
+        }
+        Some(rel.to_path_buf())
+    }
+
+    /// Brings the state of one path (a file, a directory, or something
+    /// gone) in line with the disk.
+    fn reconcile(&mut self, rel: &Path) -> bool {
+        let path = self.absolute.join(rel);
+        match fs::metadata(&path) {
+            Ok(metadata) if metadata.is_dir() => self.reconcile_dir(rel),
+            Ok(_) => {
+                // It may have been a directory before.
+                let mut changed = self.forget_below(rel, false);
+                if loader::is_manifest_file(rel) {
+                    changed |= self.reload(rel);
+                }
+                changed
+            }
+            Err(_) if loader::is_manifest_file(rel) => {
+                // Gone (reload forgets it), or there but unreadable (reload
+                // reports it), possibly a directory before.
+                self.forget_below(rel, false) | self.reload(rel)
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => self.forget_below(rel, true),
+            // Cannot tell what is there now: keep what was read last.
+            Err(_) => false,
+        }
+    }
+
+    /// Walks a directory (the root for `""`), reloads every manifest file
+    /// in it, and forgets tracked files under it that are gone.
+    fn reconcile_dir(&mut self, rel: &Path) -> bool {
+        let mut found = BTreeSet::new();
+        let mut dir_errors = BTreeMap::new();
+        // A link back up to an ancestor is a loop, as in a walk from the root.
+        let mut visited: HashSet<PathBuf> = rel
+            .ancestors()
+            .skip(1)
+            .filter_map(|a| fs::canonicalize(self.absolute.join(a)).ok())
+            .collect();
+        self.walk(rel, &mut found, &mut dir_errors, &mut visited);
+
+        let mut changed = false;
+        // A file that was here before the directory was replaced.
+        if !rel.as_os_str().is_empty() {
+            changed |= self.files.remove(rel).is_some();
+        }
+        let old_errors: Vec<PathBuf> = below(&self.dir_errors, rel).cloned().collect();
+        for key in old_errors {
+            if dir_errors.get(&key) != self.dir_errors.get(&key) {
+                changed = true;
+            }
+            self.dir_errors.remove(&key);
+        }
+        changed |= dir_errors.keys().any(|k| !self.dir_errors.contains_key(k));
+        let unreadable: Vec<PathBuf> = dir_errors.keys().cloned().collect();
+        self.dir_errors.extend(dir_errors);
+
+        let gone: Vec<PathBuf> = below(&self.files, rel)
+            .filter(|p| !found.contains(*p) && !unreadable.iter().any(|u| p.starts_with(u)))
+            .cloned()
+            .collect();
+        for path in gone {
+            self.files.remove(&path);
+            changed = true;
+        }
+        for path in found {
+            changed |= self.reload(&path);
+        }
+        changed
+    }
+
+    /// Collects the manifest files under `rel` the way `load_path` does:
+    /// hidden entries skipped, symbolic links followed, each real directory
+    /// visited once. A directory that cannot be read becomes a diagnostic.
+    fn walk(
+        &self,
+        rel: &Path,
+        found: &mut BTreeSet<PathBuf>,
+        dir_errors: &mut BTreeMap<PathBuf, Diagnostic>,
+        visited: &mut HashSet<PathBuf>,
+    ) {
+        let path = self.absolute.join(rel);
+        if let Ok(real) = fs::canonicalize(&path)
+            && !visited.insert(real)
+        {
+            return;
+        }
+        let mut unreadable = |error: io::Error| {
+            let diagnostic = Diagnostic {
+                severity: api::Severity::Error,
+                object: None,
+                file: Some(self.name(rel)),
+                message: format!("cannot read directory: {error}"),
+            };
+            dir_errors.insert(rel.to_path_buf(), diagnostic);
+        };
+        let entries = match fs::read_dir(&path) {
+            Ok(entries) => entries,
+            Err(error) => {
+                unreadable(error);
+                return;
+            }
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            match entry {
+                Ok(entry) => names.push(entry.file_name()),
+                Err(error) => unreadable(error),
+            }
+        }
+        for name in names {
+            if name.to_str().is_none_or(|n| n.starts_with('.')) {
+                continue;
+            }
+            let child = rel.join(&name);
+            match fs::metadata(self.absolute.join(&child)) {
+                Ok(metadata) if metadata.is_dir() => self.walk(&child, found, dir_errors, visited),
+                // Unreadable entries are listed too: reading them reports why.
+                _ => {
+                    if loader::is_manifest_file(&child) {
+                        found.insert(child);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forgets tracked files (and, with `itself`, the file `rel`) below
+    /// `rel`, e.g. after a directory was removed or replaced by a file.
+    fn forget_below(&mut self, rel: &Path, itself: bool) -> bool {
+        let files: Vec<PathBuf> = below(&self.files, rel)
+            .filter(|p| itself || p.as_path() != rel)
+            .cloned()
+            .collect();
+        let errors: Vec<PathBuf> = below(&self.dir_errors, rel).cloned().collect();
+        let changed = !files.is_empty() || !errors.is_empty();
+        for path in files {
+            self.files.remove(&path);
+        }
+        for path in errors {
+            self.dir_errors.remove(&path);
+        }
+        changed
+    }
+
+    /// Reads one manifest file and updates its state; returns whether the
+    /// output changed. Identical bytes are not parsed again.
+    fn reload(&mut self, rel: &Path) -> bool {
+        let path = self.absolute.join(rel);
+        let name = self.name(rel);
+        let previous = self.files.get(rel);
+        let good = previous.and_then(|p| p.good.as_ref());
+        let next = match fs::read(&path) {
+            Ok(bytes) => {
+                let digest = Digest::of(&bytes);
+                if previous.is_some_and(|p| p.digest == Some(digest)) {
+                    return false;
+                }
+                // Truncated by a writer that has not written yet (`kubectl
+                // get ... > file`)? Hold the objects for a grace period.
+                if bytes.is_empty() && good.is_some_and(|g| !g.inputs.is_empty()) {
+                    let since = previous.and_then(|p| p.empty_since).unwrap_or_else(Instant::now);
+                    if since.elapsed() < self.empty_grace {
+                        if let Some(state) = self.files.get_mut(rel) {
+                            state.empty_since = Some(since);
+                        }
+                        self.rechecks.push((path, since + self.empty_grace));
+                        return false;
+                    }
+                }
+                let good = good.cloned();
+                let load = match std::str::from_utf8(&bytes) {
+                    Ok(text) => loader::load_str(&name, text),
+                    Err(error) => {
+                        let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
+                        let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
+                        Loaded {
+                            inputs: Default::default(),
+                            diagnostics: vec![Diagnostic::error(
+                                None,
+                                Some(&Source::new(name.clone(), line)),
+                                "file is not valid UTF-8",
+                            )],
+                        }
+                    }
+                };
+                if load.has_errors() {
+                    tracing::warn!(
+                        file = %name,
+                        "file has errors; its last version without errors stays in force"
+                    );
+                    FileState {
+                        digest: Some(digest),
+                        good,
+                        rejected: Some(load.diagnostics),
+                        empty_since: None,
+                    }
+                } else {
+                    FileState {
+                        digest: Some(digest),
+                        good: Some(load),
+                        rejected: None,
+                        empty_since: None,
+                    }
+                }
+            }
+            // Absent (and not a dangling link): the file was deleted.
+            Err(error) if error.kind() == io::ErrorKind::NotFound && fs::symlink_metadata(&path).is_err() => {
+                return self.files.remove(rel).is_some();
+            }
+            Err(error) => {
+                tracing::warn!(file = %name, %error, "cannot read file; its last good version stays in force");
+                FileState {
+                    digest: None,
+                    good: good.cloned(),
+                    rejected: Some(vec![Diagnostic {
+                        severity: api::Severity::Error,
+                        object: None,
+                        file: Some(name),
+                        message: format!("cannot read file: {error}"),
+                    }]),
+                    empty_since: None,
+                }
+            }
+        };
+        let changed = previous.is_none_or(|p| !p.same_output(&next));
+        self.files.insert(rel.to_path_buf(), next);
+        changed
+    }
+}
+
+/// The keys of `map` equal to `rel` or below it (all keys for `""`).
+fn below<'a, V>(map: &'a BTreeMap<PathBuf, V>, rel: &'a Path) -> impl Iterator<Item = &'a PathBuf> {
+    map.range::<Path, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
+        .map(|(k, _)| k)
+        .take_while(move |k| k.starts_with(rel))
+}
