@@ -67,13 +67,21 @@ pub struct Options {
     /// How long [`serve_with`] lets in-flight requests finish after its
     /// shutdown future completes.
     pub grace: Duration,
+    /// Every echoed request's URI is appended here: the in-process
+    /// equivalent of reading echo-basic's log (the conformance runner checks
+    /// request mirroring with it).
+    pub requests: Option<RequestLog>,
 }
+
+/// Request URIs (path and query) in arrival order.
+pub type RequestLog = Arc<Mutex<Vec<String>>>;
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             log_requests: false,
             grace: Duration::from_secs(5),
+            requests: None,
         }
     }
 }
@@ -92,6 +100,7 @@ struct State {
     config: Config,
     port: u16,
     log: bool,
+    requests: Option<RequestLog>,
     retries: Mutex<HashMap<String, i64>>,
 }
 
@@ -176,6 +185,7 @@ pub async fn serve_with(
         config,
         port,
         log: options.log_requests,
+        requests: options.requests,
         retries: Mutex::new(HashMap::new()),
     });
     let builder = Builder::new(TokioExecutor::new());
@@ -440,6 +450,11 @@ async fn echo(parts: &Parts, state: &State, peer: SocketAddr) -> Response<Body> 
     let uri = request_uri(parts);
     if state.log {
         println!("Echoing back request made to {uri} to client ({peer})");
+    }
+    if let Some(log) = &state.requests
+        && let Ok(mut log) = log.lock()
+    {
+        log.push(uri.clone());
     }
     let q = query::Query::parse(parts.uri.query());
     if let Err(e) = delay(&q, "delay").await {

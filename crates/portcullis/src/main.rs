@@ -1,11 +1,9 @@
 //! The `portcullis` binary: wiring only. Each subcommand lives in `cli/`
 //! (offline) or `serve/` (the control plane).
 
-mod cli;
-mod serve;
-mod views;
-
 use std::process::ExitCode;
+
+use portcullis::{cli, serve};
 
 use clap::{Parser, Subcommand};
 

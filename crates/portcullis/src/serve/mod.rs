@@ -75,7 +75,20 @@ fn envoy_bin(args: &Args) -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-async fn serve(args: Args) -> anyhow::Result<()> {
+/// Serves until SIGINT or SIGTERM.
+pub async fn serve(args: Args) -> anyhow::Result<()> {
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let signals = async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = sigterm.recv() => {}
+        }
+    };
+    serve_until(args, signals).await
+}
+
+/// Serves until `shutdown` completes, then stops the Envoys it started.
+pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
     let bin = if args.no_envoy {
         None
     } else {
@@ -188,7 +201,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let admin_task = tokio::spawn(axum::serve(admin_listener, admin::router(state.clone())).into_future());
     tracing::info!(xds = %args.xds_address, admin = %args.admin_address, dir = %args.dir.display(), "portcullis is serving");
 
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
             changed = inputs.changed() => {
@@ -196,8 +209,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
                 let snapshot = inputs.borrow_and_update().clone();
                 apply(&snapshot, &mut supervisor);
             }
-            _ = tokio::signal::ctrl_c() => break,
-            _ = sigterm.recv() => break,
+            () = &mut shutdown => break,
         }
     }
     tracing::info!("shutting down");

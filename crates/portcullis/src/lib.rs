@@ -1,0 +1,7 @@
+//! The portcullis control plane as a library: the `portcullis` binary is a
+//! thin wrapper over it, and the conformance runner (`crates/conformance`)
+//! runs the same `serve` in-process.
+
+pub mod cli;
+pub mod serve;
+pub mod views;

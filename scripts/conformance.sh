@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the Gateway API conformance cases (data kept outside the repo, in
+# ../shared/conformance/gateway-api) against portcullis serve + the real
+# Envoy + echo backends on loopback. Prints PASS/FAIL/SKIP per test and the
+# summary; exits non-zero when a test fails. Needs to bind ports 80/443 on
+# 127.0.1.N (root or CAP_NET_BIND_SERVICE), as the upstream Gateways ask.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-envoy.sh >/dev/null
+export ENVOY_BIN="${ENVOY_BIN:-$PWD/.tools/bin/envoy}"
+cases="${PORTCULLIS_CONFORMANCE_CASES:-}"
+if [ -z "$cases" ]; then
+  for c in ../shared/conformance/gateway-api /work/shared/conformance/gateway-api; do
+    if [ -f "$c/index.json" ]; then cases="$c"; break; fi
+  done
+fi
+if [ -z "$cases" ]; then
+  echo "conformance: cases not found (looked in ../shared/conformance/gateway-api); set PORTCULLIS_CONFORMANCE_CASES" >&2
+  exit 2
+fi
+work="$PWD/target/conformance"
+rm -rf "$work"
+mkdir -p "$work"
+echo "conformance: cases from $cases; Envoy and control-plane logs in $work" >&2
+cargo run --quiet --release --bin conformance -- "$cases" --work-dir "$work" "$@" 2>"$work.stderr.log"
