@@ -100,4 +100,37 @@ pub struct Output {
     pub gateways: BTreeMap<String, GatewayXds>,
     pub status: Vec<ObjectStatus>,
     pub diagnostics: Vec<Diagnostic>,
+    /// Every replaced rule (or guarded matcher), once per Gateway it is
+    /// programmed on: what metrics count and `describe route` lists.
+    pub replacements: Vec<Replacement>,
+    /// Every policy error or warning: `policy_validation_failures_total`.
+    pub policy_failures: Vec<PolicyFailure>,
+}
+
+/// One rule that answers the replacement 500 (or a guard) instead of what it
+/// says, on one Gateway.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Replacement {
+    /// `namespace/name` of the Gateway.
+    pub gateway: String,
+    /// `HTTPRoute` or `GRPCRoute`.
+    pub route_kind: String,
+    pub route_namespace: String,
+    pub route_name: String,
+    pub rule: usize,
+    pub class: error::ErrorClass,
+    /// `field: reason`, as in the route's `PartiallyInvalid` message.
+    pub message: String,
+}
+
+/// One problem with a policy object (TrafficPolicy, GatewayExtension …).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PolicyFailure {
+    pub policy_kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The status reason it led to (`Invalid`, `PartiallyValid`, …).
+    pub reason: String,
+    pub class: error::ErrorClass,
+    pub message: String,
 }

@@ -181,6 +181,24 @@ pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
                 Some(&route.source),
                 format!("Replaced Rule ({i}): {e} [{}]", e.class),
             ));
+            let mut on: Vec<String> = bs
+                .iter()
+                .filter(|b| !b.attachments.is_empty())
+                .map(|b| gateways[b.gateway].key())
+                .collect();
+            on.sort();
+            on.dedup();
+            for gateway in on {
+                out.replacements.push(crate::Replacement {
+                    gateway,
+                    route_kind: route.kind.kind().to_string(),
+                    route_namespace: route.namespace.clone(),
+                    route_name: route.name.clone(),
+                    rule: *i,
+                    class: e.class,
+                    message: e.to_string(),
+                });
+            }
         }
         if bs.is_empty() {
             continue;
