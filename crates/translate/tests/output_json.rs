@@ -30,6 +30,7 @@ fn sample_output() -> Output {
             None,
             "something to look at",
         )],
+        ..Default::default()
     }
 }
 
