@@ -3,5 +3,7 @@
 //! runs the same `serve` in-process.
 
 pub mod cli;
+pub mod config;
 pub mod serve;
+pub mod validator;
 pub mod views;

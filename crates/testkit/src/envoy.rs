@@ -64,6 +64,11 @@ pub fn validate(bootstrap: &serde_json::Value) -> Result<(), String> {
             .map(|l| l.split("] ").last().unwrap_or(l))
             .collect::<Vec<_>>()
             .join("\n");
+        // A proto constraint violation comes after a dump of the proto.
+        let msg = match stderr.rfind("\n: ") {
+            Some(i) => format!("{msg} {}", stderr[i + 3..].trim()),
+            None => msg,
+        };
         Err(if msg.is_empty() { stderr.into_owned() } else { msg })
     }
 }

@@ -33,10 +33,11 @@ pub mod route;
 pub mod route_status;
 pub mod selector;
 pub mod status;
+pub mod strict;
 pub mod tls;
 pub mod xds;
 
-pub use pipeline::translate;
+pub use pipeline::{translate, translate_with};
 
 mod settings;
 pub use settings::Settings;

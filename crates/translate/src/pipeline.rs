@@ -13,9 +13,16 @@ use crate::listener::Protocol;
 use crate::route::model::{self, Route};
 use crate::route::rule::{self, ListenerContext};
 use crate::route_status::{self, RouteReport};
-use crate::{Output, Settings, gatewayclass, xds};
+use crate::strict::Validator;
+use crate::{Output, Settings, gatewayclass, strict, xds};
 
+/// STANDARD mode: everything detectable in-process.
 pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
+    translate_with(inputs, settings, None)
+}
+
+/// With a validator: STRICT mode (see [`crate::strict`]).
+pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&dyn Validator>) -> Output {
     let mut out = Output::default();
     let index = Index::new(inputs);
     let classes = gatewayclass::process(
@@ -151,7 +158,12 @@ pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
     for (gw, ir) in gateways.iter().zip(irs) {
         let key = gw.key();
         let (bind, reported) = settings.addresses_of(&key);
-        out.gateways.insert(key.clone(), xds::build(ir, bind));
+        let mut built = xds::build(ir, bind);
+        if let Some(v) = validator {
+            let findings = strict::check_gateway(&key, &mut built, v);
+            absorb_strict(&key, findings, &routes, &mut reports, &mut out.diagnostics);
+        }
+        out.gateways.insert(key.clone(), built);
         out.status.push(crate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "Gateway",
@@ -207,6 +219,67 @@ pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
             .push(route_status::render(route, bs, &gateways, report, settings));
     }
     out
+}
+
+/// Puts what the STRICT pass found where the rest of the report goes: a
+/// rejected Envoy route replaces its rule (status, diagnostics, metrics).
+fn absorb_strict(
+    gateway: &str,
+    findings: strict::GatewayFindings,
+    routes: &[Route<'_>],
+    reports: &mut [RouteReport],
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let object = Some(format!("Gateway {gateway}"));
+    for r in findings.rejected_routes {
+        let found = strict::parse_route_name(&r.route_name).and_then(|(kind, ns, name, rule_id)| {
+            routes.iter().enumerate().find_map(|(ri, route)| {
+                if route.kind.kind() != kind || route.namespace != ns || route.name != name {
+                    return None;
+                }
+                let rule = route
+                    .rules
+                    .iter()
+                    .position(|rule| rule.name.as_deref() == Some(rule_id))
+                    .or_else(|| rule_id.parse::<usize>().ok())?;
+                Some((ri, rule))
+            })
+        });
+        match found {
+            Some((ri, rule)) => {
+                reports[ri].replaced.entry(rule).or_insert_with(|| {
+                    crate::error::RuleError::structural(
+                        format!("spec.rules[{rule}]"),
+                        format!("rejected by Envoy: {}", r.message),
+                    )
+                });
+            }
+            None => diagnostics.push(Diagnostic::error(
+                object.clone(),
+                None,
+                format!(
+                    "STRICT: Envoy route {} was rejected and replaced: {}",
+                    r.route_name, r.message
+                ),
+            )),
+        }
+    }
+    for (rc, message) in findings.replaced_configs {
+        diagnostics.push(Diagnostic::error(
+            object.clone(),
+            None,
+            format!(
+                "STRICT: route configuration {rc} replaced by a catch-all 500: rejected by Envoy: {message}"
+            ),
+        ));
+    }
+    for (message, environment) in findings.problems {
+        diagnostics.push(if environment {
+            Diagnostic::warning(object.clone(), None, format!("{message} [environment]"))
+        } else {
+            Diagnostic::error(object.clone(), None, message)
+        });
+    }
 }
 
 fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {

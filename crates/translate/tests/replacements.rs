@@ -49,3 +49,44 @@ fn valid_routes_record_nothing() {
     assert!(out.replacements.is_empty(), "{:?}", out.replacements);
     assert!(!out.gateways.is_empty());
 }
+
+/// Weights past the CRD maximum (or a sum past u32) used to wrap; they now
+/// replace the rule.
+#[test]
+fn oversized_weights_replace_the_rule_instead_of_wrapping() {
+    let input = fixture_input("invalid-header-name");
+    let rules_at = input.find("  rules:").expect("rules");
+    let rules_end = input[rules_at..].find("---").expect("end") + rules_at;
+    let with = |rules: &str| {
+        format!(
+            "{}{rules}{}",
+            &input[..rules_at],
+            &input[rules_at + (rules_end - rules_at)..]
+        )
+    };
+    let one = with(
+        "  rules:\n  - matches: [{path: {type: PathPrefix, value: /a}}]\n    backendRefs: [{name: web, port: 80, weight: 1000001}]\n",
+    );
+    let refs = vec!["{name: web, port: 80, weight: 1000000}"; 4300].join(", ");
+    let sum = with(&format!(
+        "  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]\n    backendRefs: [{refs}]\n"
+    ));
+    for (text, want) in [
+        (
+            one,
+            "spec.rules[0].backendRefs[0].weight: 1000001 is above the maximum weight 1000000",
+        ),
+        (
+            sum,
+            "spec.rules[0].backendRefs: the sum of the backend weights overflows",
+        ),
+    ] {
+        let out = translate::translate(
+            &api::loader::load_str("weights.yaml", &text).inputs,
+            &translate::Settings::default(),
+        );
+        assert_eq!(out.replacements.len(), 1, "{:?}", out.replacements);
+        assert_eq!(out.replacements[0].message, want);
+        assert_eq!(out.replacements[0].class, ErrorClass::Structural);
+    }
+}

@@ -33,15 +33,27 @@ pub struct Args {
         default_value = "portcullis.dev/gateway-controller"
     )]
     pub controller_name: String,
+    #[command(flatten)]
+    pub mode: crate::config::ModeArgs,
+    /// Envoy binary for STRICT mode (default: $ENVOY_BIN, else .tools/bin/envoy).
+    #[arg(long, env = "ENVOY_BIN")]
+    pub envoy_bin: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mode = args.mode.resolve()?;
+    let validator = crate::validator::for_mode(mode, args.envoy_bin.clone(), Default::default())
+        .map_err(anyhow::Error::msg)?;
     let loaded = api::loader::load_path(&args.path).with_context(|| "cannot read inputs")?;
     let settings = translate::Settings {
         controller_name: args.controller_name.clone(),
         ..Default::default()
     };
-    let mut output = translate::translate(&loaded.inputs, &settings);
+    let mut output = translate::translate_with(
+        &loaded.inputs,
+        &settings,
+        validator.as_ref().map(|v| v as &dyn translate::strict::Validator),
+    );
     let mut diagnostics = loaded.diagnostics;
     diagnostics.append(&mut output.diagnostics);
     output.diagnostics = diagnostics;

@@ -20,6 +20,22 @@ pub struct GatewayLabels {
     pub gateway: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReplacementLabels {
+    pub gateway: String,
+    pub route_namespace: String,
+    pub route_name: String,
+    pub error_class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub policy_kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub reason: String,
+}
+
 pub struct Metrics {
     pub registry: Mutex<Registry>,
     pub translation_seconds: Histogram,
@@ -30,6 +46,13 @@ pub struct Metrics {
     pub connected_envoys: Family<GatewayLabels, Gauge>,
     pub envoy_restarts: Family<GatewayLabels, Counter>,
     pub input_errors: Gauge,
+    /// Rules that became replaced (counted when a translation replaces a
+    /// rule that the previous one did not).
+    pub replacements: Family<ReplacementLabels, Counter>,
+    /// Rules replaced right now.
+    pub replaced_now: Family<ReplacementLabels, Gauge>,
+    pub policy_failures: Family<PolicyLabels, Counter>,
+    pub validator: crate::validator::ValidatorMetrics,
 }
 
 impl Metrics {
@@ -75,6 +98,45 @@ impl Metrics {
             "Error diagnostics in the current inputs",
             input_errors.clone(),
         );
+        let replacements = Family::<ReplacementLabels, Counter>::default();
+        registry.register(
+            "invalid_route_replacements",
+            "Rules replaced by the 500 (or guarded), counted when they become replaced",
+            replacements.clone(),
+        );
+        let replaced_now = Family::<ReplacementLabels, Gauge>::default();
+        registry.register(
+            "invalid_route_replacements_current",
+            "Rules replaced in the configuration served now",
+            replaced_now.clone(),
+        );
+        let policy_failures = Family::<PolicyLabels, Counter>::default();
+        registry.register(
+            "policy_validation_failures",
+            "Policy errors and warnings, counted when they appear",
+            policy_failures.clone(),
+        );
+        let validator = crate::validator::ValidatorMetrics::default();
+        registry.register(
+            "strict_validator_calls",
+            "envoy --mode validate runs (STRICT mode)",
+            validator.calls.clone(),
+        );
+        registry.register(
+            "strict_validator_cache_hits",
+            "STRICT validations answered from the cache or a concurrent identical run",
+            validator.cache_hits.clone(),
+        );
+        registry.register(
+            "strict_validator_environment_errors",
+            "STRICT validations that could not run (timeout, crash, missing binary)",
+            validator.environment_errors.clone(),
+        );
+        registry.register(
+            "strict_validator_duration_seconds",
+            "Duration of one envoy --mode validate run",
+            validator.duration.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             translation_seconds,
@@ -85,6 +147,48 @@ impl Metrics {
             connected_envoys,
             envoy_restarts,
             input_errors,
+            replacements,
+            replaced_now,
+            policy_failures,
+            validator,
+        }
+    }
+
+    /// Counts what is new in `out` compared with `previous` (the output
+    /// served before), and sets the current-replacements gauge.
+    pub fn record_output(&self, previous: Option<&translate::Output>, out: &translate::Output) {
+        let labels = |r: &translate::Replacement| ReplacementLabels {
+            gateway: r.gateway.clone(),
+            route_namespace: r.route_namespace.clone(),
+            route_name: r.route_name.clone(),
+            error_class: r.class.to_string(),
+        };
+        let before: std::collections::BTreeSet<&translate::Replacement> = previous
+            .map(|p| p.replacements.iter().collect())
+            .unwrap_or_default();
+        for r in &out.replacements {
+            if !before.contains(r) {
+                self.replacements.get_or_create(&labels(r)).inc();
+            }
+        }
+        self.replaced_now.clear();
+        for r in &out.replacements {
+            self.replaced_now.get_or_create(&labels(r)).inc();
+        }
+        let before: std::collections::BTreeSet<&translate::PolicyFailure> = previous
+            .map(|p| p.policy_failures.iter().collect())
+            .unwrap_or_default();
+        for f in &out.policy_failures {
+            if !before.contains(f) {
+                self.policy_failures
+                    .get_or_create(&PolicyLabels {
+                        policy_kind: f.policy_kind.clone(),
+                        namespace: f.namespace.clone(),
+                        name: f.name.clone(),
+                        reason: f.reason.clone(),
+                    })
+                    .inc();
+            }
         }
     }
 

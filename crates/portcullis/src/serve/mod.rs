@@ -53,6 +53,8 @@ pub struct Args {
     /// Where bootstraps and Envoy admin address files are written.
     #[arg(long, default_value = "target/portcullis-run")]
     pub run_dir: PathBuf,
+    #[command(flatten)]
+    pub mode: crate::config::ModeArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
@@ -96,6 +98,10 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
     };
     let state = State::new();
     let cache = xds::SnapshotCache::new();
+    let mode = args.mode.resolve()?;
+    let validator = crate::validator::for_mode(mode, args.envoy_bin.clone(), state.metrics.validator.clone())
+        .map_err(anyhow::Error::msg)?;
+    tracing::info!(%mode, "route replacement mode");
 
     // Nothing is served before the initial load is translated.
     let (provider, mut inputs) =
@@ -145,7 +151,14 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
             }
             settings.gateway_addresses = loopbacks.clone();
         }
-        let mut out = translate::translate(&snapshot.loaded.inputs, &settings);
+        // STRICT runs Envoy processes: keep them off the async workers.
+        let mut out = tokio::task::block_in_place(|| {
+            translate::translate_with(
+                &snapshot.loaded.inputs,
+                &settings,
+                validator.as_ref().map(|v| v as &dyn translate::strict::Validator),
+            )
+        });
         let mut diagnostics = snapshot.loaded.diagnostics.clone();
         diagnostics.append(&mut out.diagnostics);
         out.diagnostics = diagnostics;
@@ -184,6 +197,7 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
             "configuration translated"
         );
         let mut cur = state.write();
+        state.metrics.record_output(cur.output.as_ref(), &out);
         cur.output = Some(out);
         cur.inputs = Some(snapshot.clone());
         cur.generation = snapshot.generation;

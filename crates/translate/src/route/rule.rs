@@ -69,6 +69,9 @@ fn pb_duration(d: std::time::Duration) -> PbDuration {
     }
 }
 
+/// Gateway API's maximum backendRef weight.
+const MAX_WEIGHT: u32 = 1_000_000;
+
 fn route_name(route: &Route<'_>, rule_index: usize, rule: &Rule<'_>, match_index: usize) -> String {
     let rule_id = rule.name.clone().unwrap_or_else(|| rule_index.to_string());
     format!(
@@ -317,10 +320,27 @@ fn behaviour(
                 _ => {}
             }
         }
-        let (name, weight) = match resolved {
+        let weight = match &resolved {
+            Backend::Cluster { weight, .. } | Backend::Invalid { weight, .. } => *weight,
+        };
+        // The CRD caps a weight at 1,000,000; without the API server to
+        // enforce it, an oversized weight (or a sum past u32) would wrap.
+        if weight > MAX_WEIGHT {
+            return Err(RuleError::structural(
+                format!("{}.weight", bfield()),
+                format!("{weight} is above the maximum weight {MAX_WEIGHT}"),
+            ));
+        }
+        let too_many = || {
+            RuleError::structural(
+                format!("{field}.backendRefs"),
+                "the sum of the backend weights overflows",
+            )
+        };
+        let name = match resolved {
             Backend::Cluster { name, weight } => {
-                valid_weight += weight;
-                (name, weight)
+                valid_weight = valid_weight.checked_add(weight).ok_or_else(too_many)?;
+                name
             }
             Backend::Invalid {
                 weight,
@@ -328,8 +348,8 @@ fn behaviour(
                 message,
             } => {
                 out.unresolved.push((reason, message));
-                invalid_weight += weight;
-                (INVALID_BACKEND_CLUSTER.to_string(), weight)
+                invalid_weight = invalid_weight.checked_add(weight).ok_or_else(too_many)?;
+                INVALID_BACKEND_CLUSTER.to_string()
             }
         };
         if weight == 0 {

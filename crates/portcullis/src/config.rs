@@ -1,0 +1,137 @@
+//! The config file (`--config FILE`, YAML or JSON) and the settings that
+//! can come from a flag, the environment or that file.
+//!
+//! ```yaml
+//! routeReplacementMode: STRICT   # or STANDARD (the default)
+//! ```
+//!
+//! Precedence: flag, then `PORTCULLIS_ROUTE_REPLACEMENT_MODE`, then the
+//! file, then the default. Any other value is a startup error listing the
+//! allowed ones.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use translate::strict::{InvalidMode, ReplacementMode};
+
+pub const MODE_ENV: &str = "PORTCULLIS_ROUTE_REPLACEMENT_MODE";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigFile {
+    pub route_replacement_mode: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{origin}: {source}")]
+    Mode { origin: String, source: InvalidMode },
+}
+
+pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if text.trim().is_empty() {
+        return Ok(ConfigFile::default());
+    }
+    serde_saphyr::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// The mode from, in order, the flag, the environment, the file.
+pub fn replacement_mode(
+    flag: Option<&str>,
+    env: Option<&str>,
+    file: Option<(&Path, &ConfigFile)>,
+) -> Result<ReplacementMode, ConfigError> {
+    let (origin, value) = if let Some(v) = flag {
+        ("--route-replacement-mode".to_string(), v)
+    } else if let Some(v) = env {
+        (MODE_ENV.to_string(), v)
+    } else if let Some((path, v)) = file.and_then(|(p, f)| Some((p, f.route_replacement_mode.as_deref()?))) {
+        (format!("{} routeReplacementMode", path.display()), v)
+    } else {
+        return Ok(ReplacementMode::default());
+    };
+    value
+        .parse()
+        .map_err(|source| ConfigError::Mode { origin, source })
+}
+
+/// Flags shared by `serve` and `translate`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ModeArgs {
+    /// Config file (YAML/JSON) with `routeReplacementMode`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// STANDARD (default) or STRICT (also validate with the real Envoy).
+    #[arg(long)]
+    pub route_replacement_mode: Option<String>,
+}
+
+impl ModeArgs {
+    pub fn resolve(&self) -> Result<ReplacementMode, ConfigError> {
+        let file = self
+            .config
+            .as_deref()
+            .map(|p| load(p).map(|f| (p, f)))
+            .transpose()?;
+        let env = std::env::var(MODE_ENV).ok();
+        replacement_mode(
+            self.route_replacement_mode.as_deref(),
+            env.as_deref(),
+            file.as_ref().map(|(p, f)| (*p, f)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence_and_errors() {
+        let file = ConfigFile {
+            route_replacement_mode: Some("STRICT".into()),
+        };
+        let p = Path::new("portcullis.yaml");
+        assert_eq!(
+            replacement_mode(None, None, None).ok(),
+            Some(ReplacementMode::Standard)
+        );
+        assert_eq!(
+            replacement_mode(None, None, Some((p, &file))).ok(),
+            Some(ReplacementMode::Strict)
+        );
+        assert_eq!(
+            replacement_mode(None, Some("STANDARD"), Some((p, &file))).ok(),
+            Some(ReplacementMode::Standard)
+        );
+        assert_eq!(
+            replacement_mode(Some("STRICT"), Some("STANDARD"), None).ok(),
+            Some(ReplacementMode::Strict)
+        );
+        let e = replacement_mode(None, Some("strict"), None).expect_err("lower case is not allowed");
+        assert_eq!(
+            e.to_string(),
+            "PORTCULLIS_ROUTE_REPLACEMENT_MODE: invalid route replacement mode \"strict\": allowed values are STANDARD, STRICT"
+        );
+        let bad = ConfigFile {
+            route_replacement_mode: Some("LENIENT".into()),
+        };
+        let e = replacement_mode(None, None, Some((p, &bad))).expect_err("unknown value");
+        assert!(
+            e.to_string()
+                .starts_with("portcullis.yaml routeReplacementMode: invalid"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! The STRICT validator: `envoy --mode validate` on each candidate
+//! bootstrap (see `translate::strict` for what is validated and how the
+//! results are used).
+//!
+//! - results are cached by content hash in a bounded LRU;
+//! - identical candidates, in one batch or in concurrent batches, run once
+//!   (the others wait for that run's verdict);
+//! - at most `parallelism` Envoy processes run at a time;
+//! - each call has a timeout; a timeout, a missing binary or a crash is an
+//!   `environment` verdict (`Unavailable`), never a rejection, and is not
+//!   cached.
+//!
+//! Envoy refuses `/dev/stdin` as a config path ("Invalid path"), so each
+//! candidate goes through a private temporary file.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use translate::strict::{Candidate, Validator, Verdict};
+
+/// Counters the validator keeps (registered by `serve`, unregistered
+/// elsewhere).
+#[derive(Clone)]
+pub struct ValidatorMetrics {
+    pub calls: Counter,
+    pub cache_hits: Counter,
+    pub environment_errors: Counter,
+    pub duration: Histogram,
+}
+
+impl Default for ValidatorMetrics {
+    fn default() -> Self {
+        Self {
+            calls: Counter::default(),
+            cache_hits: Counter::default(),
+            environment_errors: Counter::default(),
+            duration: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
+        }
+    }
+}
+
+pub struct Options {
+    pub timeout: Duration,
+    pub parallelism: usize,
+    pub cache_entries: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            parallelism: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            cache_entries: 4096,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Flight {
+    verdict: Mutex<Option<Verdict>>,
+    done: Condvar,
+}
+
+/// A bounded LRU of verdicts by content key.
+struct Lru {
+    map: HashMap<Key, Verdict>,
+    order: VecDeque<Key>,
+    capacity: usize,
+}
+
+impl Lru {
+    fn get(&mut self, k: &Key) -> Option<Verdict> {
+        let v = self.map.get(k)?.clone();
+        if let Some(pos) = self.order.iter().position(|x| x == k) {
+            self.order.remove(pos);
+        }
+        self.order.push_back(*k);
+        Some(v)
+    }
+
+    fn put(&mut self, k: Key, v: Verdict) {
+        if self.map.insert(k, v).is_none() {
+            self.order.push_back(k);
+        }
+        while self.order.len() > self.capacity {
+            if let Some(old) = self.order.pop_front() {
+                self.map.remove(&old);
+            }
+        }
+    }
+}
+
+/// Content hash: two independent SipHash runs and the length.
+type Key = (u64, u64, usize);
+
+fn key_of(text: &str) -> Key {
+    let mut a = std::hash::DefaultHasher::new();
+    text.hash(&mut a);
+    let mut b = std::hash::DefaultHasher::new();
+    0x5eed_u32.hash(&mut b);
+    text.hash(&mut b);
+    (a.finish(), b.finish(), text.len())
+}
+
+pub struct EnvoyValidator {
+    bin: PathBuf,
+    options: Options,
+    dir: PathBuf,
+    seq: AtomicU64,
+    cache: Mutex<Lru>,
+    inflight: Mutex<HashMap<Key, Arc<Flight>>>,
+    running: (Mutex<usize>, Condvar),
+    pub metrics: ValidatorMetrics,
+}
+
+impl EnvoyValidator {
+    /// Fails when `bin` is not a file: STRICT without Envoy is a startup
+    /// error.
+    pub fn new(bin: PathBuf, options: Options, metrics: ValidatorMetrics) -> Result<Self, String> {
+        if !bin.is_file() {
+            return Err(format!(
+                "STRICT route replacement needs the Envoy binary, and there is none at {}: run scripts/install-envoy.sh or set ENVOY_BIN",
+                bin.display()
+            ));
+        }
+        let dir = std::env::temp_dir().join(format!("portcullis-strict-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        Ok(Self {
+            bin,
+            cache: Mutex::new(Lru {
+                map: HashMap::new(),
+                order: VecDeque::new(),
+                capacity: options.cache_entries.max(1),
+            }),
+            options,
+            dir,
+            seq: AtomicU64::new(0),
+            inflight: Mutex::new(HashMap::new()),
+            running: (Mutex::new(0), Condvar::new()),
+            metrics,
+        })
+    }
+
+    /// One verdict, from the cache, from a concurrent identical run, or
+    /// from running Envoy.
+    fn verdict(&self, text: &str) -> Verdict {
+        let key = key_of(text);
+        if let Some(v) = self.cache.lock().ok().and_then(|mut c| c.get(&key)) {
+            self.metrics.cache_hits.inc();
+            return v;
+        }
+        let (flight, leader) = {
+            let Ok(mut inflight) = self.inflight.lock() else {
+                return Verdict::Unavailable("validator state poisoned".into());
+            };
+            match inflight.get(&key) {
+                Some(f) => (f.clone(), false),
+                None => {
+                    let f = Arc::new(Flight::default());
+                    inflight.insert(key, f.clone());
+                    (f, true)
+                }
+            }
+        };
+        if !leader {
+            self.metrics.cache_hits.inc();
+            let Ok(mut v) = flight.verdict.lock() else {
+                return Verdict::Unavailable("validator state poisoned".into());
+            };
+            while v.is_none() {
+                v = match flight.done.wait(v) {
+                    Ok(v) => v,
+                    Err(_) => return Verdict::Unavailable("validator state poisoned".into()),
+                };
+            }
+            return v.clone().unwrap_or(Verdict::Unavailable("no verdict".into()));
+        }
+        let verdict = self.run_bounded(text);
+        if !matches!(verdict, Verdict::Unavailable(_))
+            && let Ok(mut c) = self.cache.lock()
+        {
+            c.put(key, verdict.clone());
+        }
+        if let Ok(mut v) = flight.verdict.lock() {
+            *v = Some(verdict.clone());
+        }
+        flight.done.notify_all();
+        if let Ok(mut inflight) = self.inflight.lock() {
+            inflight.remove(&key);
+        }
+        verdict
+    }
+
+    fn run_bounded(&self, text: &str) -> Verdict {
+        let (lock, cv) = &self.running;
+        {
+            let Ok(mut n) = lock.lock() else {
+                return Verdict::Unavailable("validator state poisoned".into());
+            };
+            while *n >= self.options.parallelism.max(1) {
+                n = match cv.wait(n) {
+                    Ok(n) => n,
+                    Err(_) => return Verdict::Unavailable("validator state poisoned".into()),
+                };
+            }
+            *n += 1;
+        }
+        let started = Instant::now();
+        let verdict = self.run_envoy(text);
+        self.metrics.calls.inc();
+        self.metrics.duration.observe(started.elapsed().as_secs_f64());
+        if matches!(verdict, Verdict::Unavailable(_)) {
+            self.metrics.environment_errors.inc();
+        }
+        if let Ok(mut n) = lock.lock() {
+            *n -= 1;
+        }
+        cv.notify_one();
+        verdict
+    }
+
+    fn run_envoy(&self, text: &str) -> Verdict {
+        let path = self.dir.join(format!(
+            "candidate-{}.json",
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        ));
+        if let Err(e) = std::fs::write(&path, text) {
+            return Verdict::Unavailable(format!("cannot write {}: {e}", path.display()));
+        }
+        let child = Command::new(&self.bin)
+            .args(["--mode", "validate", "--log-level", "critical", "-c"])
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Verdict::Unavailable(format!("cannot run {}: {e}", self.bin.display()));
+            }
+        };
+        let deadline = Instant::now() + self.options.timeout;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Ok(status),
+                Ok(None) if Instant::now() >= deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break Err(format!(
+                        "envoy --mode validate timed out after {:?}",
+                        self.options.timeout
+                    ));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => break Err(format!("waiting for envoy: {e}")),
+            }
+        };
+        let mut stderr = String::new();
+        if let Some(mut s) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut s, &mut stderr);
+        }
+        let _ = std::fs::remove_file(&path);
+        match status {
+            Err(e) => Verdict::Unavailable(e),
+            Ok(s) if s.success() => Verdict::Accepted,
+            // Envoy exits 1 on a configuration it rejects; killed by a
+            // signal (no code) is a crash, an environment problem.
+            Ok(s) if s.code() == Some(1) => Verdict::Rejected(translate::strict::envoy_reason(&stderr)),
+            Ok(s) => Verdict::Unavailable(format!(
+                "envoy --mode validate exited with {s}: {}",
+                translate::strict::envoy_reason(&stderr)
+            )),
+        }
+    }
+}
+
+/// The validator a mode needs: none for STANDARD; for STRICT, Envoy at
+/// `bin` (default `.tools/bin/envoy`), or a startup error when absent.
+pub fn for_mode(
+    mode: translate::strict::ReplacementMode,
+    bin: Option<PathBuf>,
+    metrics: ValidatorMetrics,
+) -> Result<Option<EnvoyValidator>, String> {
+    match mode {
+        translate::strict::ReplacementMode::Standard => Ok(None),
+        translate::strict::ReplacementMode::Strict => {
+            let bin = bin.unwrap_or_else(|| PathBuf::from(".tools/bin/envoy"));
+            EnvoyValidator::new(bin, Options::default(), metrics).map(Some)
+        }
+    }
+}
+
+impl Validator for EnvoyValidator {
+    fn validate(&self, batch: &[Candidate]) -> Vec<Verdict> {
+        let texts: Vec<String> = batch.iter().map(|c| c.bootstrap.to_string()).collect();
+        // Identical candidates in one batch collapse through `inflight`;
+        // threads give the parallelism (bounded in `run_bounded`).
+        let mut verdicts: Vec<Option<Verdict>> = vec![None; texts.len()];
+        std::thread::scope(|s| {
+            let handles: Vec<_> = texts.iter().map(|t| s.spawn(|| self.verdict(t))).collect();
+            for (slot, h) in verdicts.iter_mut().zip(handles) {
+                *slot = Some(
+                    h.join()
+                        .unwrap_or_else(|_| Verdict::Unavailable("validator thread panicked".into())),
+                );
+            }
+        });
+        verdicts
+            .into_iter()
+            .map(|v| v.unwrap_or(Verdict::Unavailable("no verdict".into())))
+            .collect()
+    }
+}
+
+impl Drop for EnvoyValidator {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

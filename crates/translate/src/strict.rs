@@ -1,0 +1,362 @@
+//! STRICT route replacement: the route configurations the translator built
+//! are checked by the real Envoy (through [`Validator`], implemented outside
+//! this pure crate), and whatever Envoy would reject is replaced before it
+//! can reach Envoy as a NACK.
+//!
+//! Scope and order, per Gateway:
+//! 1. the *skeleton* (listeners, secrets, every route configuration empty):
+//!    if Envoy rejects it, no route is to blame — reported, nothing replaced;
+//! 2. each route configuration, in one batch: a clean one costs one call;
+//! 3. a rejected one is bisected over its routes (halves validated as
+//!    route configurations holding only those routes, in batches, so calls
+//!    run in parallel) down to the single routes Envoy rejects; each such
+//!    route is replaced by the 500 (it keeps its match), its rule reported
+//!    as `Replaced Rule (i): rejected by Envoy: …` (class `structural`);
+//! 4. the replaced configuration is validated again; when it still fails
+//!    (a virtual-host-level problem, or routes that only fail together),
+//!    the whole route configuration becomes one catch-all 500 virtual host.
+//!
+//! A validator that cannot answer (binary missing, timeout, crash) is an
+//! `environment` error: reported, never by itself a reason to replace.
+
+use std::fmt;
+use std::str::FromStr;
+
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use serde_json::Value;
+
+use crate::GatewayXds;
+use crate::output::bootstrap::{BootstrapOptions, static_bootstrap};
+
+/// `routeReplacementMode` (design §1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReplacementMode {
+    /// Every error portcullis can detect in-process leads to replacement.
+    #[default]
+    Standard,
+    /// STANDARD, plus validation of the generated xDS by the real Envoy.
+    Strict,
+}
+
+impl ReplacementMode {
+    pub const ALLOWED: &'static [&'static str] = &["STANDARD", "STRICT"];
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid route replacement mode {value:?}: allowed values are STANDARD, STRICT")]
+pub struct InvalidMode {
+    pub value: String,
+}
+
+impl FromStr for ReplacementMode {
+    type Err = InvalidMode;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "STANDARD" => Ok(ReplacementMode::Standard),
+            "STRICT" => Ok(ReplacementMode::Strict),
+            other => Err(InvalidMode { value: other.into() }),
+        }
+    }
+}
+
+impl fmt::Display for ReplacementMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ReplacementMode::Standard => "STANDARD",
+            ReplacementMode::Strict => "STRICT",
+        })
+    }
+}
+
+/// One self-contained configuration to check: a static Envoy bootstrap.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// What is being checked, for logs (`<route config> routes 3..5`).
+    pub label: String,
+    pub bootstrap: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Accepted,
+    /// Envoy rejected it, with its message.
+    Rejected(String),
+    /// The validator could not answer (environment error).
+    Unavailable(String),
+}
+
+/// Validates candidates, returning one verdict per candidate in order.
+/// Implementations may run them in parallel, cache and collapse duplicates.
+pub trait Validator: Sync {
+    fn validate(&self, batch: &[Candidate]) -> Vec<Verdict>;
+}
+
+/// An Envoy route found to be rejected by Envoy, by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RejectedRoute {
+    pub route_name: String,
+    pub message: String,
+}
+
+/// What the STRICT pass found for one Gateway.
+#[derive(Debug, Default)]
+pub struct GatewayFindings {
+    pub rejected_routes: Vec<RejectedRoute>,
+    /// Route configurations replaced whole, with Envoy's message.
+    pub replaced_configs: Vec<(String, String)>,
+    /// Problems outside any route: (message, is_environment).
+    pub problems: Vec<(String, bool)>,
+}
+
+fn candidate(gw: &GatewayXds, routes: Vec<RouteConfiguration>, label: String) -> Candidate {
+    let partial = GatewayXds {
+        listeners: gw.listeners.clone(),
+        routes,
+        clusters: Vec::new(),
+        endpoints: Vec::new(),
+        secrets: gw.secrets.clone(),
+    };
+    Candidate {
+        label,
+        bootstrap: static_bootstrap(&partial, "portcullis-strict", &BootstrapOptions::default()),
+    }
+}
+
+/// `rc` keeping only the routes whose flat position is in `keep` (sorted).
+fn subset(rc: &RouteConfiguration, keep: &[usize]) -> RouteConfiguration {
+    let mut out = rc.clone();
+    let mut pos = 0;
+    let mut k = keep.iter().peekable();
+    for vh in &mut out.virtual_hosts {
+        let routes = std::mem::take(&mut vh.routes);
+        for r in routes {
+            if k.peek() == Some(&&pos) {
+                vh.routes.push(r);
+                k.next();
+            }
+            pos += 1;
+        }
+    }
+    out
+}
+
+fn flat_len(rc: &RouteConfiguration) -> usize {
+    rc.virtual_hosts.iter().map(|v| v.routes.len()).sum()
+}
+
+fn route_at(
+    rc: &mut RouteConfiguration,
+    mut pos: usize,
+) -> Option<&mut envoy_types::pb::envoy::config::route::v3::Route> {
+    for vh in &mut rc.virtual_hosts {
+        if pos < vh.routes.len() {
+            return vh.routes.get_mut(pos);
+        }
+        pos -= vh.routes.len();
+    }
+    None
+}
+
+/// The catch-all 500 a whole route configuration becomes.
+fn replace_config(rc: &mut RouteConfiguration) {
+    let mut route = envoy_types::pb::envoy::config::route::v3::Route {
+        name: format!("{}/replaced", rc.name),
+        r#match: Some(envoy_types::pb::envoy::config::route::v3::RouteMatch {
+            path_specifier: Some(
+                envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier::Prefix("/".into()),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    crate::replacement::replace(&mut route);
+    rc.virtual_hosts = vec![VirtualHost {
+        name: format!("{}/replaced", rc.name),
+        domains: vec!["*".into()],
+        routes: vec![route],
+        ..Default::default()
+    }];
+}
+
+/// Runs the STRICT pass on one Gateway's xDS, replacing in place.
+pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) -> GatewayFindings {
+    let mut findings = GatewayFindings::default();
+    if gw.routes.is_empty() {
+        return findings;
+    }
+    let skeleton = candidate(gw, Vec::new(), format!("{key} skeleton"));
+    let mut batch = vec![skeleton];
+    batch.extend(
+        gw.routes
+            .iter()
+            .map(|rc| candidate(gw, vec![rc.clone()], rc.name.clone())),
+    );
+    let verdicts = validator.validate(&batch);
+    match verdicts.first() {
+        Some(Verdict::Accepted) => {}
+        Some(Verdict::Rejected(m)) => {
+            findings.problems.push((
+                format!("Envoy rejects Gateway {key} without any route: {m}"),
+                false,
+            ));
+            return findings;
+        }
+        Some(Verdict::Unavailable(m)) => {
+            findings
+                .problems
+                .push((format!("STRICT validation of {key} unavailable: {m}"), true));
+            return findings;
+        }
+        None => {
+            findings.problems.push((
+                format!("STRICT validation of {key} unavailable: the validator gave no verdict"),
+                true,
+            ));
+            return findings;
+        }
+    }
+    for (i, verdict) in verdicts.into_iter().enumerate().skip(1) {
+        let rc_index = i - 1;
+        match verdict {
+            Verdict::Accepted => {}
+            Verdict::Unavailable(m) => findings.problems.push((
+                format!(
+                    "STRICT validation of {} unavailable: {m}",
+                    gw.routes[rc_index].name
+                ),
+                true,
+            )),
+            Verdict::Rejected(m) => isolate(gw, rc_index, m, validator, &mut findings),
+        }
+    }
+    findings
+}
+
+/// Bisects a rejected route configuration down to the routes Envoy rejects.
+fn isolate(
+    gw: &mut GatewayXds,
+    rc_index: usize,
+    whole: String,
+    validator: &dyn Validator,
+    findings: &mut GatewayFindings,
+) {
+    let rc = gw.routes[rc_index].clone();
+    let n = flat_len(&rc);
+    let mut pending: Vec<Vec<usize>> = vec![(0..n).collect()];
+    let mut offenders: Vec<(usize, String)> = Vec::new();
+    let mut unavailable = false;
+    while !pending.is_empty() {
+        let mut halves: Vec<Vec<usize>> = Vec::new();
+        for set in pending.drain(..) {
+            if set.len() <= 1 {
+                halves.push(set);
+                continue;
+            }
+            let (a, b) = set.split_at(set.len() / 2);
+            halves.push(a.to_vec());
+            halves.push(b.to_vec());
+        }
+        let batch: Vec<Candidate> = halves
+            .iter()
+            .map(|set| {
+                let label = format!("{} routes {:?}", rc.name, set.first().zip(set.last()));
+                candidate(gw, vec![subset(&rc, set)], label)
+            })
+            .collect();
+        let verdicts = validator.validate(&batch);
+        for (set, verdict) in halves.into_iter().zip(verdicts) {
+            match verdict {
+                Verdict::Accepted => {}
+                Verdict::Unavailable(m) => {
+                    unavailable = true;
+                    findings
+                        .problems
+                        .push((format!("STRICT validation of {} unavailable: {m}", rc.name), true));
+                }
+                Verdict::Rejected(m) if set.len() == 1 => offenders.push((set[0], m)),
+                Verdict::Rejected(_) => pending.push(set),
+            }
+        }
+        if unavailable {
+            return;
+        }
+    }
+    let mut fixed = rc.clone();
+    for (pos, message) in &offenders {
+        if let Some(route) = route_at(&mut fixed, *pos) {
+            findings.rejected_routes.push(RejectedRoute {
+                route_name: route.name.clone(),
+                message: message.clone(),
+            });
+            crate::replacement::replace(route);
+        }
+    }
+    let recheck = validator.validate(&[candidate(
+        gw,
+        vec![fixed.clone()],
+        format!("{} replaced", rc.name),
+    )]);
+    match recheck.first() {
+        Some(Verdict::Accepted) => gw.routes[rc_index] = fixed,
+        Some(Verdict::Rejected(m)) => {
+            let mut whole_rc = rc;
+            replace_config(&mut whole_rc);
+            findings.replaced_configs.push((
+                whole_rc.name.clone(),
+                if offenders.is_empty() { whole } else { m.clone() },
+            ));
+            gw.routes[rc_index] = whole_rc;
+        }
+        Some(Verdict::Unavailable(m)) => {
+            // The offenders were rejected on their own: replacing them is
+            // still right even if the re-check could not run.
+            findings.problems.push((
+                format!(
+                    "STRICT validation of {} unavailable while re-checking: {m}",
+                    rc.name
+                ),
+                true,
+            ));
+            gw.routes[rc_index] = fixed;
+        }
+        None => gw.routes[rc_index] = fixed,
+    }
+}
+
+/// `(kind, namespace, name, rule id)` of an Envoy route named by
+/// `route::rule` (`httproute/<ns>/<name>/rule/<id>/match/<j>[/guard]`).
+pub fn parse_route_name(name: &str) -> Option<(&'static str, &str, &str, &str)> {
+    let mut parts = name.split('/');
+    let kind = match parts.next()? {
+        "httproute" => "HTTPRoute",
+        "grpcroute" => "GRPCRoute",
+        _ => return None,
+    };
+    let ns = parts.next()?;
+    let route = parts.next()?;
+    (parts.next()? == "rule").then_some(())?;
+    let rule = parts.next()?;
+    Some((kind, ns, route, rule))
+}
+
+/// Why `envoy --mode validate` refused a configuration, from its stderr,
+/// without the temporary file's path (so the message is stable) and
+/// without the proto dump Envoy prints before a constraint violation.
+pub fn envoy_reason(stderr: &str) -> String {
+    let text = stderr.trim();
+    // "...error initializing configuration '<path>': goo.gle/debugproto <dump>\n: <reason>"
+    if let Some(i) = text.rfind("\n: ") {
+        return text[i + 3..].trim().to_string();
+    }
+    let line = text
+        .lines()
+        .find(|l| l.contains("[critical]") || l.contains("[error]"))
+        .unwrap_or(text);
+    let msg = line.rsplit("] ").next().unwrap_or(line);
+    match msg.split_once("': ") {
+        Some((head, reason)) if head.starts_with("error initializing configuration '") => {
+            reason.trim().to_string()
+        }
+        _ => msg.trim().to_string(),
+    }
+}

@@ -1,0 +1,227 @@
+//! STRICT mode against the real Envoy (`envoy --mode validate` via
+//! testkit): a clean configuration is left as it is; a route Envoy rejects
+//! is isolated by bisection and replaced by the 500 keeping its match; the
+//! result validates; an unavailable validator replaces nothing.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption};
+use envoy_types::pb::envoy::config::route::v3::route::Action;
+use translate::strict::{Candidate, Validator, Verdict, check_gateway};
+
+/// The real Envoy, one process per candidate, counting calls.
+struct RealEnvoy {
+    calls: AtomicUsize,
+}
+
+impl Validator for RealEnvoy {
+    fn validate(&self, batch: &[Candidate]) -> Vec<Verdict> {
+        batch
+            .iter()
+            .map(|c| {
+                self.calls.fetch_add(1, Ordering::Relaxed);
+                match testkit::envoy::validate(&c.bootstrap) {
+                    Ok(()) => Verdict::Accepted,
+                    Err(m) => Verdict::Rejected(m),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Stands for a validator that cannot run (no binary, timeouts).
+struct Down;
+
+impl Validator for Down {
+    fn validate(&self, batch: &[Candidate]) -> Vec<Verdict> {
+        batch
+            .iter()
+            .map(|_| Verdict::Unavailable("envoy: not found".into()))
+            .collect()
+    }
+}
+
+fn fixture(name: &str) -> api::Inputs {
+    let path = format!("{}/tests/fixtures/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).expect("fixture");
+    let input = text.split("\n# ---- expected output").next().unwrap_or(&text);
+    api::loader::load_str(&path, input).inputs
+}
+
+fn all_routes(gw: &translate::GatewayXds) -> Vec<&envoy_types::pb::envoy::config::route::v3::Route> {
+    gw.routes
+        .iter()
+        .flat_map(|rc| rc.virtual_hosts.iter())
+        .flat_map(|vh| vh.routes.iter())
+        .collect()
+}
+
+#[test]
+fn clean_configuration_is_unchanged_and_costs_one_call_per_route_config() {
+    let inputs = fixture("ordering-across-routes");
+    let settings = translate::Settings::default();
+    let standard = translate::translate(&inputs, &settings);
+    let envoy = RealEnvoy {
+        calls: AtomicUsize::new(0),
+    };
+    let strict = translate::translate_with(&inputs, &settings, Some(&envoy));
+    assert_eq!(strict, standard);
+    let route_configs: usize = standard.gateways.values().map(|g| g.routes.len()).sum();
+    // One skeleton per Gateway plus one per route configuration.
+    assert_eq!(
+        envoy.calls.load(Ordering::Relaxed),
+        standard.gateways.len() + route_configs
+    );
+}
+
+#[test]
+fn a_route_envoy_rejects_is_isolated_and_replaced() {
+    let inputs = fixture("ordering-across-routes");
+    let out = translate::translate(&inputs, &translate::Settings::default());
+    let (key, gw) = out.gateways.iter().next().expect("a gateway");
+    let mut gw = gw.clone();
+    let names: Vec<String> = all_routes(&gw).iter().map(|r| r.name.clone()).collect();
+    assert!(names.len() >= 6, "{names:?}");
+    // Something only Envoy catches here: a header name Envoy refuses (CR/LF),
+    // written straight into the xDS (STANDARD would have caught it in the
+    // HTTPRoute).
+    let victim = names[names.len() / 2].clone();
+    let original_match = {
+        let route = gw.routes[0]
+            .virtual_hosts
+            .iter_mut()
+            .flat_map(|vh| vh.routes.iter_mut())
+            .find(|r| r.name == victim)
+            .expect("victim");
+        route.request_headers_to_add.push(HeaderValueOption {
+            header: Some(HeaderValue {
+                key: "bad\nheader".into(),
+                value: "x".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        route.r#match.clone()
+    };
+    let envoy = RealEnvoy {
+        calls: AtomicUsize::new(0),
+    };
+    let findings = check_gateway(key, &mut gw, &envoy);
+    assert_eq!(
+        findings
+            .rejected_routes
+            .iter()
+            .map(|r| r.route_name.as_str())
+            .collect::<Vec<_>>(),
+        vec![victim.as_str()]
+    );
+    assert!(
+        findings.rejected_routes[0]
+            .message
+            .to_lowercase()
+            .contains("header"),
+        "{}",
+        findings.rejected_routes[0].message
+    );
+    assert!(
+        findings.replaced_configs.is_empty() && findings.problems.is_empty(),
+        "{findings:?}"
+    );
+    // Bisection: far fewer calls than one per route.
+    let calls = envoy.calls.load(Ordering::Relaxed);
+    assert!(
+        calls < 2 + 2 * names.len(),
+        "{calls} calls for {} routes",
+        names.len()
+    );
+
+    let after = all_routes(&gw);
+    assert_eq!(after.len(), names.len());
+    for r in &after {
+        let replaced = matches!(&r.action, Some(Action::DirectResponse(d)) if d.status == 500);
+        assert_eq!(replaced, r.name == victim, "{}", r.name);
+        if r.name == victim {
+            assert_eq!(r.r#match, original_match, "the replaced route keeps its match");
+            assert!(r.request_headers_to_add.is_empty());
+        }
+    }
+    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, key, &Default::default());
+    testkit::envoy::validate(&bootstrap).expect("the replaced configuration is accepted by Envoy");
+}
+
+#[test]
+fn a_rejected_match_falls_back_to_replacing_the_route_configuration() {
+    use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
+    use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
+    let inputs = fixture("ordering-across-routes");
+    let out = translate::translate(&inputs, &translate::Settings::default());
+    let (key, gw) = out.gateways.iter().next().expect("a gateway");
+    let mut gw = gw.clone();
+    let rc_name = gw.routes[0].name.clone();
+    // A backreference: the replacement keeps the match, so the route alone
+    // cannot be fixed; the route configuration becomes one catch-all 500.
+    if let Some(m) = gw.routes[0].virtual_hosts[0].routes[0].r#match.as_mut() {
+        m.path_specifier = Some(PathSpecifier::SafeRegex(RegexMatcher {
+            regex: "(a)\\1".into(),
+            ..Default::default()
+        }));
+    }
+    let envoy = RealEnvoy {
+        calls: AtomicUsize::new(0),
+    };
+    let findings = check_gateway(key, &mut gw, &envoy);
+    assert_eq!(findings.replaced_configs.len(), 1, "{findings:?}");
+    assert_eq!(findings.replaced_configs[0].0, rc_name);
+    let routes = all_routes(&gw);
+    assert_eq!(routes.len(), 1);
+    assert!(matches!(&routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
+    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, key, &Default::default());
+    testkit::envoy::validate(&bootstrap).expect("the replaced configuration is accepted by Envoy");
+}
+
+#[test]
+fn an_unavailable_validator_replaces_nothing_and_says_so() {
+    let inputs = fixture("ordering-across-routes");
+    let settings = translate::Settings::default();
+    let standard = translate::translate(&inputs, &settings);
+    let out = translate::translate_with(&inputs, &settings, Some(&Down));
+    assert_eq!(out.gateways, standard.gateways);
+    assert!(out.replacements.is_empty());
+    let env: Vec<&str> = out
+        .diagnostics
+        .iter()
+        .filter(|d| d.message.ends_with("[environment]"))
+        .map(|d| d.message.as_str())
+        .collect();
+    assert_eq!(env.len(), standard.gateways.len(), "{:?}", out.diagnostics);
+    assert!(env[0].contains("envoy: not found"), "{env:?}");
+}
+
+#[test]
+fn modes_parse_and_list_the_allowed_values() {
+    use translate::strict::ReplacementMode;
+    assert_eq!("STRICT".parse::<ReplacementMode>(), Ok(ReplacementMode::Strict));
+    assert_eq!(
+        "STANDARD".parse::<ReplacementMode>(),
+        Ok(ReplacementMode::Standard)
+    );
+    let e = "Strict".parse::<ReplacementMode>().expect_err("case matters");
+    assert_eq!(
+        e.to_string(),
+        "invalid route replacement mode \"Strict\": allowed values are STANDARD, STRICT"
+    );
+}
+
+#[test]
+fn envoy_reasons_are_stable_and_name_the_constraint() {
+    let dump = "[2026-11-22 15:12:39.381][18892][critical][main] [source/server/config_validation/server.cc:76] error initializing configuration '/tmp/x-1.json': goo.gle/debugproto  \nstat_prefix: \"x\"\n: Proto constraint validation failed (RouteValidationError.RequestHeadersToAdd[0]: value length must be at least 1)\n";
+    assert_eq!(
+        translate::strict::envoy_reason(dump),
+        "Proto constraint validation failed (RouteValidationError.RequestHeadersToAdd[0]: value length must be at least 1)"
+    );
+    let plain = "[2026-11-22][1][critical][main] [server.cc:76] error initializing configuration '/tmp/candidate-7.json': Invalid regex '(a)\\1': invalid escape sequence: \\1\n";
+    assert_eq!(
+        translate::strict::envoy_reason(plain),
+        "Invalid regex '(a)\\1': invalid escape sequence: \\1"
+    );
+}
