@@ -248,6 +248,15 @@ impl EnvoyValidator {
                 return Verdict::Unavailable(format!("cannot run {}: {e}", self.bin.display()));
             }
         };
+        // Drained while Envoy runs: a rejection prints the whole proto,
+        // which can be larger than the pipe buffer.
+        let reader = child.stderr.take().map(|mut pipe| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+                text
+            })
+        });
         let deadline = Instant::now() + self.options.timeout;
         let status = loop {
             match child.try_wait() {
@@ -264,10 +273,12 @@ impl EnvoyValidator {
                 Err(e) => break Err(format!("waiting for envoy: {e}")),
             }
         };
-        let mut stderr = String::new();
-        if let Some(mut s) = child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut s, &mut stderr);
-        }
+        // After a timeout the reader is left behind: a grandchild may still
+        // hold the pipe open.
+        let stderr = match (&status, reader) {
+            (Ok(_), Some(r)) => r.join().unwrap_or_default(),
+            _ => String::new(),
+        };
         let _ = std::fs::remove_file(&path);
         match status {
             Err(e) => Verdict::Unavailable(e),

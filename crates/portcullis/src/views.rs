@@ -47,7 +47,44 @@ pub struct RouteRow {
     pub name: String,
     pub hostnames: Vec<String>,
     pub parents: Vec<ParentRow>,
+    /// Rules answering the replacement 500 (or guarded), with why.
+    #[serde(default)]
+    pub replaced: Vec<ReplacedRow>,
     pub diagnostics: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReplacedRow {
+    pub rule: usize,
+    pub error_class: String,
+    pub message: String,
+    /// Gateways (`namespace/name`) where the replacement is served.
+    pub gateways: Vec<String>,
+}
+
+/// One row per replaced rule of a route, the Gateways merged.
+fn replaced_rows(out: &translate::Output, kind: &str, ns: &str, name: &str) -> Vec<ReplacedRow> {
+    let mut rows: Vec<ReplacedRow> = Vec::new();
+    for r in out
+        .replacements
+        .iter()
+        .filter(|r| r.route_kind == kind && r.route_namespace == ns && r.route_name == name)
+    {
+        match rows
+            .iter_mut()
+            .find(|x| x.rule == r.rule && x.message == r.message)
+        {
+            Some(row) => row.gateways.push(r.gateway.clone()),
+            None => rows.push(ReplacedRow {
+                rule: r.rule,
+                error_class: r.class.to_string(),
+                message: r.message.clone(),
+                gateways: vec![r.gateway.clone()],
+            }),
+        }
+    }
+    rows.sort_by(|a, b| (a.rule, &a.message).cmp(&(b.rule, &b.message)));
+    rows
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -146,6 +183,7 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                             conditions: rows(&p.conditions),
                         })
                         .collect(),
+                    replaced: replaced_rows(out, &s.kind, &ns, &s.metadata.name),
                     diagnostics: out
                         .diagnostics
                         .iter()

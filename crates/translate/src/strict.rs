@@ -344,19 +344,32 @@ pub fn parse_route_name(name: &str) -> Option<(&'static str, &str, &str, &str)> 
 /// without the proto dump Envoy prints before a constraint violation.
 pub fn envoy_reason(stderr: &str) -> String {
     let text = stderr.trim();
-    // "...error initializing configuration '<path>': goo.gle/debugproto <dump>\n: <reason>"
-    if let Some(i) = text.rfind("\n: ") {
-        return text[i + 3..].trim().to_string();
-    }
     let line = text
         .lines()
         .find(|l| l.contains("[critical]") || l.contains("[error]"))
         .unwrap_or(text);
     let msg = line.rsplit("] ").next().unwrap_or(line);
-    match msg.split_once("': ") {
-        Some((head, reason)) if head.starts_with("error initializing configuration '") => {
-            reason.trim().to_string()
-        }
-        _ => msg.trim().to_string(),
+    let msg = match msg.split_once("': ") {
+        Some((head, reason)) if head.starts_with("error initializing configuration '") => reason,
+        _ => msg,
+    };
+    // "<reason>: goo.gle/debugproto <proto dump>\n: <constraint>"; either
+    // side may be empty.
+    const DUMP: &str = "goo.gle/debugproto";
+    if !text.contains(DUMP) {
+        return msg.trim().to_string();
+    }
+    let head = msg
+        .split(DUMP)
+        .next()
+        .unwrap_or("")
+        .trim()
+        .trim_end_matches(':')
+        .trim();
+    let tail = text.rfind("\n: ").map(|i| text[i + 3..].trim());
+    match (head.is_empty(), tail) {
+        (_, None) => head.to_string(),
+        (true, Some(t)) => t.to_string(),
+        (false, Some(t)) => format!("{head}: {t}"),
     }
 }

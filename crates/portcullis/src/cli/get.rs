@@ -269,6 +269,18 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
                     ));
                     conditions(&mut out, "    ", &p.conditions);
                 }
+                if !r.replaced.is_empty() {
+                    out.push_str("  Replaced rules (answer HTTP 500):\n");
+                    for x in &r.replaced {
+                        out.push_str(&format!(
+                            "    Rule ({}) [{}] {} (on {})\n",
+                            x.rule,
+                            x.error_class,
+                            x.message,
+                            x.gateways.join(", ")
+                        ));
+                    }
+                }
                 if !r.diagnostics.is_empty() {
                     out.push_str("  Diagnostics (replaced rules and input problems):\n");
                     for d in &r.diagnostics {
