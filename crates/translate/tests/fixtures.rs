@@ -5,7 +5,12 @@
 //! Regenerate with `PORTCULLIS_UPDATE_FIXTURES=1 cargo test -p translate --test fixtures`
 //! and review the diff like code. Independently of the goldens, every
 //! Gateway's xDS in every fixture must be accepted by the real Envoy
-//! (`envoy --mode validate` on the static bootstrap).
+//! (`envoy --mode validate` on the static bootstrap), and translating in
+//! STRICT mode (the real Envoy as validator) must give the same output:
+//! STANDARD already keeps everything Envoy would reject out of the xDS.
+
+#[path = "support/real_envoy.rs"]
+mod real_envoy;
 
 use std::path::{Path, PathBuf};
 
@@ -85,6 +90,22 @@ fn fixtures_match_goldens_and_envoy_accepts_them() {
                     }
                 }
             }
+        }
+        let loaded = api::loader::load_str(&format!("fixtures/{name}"), input);
+        let strict = translate::translate_with(
+            &loaded.inputs,
+            &translate::Settings::default(),
+            Some(&real_envoy::RealEnvoy::default()),
+        );
+        let standard = translate::translate(&loaded.inputs, &translate::Settings::default());
+        if strict != standard {
+            failures.push(format!(
+                "{name}: STRICT differs from STANDARD (STANDARD let through something Envoy rejects)\n{}",
+                diff(
+                    &output::output_to_json(&standard),
+                    &output::output_to_json(&strict)
+                )
+            ));
         }
         for (key, gw) in &out.gateways {
             let b = bootstrap::static_bootstrap(gw, key, &Default::default());

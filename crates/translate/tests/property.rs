@@ -5,7 +5,7 @@
 //! Seeds are the golden fixtures' inputs. Each case applies a few random
 //! structural mutations (values swapped for hostile ones, keys deleted,
 //! list items duplicated, strings mangled). `PORTCULLIS_PROPERTY_CASES`
-//! sets the number of cases (default 300); `PORTCULLIS_PROPERTY_SEED` the seed.
+//! sets the number of cases (default 500); `PORTCULLIS_PROPERTY_SEED` the seed.
 
 mod common;
 
@@ -56,6 +56,12 @@ fn hostile(rng: &mut Rng) -> Value {
         json!("Host"),
         json!("x\ny"),
         json!("*.example.com"),
+        // Sizes and numbers at and past Envoy's and the CRDs' limits.
+        json!("x".repeat(1025)),
+        json!(format!("x-{}", "a".repeat(16400))),
+        json!(2_000_000_000u64),
+        json!(4_294_967_296u64),
+        json!(-1),
         json!("*.*.com"),
         json!("EXAMPLE.com"),
         json!("1.2.3.4"),
@@ -216,7 +222,7 @@ fn mutated_inputs_never_panic_and_never_nack() {
     let cases: usize = std::env::var("PORTCULLIS_PROPERTY_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(500);
     let seed: u64 = std::env::var("PORTCULLIS_PROPERTY_SEED")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -3,31 +3,13 @@
 //! is isolated by bisection and replaced by the 500 keeping its match; the
 //! result validates; an unavailable validator replaces nothing.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "support/real_envoy.rs"]
+mod real_envoy;
 
 use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption};
 use envoy_types::pb::envoy::config::route::v3::route::Action;
+use real_envoy::RealEnvoy;
 use translate::strict::{Candidate, Validator, Verdict, check_gateway};
-
-/// The real Envoy, one process per candidate, counting calls.
-struct RealEnvoy {
-    calls: AtomicUsize,
-}
-
-impl Validator for RealEnvoy {
-    fn validate(&self, batch: &[Candidate]) -> Vec<Verdict> {
-        batch
-            .iter()
-            .map(|c| {
-                self.calls.fetch_add(1, Ordering::Relaxed);
-                match testkit::envoy::validate(&c.bootstrap) {
-                    Ok(()) => Verdict::Accepted,
-                    Err(m) => Verdict::Rejected(m),
-                }
-            })
-            .collect()
-    }
-}
 
 /// Stands for a validator that cannot run (no binary, timeouts).
 struct Down;
@@ -61,17 +43,12 @@ fn clean_configuration_is_unchanged_and_costs_one_call_per_route_config() {
     let inputs = fixture("ordering-across-routes");
     let settings = translate::Settings::default();
     let standard = translate::translate(&inputs, &settings);
-    let envoy = RealEnvoy {
-        calls: AtomicUsize::new(0),
-    };
+    let envoy = RealEnvoy::default();
     let strict = translate::translate_with(&inputs, &settings, Some(&envoy));
     assert_eq!(strict, standard);
     let route_configs: usize = standard.gateways.values().map(|g| g.routes.len()).sum();
     // One skeleton per Gateway plus one per route configuration.
-    assert_eq!(
-        envoy.calls.load(Ordering::Relaxed),
-        standard.gateways.len() + route_configs
-    );
+    assert_eq!(envoy.calls(), standard.gateways.len() + route_configs);
 }
 
 #[test]
@@ -103,9 +80,7 @@ fn a_route_envoy_rejects_is_isolated_and_replaced() {
         });
         route.r#match.clone()
     };
-    let envoy = RealEnvoy {
-        calls: AtomicUsize::new(0),
-    };
+    let envoy = RealEnvoy::default();
     let findings = check_gateway(key, &mut gw, &envoy);
     assert_eq!(
         findings
@@ -128,7 +103,7 @@ fn a_route_envoy_rejects_is_isolated_and_replaced() {
         "{findings:?}"
     );
     // Bisection: far fewer calls than one per route.
-    let calls = envoy.calls.load(Ordering::Relaxed);
+    let calls = envoy.calls();
     assert!(
         calls < 2 + 2 * names.len(),
         "{calls} calls for {} routes",
@@ -166,9 +141,7 @@ fn a_rejected_match_falls_back_to_replacing_the_route_configuration() {
             ..Default::default()
         }));
     }
-    let envoy = RealEnvoy {
-        calls: AtomicUsize::new(0),
-    };
+    let envoy = RealEnvoy::default();
     let findings = check_gateway(key, &mut gw, &envoy);
     assert_eq!(findings.replaced_configs.len(), 1, "{findings:?}");
     assert_eq!(findings.replaced_configs[0].0, rc_name);

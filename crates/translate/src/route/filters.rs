@@ -35,9 +35,19 @@ fn literal(value: &str) -> String {
     value.replace('%', "%%")
 }
 
+/// Envoy's `HeaderValue` caps key and value at 16 KiB (a longer one is a
+/// NACK).
+pub const MAX_HEADER_BYTES: usize = 16384;
+
 fn check_name(name: &str, request: bool) -> Result<(), String> {
     if !is_header_name(name) {
         return Err(format!("{name:?} is not a valid header name"));
+    }
+    if name.len() > MAX_HEADER_BYTES {
+        return Err(format!(
+            "header name of {} bytes is longer than Envoy's limit of {MAX_HEADER_BYTES}",
+            name.len()
+        ));
     }
     if request && name.eq_ignore_ascii_case("host") {
         return Err("the Host header cannot be modified by a header filter".into());
@@ -48,6 +58,12 @@ fn check_name(name: &str, request: bool) -> Result<(), String> {
 fn check_value(value: &str) -> Result<(), String> {
     if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
         return Err("header values cannot contain CR, LF or NUL".into());
+    }
+    let escaped = literal(value).len();
+    if escaped > MAX_HEADER_BYTES {
+        return Err(format!(
+            "header value of {escaped} bytes (with `%` escaped) is longer than Envoy's limit of {MAX_HEADER_BYTES}"
+        ));
     }
     Ok(())
 }

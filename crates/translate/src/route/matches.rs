@@ -13,6 +13,9 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, s
 use crate::error::RuleError;
 use crate::regex;
 
+/// Envoy's `QueryParameterMatcher.name` limit (longer is a NACK).
+const MAX_QUERY_NAME_BYTES: usize = 1024;
+
 /// Gateway API precedence of one match (spec: exact path, then longest
 /// prefix, then method, then most headers, then most query params).
 /// Regular expression paths are implementation-specific: they rank after
@@ -174,6 +177,14 @@ pub fn build(m: &HttpRouteRulesMatches, field: &str) -> Programmable {
             first_error.get_or_insert(RuleError::structural(
                 format!("{field}.queryParams[{i}].name"),
                 format!("{:?} is not a valid query parameter name", q.name),
+            ));
+        } else if q.name.len() > MAX_QUERY_NAME_BYTES {
+            first_error.get_or_insert(RuleError::structural(
+                format!("{field}.queryParams[{i}].name"),
+                format!(
+                    "query parameter name of {} bytes is longer than Envoy's limit of {MAX_QUERY_NAME_BYTES}",
+                    q.name.len()
+                ),
             ));
         }
         let matcher = match q.r#type {
