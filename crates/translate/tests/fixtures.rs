@@ -92,11 +92,15 @@ fn fixtures_match_goldens_and_envoy_accepts_them() {
             }
         }
         let loaded = api::loader::load_str(&format!("fixtures/{name}"), input);
-        let strict = translate::translate_with(
-            &loaded.inputs,
-            &translate::Settings::default(),
-            Some(&real_envoy::RealEnvoy::default()),
-        );
+        let envoy = real_envoy::RealEnvoy::default();
+        let strict = translate::translate_with(&loaded.inputs, &translate::Settings::default(), Some(&envoy));
+        let with_routes = strict.gateways.values().filter(|g| !g.routes.is_empty()).count();
+        if envoy.calls() < with_routes {
+            failures.push(format!(
+                "{name}: STRICT made {} Envoy calls for {with_routes} Gateways",
+                envoy.calls()
+            ));
+        }
         let standard = translate::translate(&loaded.inputs, &translate::Settings::default());
         if strict != standard {
             failures.push(format!(
