@@ -50,6 +50,8 @@ pub struct Options {
     pub timeout: Duration,
     pub parallelism: usize,
     pub cache_entries: usize,
+    /// Route / envelope content keys remembered as accepted (FIFO bound).
+    pub known_good_entries: usize,
 }
 
 impl Default for Options {
@@ -58,6 +60,7 @@ impl Default for Options {
             timeout: Duration::from_secs(10),
             parallelism: std::thread::available_parallelism().map_or(2, |n| n.get()),
             cache_entries: 4096,
+            known_good_entries: 262_144,
         }
     }
 }
@@ -117,6 +120,7 @@ pub struct EnvoyValidator {
     cache: Mutex<Lru>,
     inflight: Mutex<HashMap<Key, Arc<Flight>>>,
     running: (Mutex<usize>, Condvar),
+    known_good: Mutex<(std::collections::HashSet<u64>, VecDeque<u64>)>,
     pub metrics: ValidatorMetrics,
 }
 
@@ -130,7 +134,13 @@ impl EnvoyValidator {
                 bin.display()
             ));
         }
-        let dir = std::env::temp_dir().join(format!("portcullis-strict-{}", std::process::id()));
+        // One directory per validator: several may live in one process.
+        static INSTANCE: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "portcullis-strict-{}-{}",
+            std::process::id(),
+            INSTANCE.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         Ok(Self {
             bin,
@@ -144,6 +154,7 @@ impl EnvoyValidator {
             seq: AtomicU64::new(0),
             inflight: Mutex::new(HashMap::new()),
             running: (Mutex::new(0), Condvar::new()),
+            known_good: Mutex::new(Default::default()),
             metrics,
         })
     }
@@ -311,6 +322,25 @@ pub fn for_mode(
 }
 
 impl Validator for EnvoyValidator {
+    fn known_good(&self, key: u64) -> bool {
+        self.known_good.lock().is_ok_and(|g| g.0.contains(&key))
+    }
+
+    fn remember_good(&self, keys: &[u64]) {
+        let Ok(mut g) = self.known_good.lock() else { return };
+        let (set, order) = &mut *g;
+        for k in keys {
+            if set.insert(*k) {
+                order.push_back(*k);
+            }
+        }
+        while order.len() > self.options.known_good_entries.max(1) {
+            if let Some(old) = order.pop_front() {
+                set.remove(&old);
+            }
+        }
+    }
+
     fn validate(&self, batch: &[Candidate]) -> Vec<Verdict> {
         let texts: Vec<String> = batch.iter().map(|c| c.bootstrap.to_string()).collect();
         // Identical candidates in one batch collapse through `inflight`;

@@ -307,3 +307,36 @@ fn serve_counts_replacements_per_route_and_class() {
         "{metrics}"
     );
 }
+
+#[test]
+fn after_an_edit_only_the_dirty_route_configuration_costs_a_call() {
+    let text = testkit::generate::manifests(testkit::generate::Shape::with_routes(40));
+    let metrics = ValidatorMetrics::default();
+    let v = EnvoyValidator::new(envoy(), Options::default(), metrics.clone()).expect("validator");
+    let run = |text: &str| {
+        let inputs = api::loader::load_str("generated.yaml", text).inputs;
+        translate::translate_with(&inputs, &translate::Settings::default(), Some(&v))
+    };
+    let cold = run(&text);
+    let route_configs: u64 = cold.gateways.values().map(|g| g.routes.len() as u64).sum();
+    // Cold: a skeleton per Gateway and one call per route configuration.
+    assert_eq!(metrics.calls.get(), cold.gateways.len() as u64 + route_configs);
+    let before = metrics.calls.get();
+    let again = run(&text);
+    assert!(again == cold, "a second translation of the same input differs");
+    assert!(cold.diagnostics.is_empty(), "{:?}", cold.diagnostics);
+    assert_eq!(
+        metrics.calls.get(),
+        before,
+        "nothing changed: nothing to validate"
+    );
+    let edited = text.replacen("value: /api/v0}", "value: /api/v0-edited}", 1);
+    assert_ne!(edited, text);
+    let out = run(&edited);
+    assert_eq!(
+        metrics.calls.get(),
+        before + 1,
+        "one dirty route configuration, one call"
+    );
+    assert!(out.replacements.is_empty());
+}

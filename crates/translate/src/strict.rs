@@ -89,6 +89,43 @@ pub enum Verdict {
 /// Implementations may run them in parallel, cache and collapse duplicates.
 pub trait Validator: Sync {
     fn validate(&self, batch: &[Candidate]) -> Vec<Verdict>;
+
+    /// Whether content with this key (a route, or a route configuration
+    /// without its routes, in the context of its Gateway's listeners) was
+    /// accepted before. A validator that remembers lets an edit cost one
+    /// small call (the changed routes) instead of re-validating the whole
+    /// route configuration.
+    fn known_good(&self, _key: u64) -> bool {
+        false
+    }
+
+    /// Records accepted content keys.
+    fn remember_good(&self, _keys: &[u64]) {}
+}
+
+/// Content key of protos, in the context of `context` (the Gateway's
+/// listeners and secrets: a route's validity can depend on its HCM).
+fn content_key(context: u64, parts: &[Vec<u8>]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    context.hash(&mut h);
+    parts.hash(&mut h);
+    h.finish()
+}
+
+/// Keys of one route configuration: its envelope (virtual hosts without
+/// routes) and each route in flat order.
+fn rc_keys(context: u64, envelope: &RouteConfiguration, rc: &RouteConfiguration) -> (u64, Vec<u64>) {
+    let routes = rc
+        .virtual_hosts
+        .iter()
+        .flat_map(|vh| vh.routes.iter())
+        .map(|r| content_key(context, &[prost::Message::encode_to_vec(r)]))
+        .collect();
+    (
+        content_key(context, &[prost::Message::encode_to_vec(envelope)]),
+        routes,
+    )
 }
 
 /// An Envoy route found to be rejected by Envoy, by name.
@@ -123,15 +160,17 @@ fn candidate(gw: &GatewayXds, routes: Vec<RouteConfiguration>, label: String) ->
 }
 
 /// `rc` keeping only the routes whose flat position is in `keep` (sorted).
-fn subset(rc: &RouteConfiguration, keep: &[usize]) -> RouteConfiguration {
-    let mut out = rc.clone();
+/// `rc` with only the routes at flat positions `keep` (sorted), built on
+/// its `envelope` so that only the kept routes are cloned (a warm check
+/// keeps a handful out of thousands).
+fn subset(envelope: &RouteConfiguration, rc: &RouteConfiguration, keep: &[usize]) -> RouteConfiguration {
+    let mut out = envelope.clone();
     let mut pos = 0;
     let mut k = keep.iter().peekable();
-    for vh in &mut out.virtual_hosts {
-        let routes = std::mem::take(&mut vh.routes);
-        for r in routes {
+    for (v, vh) in out.virtual_hosts.iter_mut().zip(&rc.virtual_hosts) {
+        for r in &vh.routes {
             if k.peek() == Some(&&pos) {
-                vh.routes.push(r);
+                v.routes.push(r.clone());
                 k.next();
             }
             pos += 1;
@@ -140,8 +179,18 @@ fn subset(rc: &RouteConfiguration, keep: &[usize]) -> RouteConfiguration {
     out
 }
 
-fn flat_len(rc: &RouteConfiguration) -> usize {
-    rc.virtual_hosts.iter().map(|v| v.routes.len()).sum()
+/// The route configuration without its routes, cloned cheaply.
+fn envelope_of(rc: &mut RouteConfiguration) -> RouteConfiguration {
+    let taken: Vec<_> = rc
+        .virtual_hosts
+        .iter_mut()
+        .map(|vh| std::mem::take(&mut vh.routes))
+        .collect();
+    let envelope = rc.clone();
+    for (vh, routes) in rc.virtual_hosts.iter_mut().zip(taken) {
+        vh.routes = routes;
+    }
+    envelope
 }
 
 fn route_at(
@@ -184,16 +233,49 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
     if gw.routes.is_empty() {
         return findings;
     }
-    let skeleton = candidate(gw, Vec::new(), format!("{key} skeleton"));
-    let mut batch = vec![skeleton];
-    batch.extend(
-        gw.routes
+    let context = {
+        let parts: Vec<Vec<u8>> = gw
+            .listeners
             .iter()
-            .map(|rc| candidate(gw, vec![rc.clone()], rc.name.clone())),
-    );
-    let verdicts = validator.validate(&batch);
-    match verdicts.first() {
-        Some(Verdict::Accepted) => {}
+            .map(prost::Message::encode_to_vec)
+            .chain(gw.secrets.iter().map(prost::Message::encode_to_vec))
+            .collect();
+        content_key(0, &parts)
+    };
+    // Per route configuration: what is not known to be good yet.
+    let mut plans = Vec::new();
+    // The skeleton (listeners and secrets, every route configuration
+    // empty) first, unless this exact one was accepted before.
+    let skeleton_known = validator.known_good(context);
+    let mut batch = if skeleton_known {
+        Vec::new()
+    } else {
+        vec![candidate(gw, Vec::new(), format!("{key} skeleton"))]
+    };
+    for i in 0..gw.routes.len() {
+        let env = envelope_of(&mut gw.routes[i]);
+        let rc = &gw.routes[i];
+        let (envelope, routes) = rc_keys(context, &env, rc);
+        let unknown: Vec<usize> = (0..routes.len())
+            .filter(|&p| !validator.known_good(routes[p]))
+            .collect();
+        if unknown.is_empty() && validator.known_good(envelope) {
+            continue;
+        }
+        batch.push(candidate(gw, vec![subset(&env, rc, &unknown)], rc.name.clone()));
+        plans.push((i, envelope, routes, unknown));
+    }
+    if batch.is_empty() {
+        return findings;
+    }
+    let mut verdicts = validator.validate(&batch).into_iter();
+    let skeleton_verdict = if skeleton_known {
+        Some(Verdict::Accepted)
+    } else {
+        verdicts.next()
+    };
+    match skeleton_verdict {
+        Some(Verdict::Accepted) => validator.remember_good(&[context]),
         Some(Verdict::Rejected(m)) => {
             findings.problems.push((
                 format!("Envoy rejects Gateway {key} without any route: {m}"),
@@ -215,10 +297,13 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
             return findings;
         }
     }
-    for (i, verdict) in verdicts.into_iter().enumerate().skip(1) {
-        let rc_index = i - 1;
+    for ((rc_index, envelope, routes, unknown), verdict) in plans.into_iter().zip(verdicts) {
         match verdict {
-            Verdict::Accepted => {}
+            Verdict::Accepted => {
+                let mut good: Vec<u64> = unknown.iter().map(|&p| routes[p]).collect();
+                good.push(envelope);
+                validator.remember_good(&good);
+            }
             Verdict::Unavailable(m) => findings.problems.push((
                 format!(
                     "STRICT validation of {} unavailable: {m}",
@@ -226,7 +311,20 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
                 ),
                 true,
             )),
-            Verdict::Rejected(m) => isolate(gw, rc_index, m, validator, &mut findings),
+            Verdict::Rejected(m) => {
+                isolate(gw, rc_index, unknown, m, validator, &mut findings);
+                let env = envelope_of(&mut gw.routes[rc_index]);
+                let (envelope, routes) = rc_keys(context, &env, &gw.routes[rc_index]);
+                if findings
+                    .replaced_configs
+                    .iter()
+                    .all(|(n, _)| *n != gw.routes[rc_index].name)
+                {
+                    let mut good = routes;
+                    good.push(envelope);
+                    validator.remember_good(&good);
+                }
+            }
         }
     }
     findings
@@ -236,13 +334,14 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
 fn isolate(
     gw: &mut GatewayXds,
     rc_index: usize,
+    suspects: Vec<usize>,
     whole: String,
     validator: &dyn Validator,
     findings: &mut GatewayFindings,
 ) {
     let rc = gw.routes[rc_index].clone();
-    let n = flat_len(&rc);
-    let mut pending: Vec<Vec<usize>> = vec![(0..n).collect()];
+    let env = envelope_of(&mut gw.routes[rc_index]);
+    let mut pending: Vec<Vec<usize>> = vec![suspects];
     let mut offenders: Vec<(usize, String)> = Vec::new();
     let mut unavailable = false;
     while !pending.is_empty() {
@@ -260,7 +359,7 @@ fn isolate(
             .iter()
             .map(|set| {
                 let label = format!("{} routes {:?}", rc.name, set.first().zip(set.last()));
-                candidate(gw, vec![subset(&rc, set)], label)
+                candidate(gw, vec![subset(&env, &rc, set)], label)
             })
             .collect();
         let verdicts = validator.validate(&batch);
