@@ -214,11 +214,33 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
         generation,
         creation_timestamp,
         source: source.clone(),
-        hostnames: route.spec.hostnames.clone().unwrap_or_default(),
+        hostnames: lowercase_hostnames(route.spec.hostnames.as_deref(), &mut errors),
         parent_refs,
         rules,
         errors,
     }
+}
+
+/// Hostnames are case-insensitive and Envoy lowercases virtual host
+/// domains: `Example.COM` and `example.com` on one listener would be a
+/// duplicate domain, which Envoy rejects (a NACK of the whole route
+/// configuration). The CRD only allows lower case, so an upper-case one is
+/// read in lower case and reported.
+fn lowercase_hostnames(hostnames: Option<&[String]>, errors: &mut Vec<String>) -> Vec<String> {
+    hostnames
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let lower = h.to_ascii_lowercase();
+            if lower != *h {
+                errors.push(format!(
+                    "spec.hostnames[{i}]: {h:?} must be lower case; read as {lower:?}"
+                ));
+            }
+            lower
+        })
+        .collect()
 }
 
 /// gRPC method match → HTTP path match.
@@ -339,7 +361,7 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
         generation,
         creation_timestamp,
         source: source.clone(),
-        hostnames: route.spec.hostnames.clone().unwrap_or_default(),
+        hostnames: lowercase_hostnames(route.spec.hostnames.as_deref(), &mut errors),
         parent_refs,
         rules,
         errors,
