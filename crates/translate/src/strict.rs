@@ -452,9 +452,9 @@ pub fn envoy_reason(stderr: &str) -> String {
         Some((head, reason)) if head.starts_with("error initializing configuration '") => reason,
         _ => msg,
     };
-    // "<reason>: goo.gle/debugproto <proto dump>\n: <constraint>"; either
-    // side may be empty.
-    const DUMP: &str = "goo.gle/debugproto";
+    // "<reason>: goo.gle/debugproto <proto dump>\n: <constraint>" (or
+    // goo.gle/debugstr); either side may be empty.
+    const DUMP: &str = "goo.gle/debug";
     if !text.contains(DUMP) {
         return msg.trim().to_string();
     }

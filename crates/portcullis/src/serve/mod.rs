@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod envoy;
+pub mod fault;
 pub mod metrics;
 pub mod state;
 
@@ -163,8 +164,18 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
         diagnostics.append(&mut out.diagnostics);
         out.diagnostics = diagnostics;
         let keys: Vec<String> = out.gateways.keys().cloned().collect();
+        let fault = fault::cluster();
         for (key, gw) in &out.gateways {
-            cache.set(key, xds::Snapshot::from_gateway(gw));
+            match &fault {
+                None => {
+                    cache.set(key, xds::Snapshot::from_gateway(gw));
+                }
+                Some(c) => {
+                    let mut gw = gw.clone();
+                    gw.clusters.push(c.clone());
+                    cache.set(key, xds::Snapshot::from_gateway(&gw));
+                }
+            }
         }
         cache.retain(&keys);
         if let Some(s) = supervisor.as_mut() {

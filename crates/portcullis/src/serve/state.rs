@@ -156,7 +156,8 @@ impl xds::Observer for Observer {
             Nack {
                 type_url: type_url.into(),
                 version: version.into(),
-                message: message.into(),
+                // Without the proto dump Envoy appends.
+                message: translate::strict::envoy_reason(message),
             },
         );
     }

@@ -1,0 +1,158 @@
+//! Helpers shared by the end-to-end tests: `portcullis serve` with the real
+//! Envoy, manifests for one Gateway with echo backends, raw HTTP.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// (status, headers, body) of a plain HTTP/1.1 request, or None if the
+/// connection failed.
+pub fn http(port: u16, host: &str, path: &str) -> Option<(u16, String, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, head.to_string(), body.to_string()))
+}
+
+pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out after {timeout:?} waiting for {what}");
+}
+
+pub struct Serve {
+    pub child: Child,
+    pub run_dir: PathBuf,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+    }
+}
+
+pub fn manifests(gw_port: u16, a: u16, b: u16) -> String {
+    format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: portcullis}}
+spec: {{controllerName: portcullis.dev/gateway-controller}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: gw, namespace: infra}}
+spec:
+  gatewayClassName: portcullis
+  listeners:
+  - {{name: http, protocol: HTTP, port: {gw_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r, namespace: app}}
+spec:
+  parentRefs: [{{name: gw, namespace: infra}}]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]
+    backendRefs: [{{name: a, port: 80}}]
+  - matches: [{{path: {{type: PathPrefix, value: /b}}}}]
+    filters:
+    - type: ResponseHeaderModifier
+      responseHeaderModifier: {{set: [{{name: x-route, value: b}}]}}
+    backendRefs: [{{name: b, port: 80}}]
+  - matches: [{{path: {{type: PathPrefix, value: /missing}}}}]
+    backendRefs: [{{name: nope, port: 80}}]
+---
+{svc_a}
+---
+{svc_b}
+"#,
+        svc_a = service("a", a),
+        svc_b = service("b", b),
+    )
+}
+
+pub fn service(name: &str, port: u16) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: app}}
+spec:
+  ports: [{{name: http, port: 80, targetPort: {port}}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: {name}-1, namespace: app, labels: {{kubernetes.io/service-name: {name}}}}}
+addressType: IPv4
+ports: [{{name: http, port: {port}}}]
+endpoints: [{{addresses: ["127.0.0.1"]}}]"#
+    )
+}
+
+pub fn start(dir: &Path, xds: u16, admin: u16) -> Serve {
+    start_with(dir, xds, admin, &[], &[])
+}
+
+/// `start` with extra arguments and environment.
+pub fn start_with(dir: &Path, xds: u16, admin: u16, args: &[&str], env: &[(&str, &str)]) -> Serve {
+    let run_dir = dir.join("run");
+    let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
+    let child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("serve")
+        .arg(dir.join("manifests"))
+        .args([
+            "--xds-address",
+            &format!("127.0.0.1:{xds}"),
+            "--admin-address",
+            &format!("127.0.0.1:{admin}"),
+        ])
+        .args(["--listener-address", "127.0.0.1"])
+        .arg("--run-dir")
+        .arg(&run_dir)
+        .args(args)
+        .envs(env.iter().copied())
+        .env("ENVOY_BIN", envoy)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start portcullis serve");
+    Serve { child, run_dir }
+}
+
+pub fn pid_alive(pid: &str) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
