@@ -85,7 +85,10 @@ impl GatewayState<'_> {
                 type_: "IPAddress",
                 value: address.to_string(),
             }],
-            conditions: vec![accepted, programmed_cond],
+            conditions: [accepted, programmed_cond]
+                .into_iter()
+                .chain(crate::default_gateway::condition(self, &stamp))
+                .collect(),
             listeners,
         })
     }

@@ -16,6 +16,7 @@
 
 pub mod backend;
 pub mod binding;
+pub mod default_gateway;
 pub mod duration;
 pub mod error;
 pub mod gateway;

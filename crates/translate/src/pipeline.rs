@@ -83,6 +83,9 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         age_rank[ri] = pos;
     }
 
+    // GEP-3793: default Gateways claim the routes that ask for one.
+    crate::default_gateway::claim(&mut routes, &gateways);
+
     // Bind every route, counting attachments per listener.
     let bindings: Vec<Vec<ParentBinding>> = routes
         .iter()

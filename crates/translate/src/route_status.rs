@@ -90,6 +90,12 @@ pub fn render(
             let p = &route.parent_refs[b.parent_index];
             let gw = &gateways[b.gateway];
             let accepted = match &b.refused {
+                None if p.by_default => stamp.condition(
+                    "Accepted",
+                    true,
+                    reason::ACCEPTED,
+                    crate::default_gateway::BOUND_MESSAGE,
+                ),
                 None => stamp.condition("Accepted", true, reason::ACCEPTED, "Route is accepted"),
                 Some((r, m)) => stamp.condition("Accepted", false, r, m.clone()),
             };

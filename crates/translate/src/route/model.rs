@@ -44,6 +44,9 @@ pub struct ParentRef {
     pub name: String,
     pub section_name: Option<String>,
     pub port: Option<i32>,
+    /// Not in `spec.parentRefs`: a default Gateway's claim (GEP-3793, see
+    /// `default_gateway`).
+    pub by_default: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -80,6 +83,8 @@ pub struct Route<'a> {
     pub source: Source,
     pub hostnames: Vec<String>,
     pub parent_refs: Vec<ParentRef>,
+    /// `spec.useDefaultGateways: All`.
+    pub use_default_gateways: bool,
     pub rules: Vec<Rule<'a>>,
     /// Problems found while normalising (e.g. a filter that could not be
     /// carried over); each names the field.
@@ -133,6 +138,7 @@ macro_rules! parent_ref {
             name: $p.name.clone(),
             section_name: $p.section_name.clone(),
             port: $p.port,
+            by_default: false,
         }
     };
 }
@@ -216,6 +222,10 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
         source: source.clone(),
         hostnames: lowercase_hostnames(route.spec.hostnames.as_deref(), &mut errors),
         parent_refs,
+        use_default_gateways: matches!(
+            route.spec.use_default_gateways,
+            Some(api::gateway_api::experimental::httproutes::HttpRouteUseDefaultGateways::All)
+        ),
         rules,
         errors,
     }
@@ -363,6 +373,10 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
         source: source.clone(),
         hostnames: lowercase_hostnames(route.spec.hostnames.as_deref(), &mut errors),
         parent_refs,
+        use_default_gateways: matches!(
+            route.spec.use_default_gateways,
+            Some(api::gateway_api::experimental::grpcroutes::GrpcRouteUseDefaultGateways::All)
+        ),
         rules,
         errors,
     }
