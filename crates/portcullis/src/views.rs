@@ -20,6 +20,9 @@ pub struct GatewayRow {
     pub accepted: String,
     pub programmed: String,
     pub attached_routes: i32,
+    /// `DefaultGateway=True` (GEP-3793 `defaultScope: All`).
+    #[serde(default)]
+    pub default: bool,
     pub listeners: Vec<ListenerRow>,
     pub conditions: Vec<ConditionRow>,
 }
@@ -46,6 +49,9 @@ pub struct RouteRow {
     pub namespace: String,
     pub name: String,
     pub hostnames: Vec<String>,
+    /// `spec.useDefaultGateways: All`.
+    #[serde(default)]
+    pub use_default_gateways: bool,
     pub parents: Vec<ParentRow>,
     /// Rules answering the replacement 500 (or guarded), with why.
     #[serde(default)]
@@ -91,6 +97,9 @@ fn replaced_rows(out: &translate::Output, kind: &str, ns: &str, name: &str) -> V
 pub struct ParentRow {
     pub gateway: String,
     pub section: Option<String>,
+    /// A default Gateway's claim, not in `spec.parentRefs`.
+    #[serde(default)]
+    pub by_default: bool,
     pub conditions: Vec<ConditionRow>,
 }
 
@@ -137,6 +146,10 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                     accepted: cond(&g.conditions, "Accepted").into(),
                     programmed: cond(&g.conditions, "Programmed").into(),
                     attached_routes: g.listeners.iter().map(|l| l.attached_routes).sum(),
+                    default: g
+                        .conditions
+                        .iter()
+                        .any(|c| c.type_ == translate::default_gateway::CONDITION && c.status == "True"),
                     listeners: g
                         .listeners
                         .iter()
@@ -150,7 +163,12 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                 });
             }
             StatusBody::Route { parents } => {
-                let hostnames = match s.kind.as_str() {
+                // What the route's own spec says: hostnames, explicit
+                // parents, whether it asks for a default Gateway.
+                let spec = |hosts: Option<&Vec<String>>, refs: Vec<(Option<String>, String)>, ud: bool| {
+                    (hosts.cloned().unwrap_or_default(), refs, ud)
+                };
+                let (hostnames, explicit, use_default_gateways) = match s.kind.as_str() {
                     "HTTPRoute" => inputs
                         .http_routes
                         .iter()
@@ -158,7 +176,22 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                             r.object.metadata.name.as_deref() == Some(&s.metadata.name)
                                 && r.object.metadata.namespace.as_deref() == Some(&ns)
                         })
-                        .and_then(|r| r.object.spec.hostnames.clone()),
+                        .map(|r| {
+                            spec(
+                                r.object.spec.hostnames.as_ref(),
+                                r.object
+                                    .spec
+                                    .parent_refs
+                                    .iter()
+                                    .flatten()
+                                    .map(|p| (p.namespace.clone(), p.name.clone()))
+                                    .collect(),
+                                matches!(
+                                    r.object.spec.use_default_gateways,
+                                    Some(api::gateway_api::experimental::httproutes::HttpRouteUseDefaultGateways::All)
+                                ),
+                            )
+                        }),
                     _ => inputs
                         .grpc_routes
                         .iter()
@@ -166,20 +199,43 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                             r.object.metadata.name.as_deref() == Some(&s.metadata.name)
                                 && r.object.metadata.namespace.as_deref() == Some(&ns)
                         })
-                        .and_then(|r| r.object.spec.hostnames.clone()),
+                        .map(|r| {
+                            spec(
+                                r.object.spec.hostnames.as_ref(),
+                                r.object
+                                    .spec
+                                    .parent_refs
+                                    .iter()
+                                    .flatten()
+                                    .map(|p| (p.namespace.clone(), p.name.clone()))
+                                    .collect(),
+                                matches!(
+                                    r.object.spec.use_default_gateways,
+                                    Some(api::gateway_api::experimental::grpcroutes::GrpcRouteUseDefaultGateways::All)
+                                ),
+                            )
+                        }),
                 }
                 .unwrap_or_default();
+                let is_explicit = |gw_ns: &str, gw_name: &str| {
+                    explicit
+                        .iter()
+                        .any(|(pns, pname)| pname == gw_name && pns.as_deref().unwrap_or(&ns) == gw_ns)
+                };
                 let label = format!("{} {}/{}", s.kind, ns, s.metadata.name);
                 views.routes.push(RouteRow {
                     kind: s.kind.clone(),
                     namespace: ns.clone(),
                     name: s.metadata.name.clone(),
                     hostnames,
+                    use_default_gateways,
                     parents: parents
                         .iter()
                         .map(|p| ParentRow {
                             gateway: format!("{}/{}", p.parent_ref.namespace, p.parent_ref.name),
                             section: p.parent_ref.section_name.clone(),
+                            by_default: use_default_gateways
+                                && !is_explicit(&p.parent_ref.namespace, &p.parent_ref.name),
                             conditions: rows(&p.conditions),
                         })
                         .collect(),

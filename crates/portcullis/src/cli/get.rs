@@ -34,6 +34,10 @@ pub struct Source {
 #[derive(clap::Args)]
 pub struct GetArgs {
     pub kind: Kind,
+    /// Routes only: those asking for a default Gateway
+    /// (`useDefaultGateways: All`), with the Gateways that claimed them.
+    #[arg(long)]
+    pub defaulted: bool,
     #[command(flatten)]
     pub source: Source,
 }
@@ -109,6 +113,13 @@ fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
 
 pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
     let v = load(&args.source)?;
+    if args.defaulted {
+        if !matches!(args.kind, Kind::Routes) {
+            bail!("--defaulted applies to routes");
+        }
+        print!("{}", defaulted_routes(&v));
+        return Ok(ExitCode::SUCCESS);
+    }
     let text = match args.kind {
         Kind::Gateways => table(
             &[
@@ -116,6 +127,7 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
                 "NAME",
                 "CLASS",
                 "ADDRESS",
+                "DEFAULT",
                 "ACCEPTED",
                 "PROGRAMMED",
                 "ATTACHED ROUTES",
@@ -128,6 +140,7 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
                         g.name.clone(),
                         g.class.clone(),
                         g.address.clone(),
+                        if g.default { "yes".into() } else { "-".into() },
                         g.accepted.clone(),
                         g.programmed.clone(),
                         g.attached_routes.to_string(),
@@ -191,6 +204,73 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
     };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
+}
+
+fn accepted(p: &views::ParentRow) -> Option<&ConditionRow> {
+    p.conditions.iter().find(|c| c.type_ == "Accepted")
+}
+
+/// Routes asking for a default Gateway and which Gateways claimed them.
+fn defaulted_routes(v: &Views) -> String {
+    let gateways = |r: &views::RouteRow, ok: bool| {
+        let list: Vec<String> = r
+            .parents
+            .iter()
+            .filter(|p| p.by_default && accepted(p).is_some_and(|c| (c.status == "True") == ok))
+            .map(|p| p.gateway.clone())
+            .collect();
+        if list.is_empty() {
+            "-".into()
+        } else {
+            list.join(",")
+        }
+    };
+    table(
+        &["KIND", "NAMESPACE", "NAME", "CLAIMED BY", "REFUSED BY"],
+        v.routes
+            .iter()
+            .filter(|r| r.use_default_gateways)
+            .map(|r| {
+                vec![
+                    r.kind.clone(),
+                    r.namespace.clone(),
+                    r.name.clone(),
+                    gateways(r, true),
+                    gateways(r, false),
+                ]
+            })
+            .collect(),
+    )
+}
+
+/// For each default Gateway: did it claim the route, and if not, why.
+fn default_gateway_lines(v: &Views, r: &views::RouteRow) -> String {
+    let defaults: Vec<&views::GatewayRow> = v.gateways.iter().filter(|g| g.default).collect();
+    let mut out = String::from("  Default Gateways:\n");
+    if !r.use_default_gateways {
+        out.push_str("    not requested (spec.useDefaultGateways is not All)\n");
+        return out;
+    }
+    if defaults.is_empty() {
+        out.push_str("    requested, but no Gateway has defaultScope All\n");
+        return out;
+    }
+    for g in defaults {
+        let key = format!("{}/{}", g.namespace, g.name);
+        let line = match r.parents.iter().find(|p| p.gateway == key) {
+            Some(p) if !p.by_default => {
+                "referenced in spec.parentRefs (that entry is the route's one entry for it)".to_string()
+            }
+            Some(p) => match accepted(p) {
+                Some(c) if c.status == "True" => format!("claimed: {}", c.message),
+                Some(c) => format!("refused: {}: {}", c.reason, c.message),
+                None => "claimed, no Accepted condition".to_string(),
+            },
+            None => "did not claim (its GatewayClass is not accepted)".to_string(),
+        };
+        out.push_str(&format!("    {key}: {line}\n"));
+    }
+    out
 }
 
 fn conditions(out: &mut String, indent: &str, conds: &[ConditionRow]) {
@@ -260,8 +340,9 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
                 ));
                 for p in &r.parents {
                     out.push_str(&format!(
-                        "  Parent Gateway {}{}\n",
+                        "  Parent Gateway {}{}{}\n",
                         p.gateway,
+                        if p.by_default { " (default)" } else { "" },
                         p.section
                             .as_deref()
                             .map(|s| format!(" section {s}"))
@@ -269,6 +350,7 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
                     ));
                     conditions(&mut out, "    ", &p.conditions);
                 }
+                out.push_str(&default_gateway_lines(&v, r));
                 if !r.replaced.is_empty() {
                     out.push_str("  Replaced rules (answer HTTP 500):\n");
                     for x in &r.replaced {
