@@ -164,57 +164,39 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
             }
             StatusBody::Route { parents } => {
                 // What the route's own spec says: hostnames, explicit
-                // parents, whether it asks for a default Gateway.
-                let spec = |hosts: Option<&Vec<String>>, refs: Vec<(Option<String>, String)>, ud: bool| {
-                    (hosts.cloned().unwrap_or_default(), refs, ud)
-                };
+                // parents, whether it asks for a default Gateway (the
+                // HTTPRoute and GRPCRoute types have the same fields).
+                macro_rules! spec_of {
+                    ($list:expr, $all:path) => {
+                        $list
+                            .iter()
+                            .find(|r| {
+                                r.object.metadata.name.as_deref() == Some(&s.metadata.name)
+                                    && r.object.metadata.namespace.as_deref() == Some(&ns)
+                            })
+                            .map(|r| {
+                                let spec = &r.object.spec;
+                                (
+                                    spec.hostnames.clone().unwrap_or_default(),
+                                    spec.parent_refs
+                                        .iter()
+                                        .flatten()
+                                        .map(|p| (p.namespace.clone(), p.name.clone()))
+                                        .collect::<Vec<_>>(),
+                                    matches!(spec.use_default_gateways, Some($all)),
+                                )
+                            })
+                    };
+                }
                 let (hostnames, explicit, use_default_gateways) = match s.kind.as_str() {
-                    "HTTPRoute" => inputs
-                        .http_routes
-                        .iter()
-                        .find(|r| {
-                            r.object.metadata.name.as_deref() == Some(&s.metadata.name)
-                                && r.object.metadata.namespace.as_deref() == Some(&ns)
-                        })
-                        .map(|r| {
-                            spec(
-                                r.object.spec.hostnames.as_ref(),
-                                r.object
-                                    .spec
-                                    .parent_refs
-                                    .iter()
-                                    .flatten()
-                                    .map(|p| (p.namespace.clone(), p.name.clone()))
-                                    .collect(),
-                                matches!(
-                                    r.object.spec.use_default_gateways,
-                                    Some(api::gateway_api::experimental::httproutes::HttpRouteUseDefaultGateways::All)
-                                ),
-                            )
-                        }),
-                    _ => inputs
-                        .grpc_routes
-                        .iter()
-                        .find(|r| {
-                            r.object.metadata.name.as_deref() == Some(&s.metadata.name)
-                                && r.object.metadata.namespace.as_deref() == Some(&ns)
-                        })
-                        .map(|r| {
-                            spec(
-                                r.object.spec.hostnames.as_ref(),
-                                r.object
-                                    .spec
-                                    .parent_refs
-                                    .iter()
-                                    .flatten()
-                                    .map(|p| (p.namespace.clone(), p.name.clone()))
-                                    .collect(),
-                                matches!(
-                                    r.object.spec.use_default_gateways,
-                                    Some(api::gateway_api::experimental::grpcroutes::GrpcRouteUseDefaultGateways::All)
-                                ),
-                            )
-                        }),
+                    "HTTPRoute" => spec_of!(
+                        inputs.http_routes,
+                        api::gateway_api::experimental::httproutes::HttpRouteUseDefaultGateways::All
+                    ),
+                    _ => spec_of!(
+                        inputs.grpc_routes,
+                        api::gateway_api::experimental::grpcroutes::GrpcRouteUseDefaultGateways::All
+                    ),
                 }
                 .unwrap_or_default();
                 let is_explicit = |gw_ns: &str, gw_name: &str| {
