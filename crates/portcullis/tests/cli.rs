@@ -56,7 +56,16 @@ fn get_and_describe_offline() {
     let cols: Vec<&str> = row.split_whitespace().collect();
     assert_eq!(
         cols,
-        ["infra", "shared", "portcullis", "127.0.0.1", "-", "True", "True", "1"]
+        [
+            "infra",
+            "shared",
+            "portcullis",
+            "127.0.0.1",
+            "-",
+            "True",
+            "True",
+            "1"
+        ]
     );
 
     let (code, out, _) = run(&["get", "routes", "-f", q]);
