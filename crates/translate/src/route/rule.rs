@@ -166,6 +166,13 @@ pub fn build(
             }
         }
     }
+    // A GRPCRoute's method match is programmed as a path match: name the
+    // field the user wrote.
+    if route.kind == crate::route::model::RouteKind::Grpc
+        && let Some(e) = out.replaced.as_mut()
+    {
+        e.field = e.field.replace(".path.value", ".method").replace(".path", ".method");
+    }
     out
 }
 
