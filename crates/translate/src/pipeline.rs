@@ -102,53 +102,38 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         }
     }
 
-    // IR per Gateway.
+    // Rules built per route and listener, in parallel (the expensive part),
+    // then merged into the IR in route order, so the result does not depend
+    // on the thread count.
+    let works = build_all(
+        &index,
+        &gateways,
+        &routes,
+        &bindings,
+        &age_rank,
+        settings.parallelism,
+    );
     let mut irs: Vec<ir::Gateway> = gateways.iter().map(skeleton).collect();
     let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
-    for (ri, (route, bs)) in routes.iter().zip(&bindings).enumerate() {
-        let mut done = BTreeSet::new();
-        for b in bs {
-            let gw = &gateways[b.gateway];
-            if !gw.class_accepted {
-                continue;
+    for (ri, (route, ws)) in routes.iter().zip(works).enumerate() {
+        for w in ws {
+            for (rule_index, r) in &w.rules {
+                reports[ri].absorb(*rule_index, r);
             }
-            for a in &b.attachments {
-                if !done.insert((b.gateway, a.listener)) {
-                    continue;
-                }
-                let l = &gw.listeners[a.listener];
-                let Some(protocol) = l.protocol.filter(|_| l.programmed()) else {
-                    continue;
-                };
-                let ctx = ListenerContext {
-                    port: l.port,
-                    protocol,
-                };
-                let ir = &mut irs[b.gateway];
-                let mut built = Vec::new();
-                for (rule_index, rule) in route.rules.iter().enumerate() {
-                    let r = rule::build(&index, route, rule_index, rule, ctx, &mut ir.clusters);
-                    reports[ri].absorb(rule_index, &r);
-                    for (match_index, br) in r.routes.into_iter().enumerate() {
-                        let order = RouteOrder {
-                            rank: br.rank,
-                            route: age_rank[ri],
-                            rule: rule_index,
-                            match_index,
-                        };
-                        built.push((order, br.route));
-                    }
-                }
-                let chain = chain_for(ir, gw, a.listener);
-                let spec = ir::specificity(l.hostname.as_deref());
-                // Move the routes into the last host; copy only for extra hosts.
-                let last = a.hostnames.len().saturating_sub(1);
-                for (hi, h) in a.hostnames.iter().enumerate() {
-                    if hi == last {
-                        chain.add(h, &l.name, spec, std::mem::take(&mut built));
-                    } else {
-                        chain.add(h, &l.name, spec, built.iter().cloned());
-                    }
+            let gw = &gateways[w.gateway];
+            let l = &gw.listeners[w.listener];
+            let ir = &mut irs[w.gateway];
+            ir.clusters.extend(w.clusters);
+            let chain = chain_for(ir, gw, w.listener);
+            let spec = ir::specificity(l.hostname.as_deref());
+            let mut built = w.built;
+            // Move the routes into the last host; copy only for extra hosts.
+            let last = w.hostnames.len().saturating_sub(1);
+            for (hi, h) in w.hostnames.iter().enumerate() {
+                if hi == last {
+                    chain.add(h, &l.name, spec, std::mem::take(&mut built));
+                } else {
+                    chain.add(h, &l.name, spec, built.iter().cloned());
                 }
             }
         }
@@ -220,6 +205,110 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         }
         out.status
             .push(route_status::render(route, bs, &gateways, report, settings));
+    }
+    out
+}
+
+/// One route's rules built for one listener it is attached to.
+struct Work {
+    gateway: usize,
+    listener: usize,
+    hostnames: Vec<String>,
+    /// Each rule's report (its routes moved to `built`).
+    rules: Vec<(usize, rule::BuiltRule)>,
+    built: Vec<(RouteOrder, envoy_types::pb::envoy::config::route::v3::Route)>,
+    clusters: BTreeMap<String, crate::backend::ClusterSpec>,
+}
+
+/// Below this many routes a second thread costs more than it saves.
+const PARALLEL_MIN_ROUTES: usize = 64;
+
+fn build_all(
+    index: &Index<'_>,
+    gateways: &[GatewayState<'_>],
+    routes: &[Route<'_>],
+    bindings: &[Vec<ParentBinding>],
+    age_rank: &[usize],
+    parallelism: Option<usize>,
+) -> Vec<Vec<Work>> {
+    let one = |ri: usize| build_route(index, gateways, &routes[ri], &bindings[ri], age_rank[ri]);
+    let threads = parallelism
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 8);
+    if threads < 2 || routes.len() < PARALLEL_MIN_ROUTES {
+        return (0..routes.len()).map(one).collect();
+    }
+    let chunk = routes.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..routes.len())
+            .step_by(chunk)
+            .map(|start| {
+                let end = (start + chunk).min(routes.len());
+                s.spawn(move || (start..end).map(one).collect::<Vec<_>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                // A panic in a worker is a bug; surface it as the same panic.
+                h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+            })
+            .collect()
+    })
+}
+
+/// Builds one route's rules for every listener it attaches to.
+fn build_route(
+    index: &Index<'_>,
+    gateways: &[GatewayState<'_>],
+    route: &Route<'_>,
+    bs: &[ParentBinding],
+    age: usize,
+) -> Vec<Work> {
+    let mut out = Vec::new();
+    let mut done = BTreeSet::new();
+    for b in bs {
+        let gw = &gateways[b.gateway];
+        if !gw.class_accepted {
+            continue;
+        }
+        for a in &b.attachments {
+            if !done.insert((b.gateway, a.listener)) {
+                continue;
+            }
+            let l = &gw.listeners[a.listener];
+            let Some(protocol) = l.protocol.filter(|_| l.programmed()) else {
+                continue;
+            };
+            let ctx = ListenerContext {
+                port: l.port,
+                protocol,
+            };
+            let mut clusters = BTreeMap::new();
+            let mut rules = Vec::with_capacity(route.rules.len());
+            let mut built = Vec::new();
+            for (rule_index, rule) in route.rules.iter().enumerate() {
+                let mut r = rule::build(index, route, rule_index, rule, ctx, &mut clusters);
+                for (match_index, br) in std::mem::take(&mut r.routes).into_iter().enumerate() {
+                    let order = RouteOrder {
+                        rank: br.rank,
+                        route: age,
+                        rule: rule_index,
+                        match_index,
+                    };
+                    built.push((order, br.route));
+                }
+                rules.push((rule_index, r));
+            }
+            out.push(Work {
+                gateway: b.gateway,
+                listener: a.listener,
+                hostnames: a.hostnames.clone(),
+                rules,
+                built,
+                clusters,
+            });
+        }
     }
     out
 }

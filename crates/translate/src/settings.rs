@@ -17,6 +17,9 @@ pub struct Settings {
     /// `listener_address` and `status_address` (e.g. one loopback address
     /// per Gateway, so Gateways on one machine can share ports).
     pub gateway_addresses: BTreeMap<String, String>,
+    /// Threads that build rules (`None`: one per core). The output does not
+    /// depend on it.
+    pub parallelism: Option<usize>,
 }
 
 impl Settings {
@@ -37,6 +40,7 @@ impl Default for Settings {
             status_address: "127.0.0.1".into(),
             transition_time: "1970-01-01T00:00:00Z".into(),
             gateway_addresses: BTreeMap::new(),
+            parallelism: None,
         }
     }
 }

@@ -90,3 +90,24 @@ fn oversized_weights_replace_the_rule_instead_of_wrapping() {
         assert_eq!(out.replacements[0].class, ErrorClass::Structural);
     }
 }
+
+/// Rules are built on several threads for larger inputs; the output must
+/// not depend on how many.
+#[test]
+fn output_does_not_depend_on_the_thread_count() {
+    let text = testkit::generate::manifests(testkit::generate::Shape::with_routes(300));
+    let inputs = api::loader::load_str("generated.yaml", &text).inputs;
+    let with = |n: usize| {
+        translate::translate(
+            &inputs,
+            &translate::Settings {
+                parallelism: Some(n),
+                ..Default::default()
+            },
+        )
+    };
+    let one = with(1);
+    assert!(one.gateways.values().map(|g| g.routes.len()).sum::<usize>() > 0);
+    assert!(with(4) == one, "4 threads differ from 1");
+    assert!(with(3) == one, "3 threads differ from 1");
+}

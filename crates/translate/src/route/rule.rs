@@ -171,7 +171,10 @@ pub fn build(
     if route.kind == crate::route::model::RouteKind::Grpc
         && let Some(e) = out.replaced.as_mut()
     {
-        e.field = e.field.replace(".path.value", ".method").replace(".path", ".method");
+        e.field = e
+            .field
+            .replace(".path.value", ".method")
+            .replace(".path", ".method");
     }
     out
 }
