@@ -3,6 +3,8 @@
 //! includes the generated YAML text and the loaded inputs.
 //!
 //! `cargo run --release -p translate --example translate_scale -- 10000`
+//! (`PORTCULLIS_REPEAT=k` translates k more times first; `PORTCULLIS_THREADS=n`
+//! sets the rule-building threads)
 
 use std::time::Instant;
 
@@ -44,14 +46,18 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    // PORTCULLIS_THREADS=n builds rules on n threads (default: one per core).
+    let settings = translate::Settings {
+        parallelism: std::env::var("PORTCULLIS_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok()),
+        ..Default::default()
+    };
     for _ in 0..repeat {
-        drop(translate::translate(
-            &loaded.inputs,
-            &translate::Settings::default(),
-        ));
+        drop(translate::translate(&loaded.inputs, &settings));
     }
     let t = Instant::now();
-    let out = translate::translate(&loaded.inputs, &translate::Settings::default());
+    let out = translate::translate(&loaded.inputs, &settings);
     let translate_ms = t.elapsed().as_secs_f64() * 1e3;
     let routes: usize = out
         .gateways
