@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p translate --example translate_scale -- 10000`
 //! (`PORTCULLIS_REPEAT=k` translates k more times first; `PORTCULLIS_THREADS=n`
-//! sets the rule-building threads)
+//! sets the rule-building threads, default one)
 
 use std::time::Instant;
 
@@ -46,7 +46,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    // PORTCULLIS_THREADS=n builds rules on n threads (default: one per core).
+    // PORTCULLIS_THREADS=n builds rules on n threads (default: one).
     let settings = translate::Settings {
         parallelism: std::env::var("PORTCULLIS_THREADS")
             .ok()
