@@ -102,7 +102,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         }
     }
 
-    // Rules built per route and listener, in parallel (the expensive part),
+    // Rules built per route and listener (optionally on several threads),
     // then merged into the IR in route order, so the result does not depend
     // on the thread count.
     let works = build_all(
