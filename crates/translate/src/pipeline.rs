@@ -354,6 +354,13 @@ fn absorb_strict(
             )),
         }
     }
+    for (vh, message) in findings.replaced_virtual_hosts {
+        diagnostics.push(Diagnostic::error(
+            object.clone(),
+            None,
+            format!("STRICT: virtual host {vh} replaced by a catch-all 500: rejected by Envoy: {message}"),
+        ));
+    }
     for (rc, message) in findings.replaced_configs {
         diagnostics.push(Diagnostic::error(
             object.clone(),

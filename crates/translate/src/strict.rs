@@ -14,7 +14,10 @@
 //!    as `Replaced Rule (i): rejected by Envoy: …` (class `structural`);
 //! 4. the replaced configuration is validated again; when it still fails
 //!    (a virtual-host-level problem, or routes that only fail together),
-//!    the whole route configuration becomes one catch-all 500 virtual host.
+//!    each virtual host Envoy rejects on its own becomes a catch-all 500
+//!    keeping its name and domains; if that is not enough either (e.g. two
+//!    virtual hosts with one domain), the whole route configuration becomes
+//!    one catch-all 500 virtual host.
 //!
 //! A validator that cannot answer (binary missing, timeout, crash) is an
 //! `environment` error: reported, never by itself a reason to replace.
@@ -141,6 +144,8 @@ pub struct GatewayFindings {
     pub rejected_routes: Vec<RejectedRoute>,
     /// Route configurations replaced whole, with Envoy's message.
     pub replaced_configs: Vec<(String, String)>,
+    /// Virtual hosts replaced by a catch-all 500 (name, Envoy's message).
+    pub replaced_virtual_hosts: Vec<(String, String)>,
     /// Problems outside any route: (message, is_environment).
     pub problems: Vec<(String, bool)>,
 }
@@ -398,6 +403,13 @@ fn isolate(
     match recheck.first() {
         Some(Verdict::Accepted) => gw.routes[rc_index] = fixed,
         Some(Verdict::Rejected(m)) => {
+            // Not (only) routes: fence the virtual hosts Envoy rejects on
+            // their own, then, if that is not enough, the whole
+            // configuration.
+            if let Some(fenced) = fence_virtual_hosts(gw, &fixed, validator, findings) {
+                gw.routes[rc_index] = fenced;
+                return;
+            }
             let mut whole_rc = rc;
             replace_config(&mut whole_rc);
             findings.replaced_configs.push((
@@ -420,6 +432,63 @@ fn isolate(
         }
         None => gw.routes[rc_index] = fixed,
     }
+}
+
+/// Design §1.2, listener scope: each virtual host that Envoy rejects on its
+/// own becomes a catch-all 500 keeping its name and domains (the other
+/// hosts keep serving). `None` when that does not make the route
+/// configuration acceptable (e.g. two virtual hosts with one domain).
+fn fence_virtual_hosts(
+    gw: &GatewayXds,
+    rc: &RouteConfiguration,
+    validator: &dyn Validator,
+    findings: &mut GatewayFindings,
+) -> Option<RouteConfiguration> {
+    let alone: Vec<Candidate> = rc
+        .virtual_hosts
+        .iter()
+        .map(|vh| {
+            let mut one = rc.clone();
+            one.virtual_hosts = vec![vh.clone()];
+            candidate(gw, vec![one], format!("{} virtual host {}", rc.name, vh.name))
+        })
+        .collect();
+    let verdicts = validator.validate(&alone);
+    let mut fenced = rc.clone();
+    let mut any = Vec::new();
+    for (vh, verdict) in fenced.virtual_hosts.iter_mut().zip(&verdicts) {
+        if let Verdict::Rejected(m) = verdict {
+            let mut route = envoy_types::pb::envoy::config::route::v3::Route {
+                name: format!("{}/replaced", vh.name),
+                r#match: Some(envoy_types::pb::envoy::config::route::v3::RouteMatch {
+                    path_specifier: Some(
+                        envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier::Prefix(
+                            "/".into(),
+                        ),
+                    ),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            crate::replacement::replace(&mut route);
+            *vh = VirtualHost {
+                name: vh.name.clone(),
+                domains: vh.domains.clone(),
+                routes: vec![route],
+                ..Default::default()
+            };
+            any.push((vh.name.clone(), m.clone()));
+        }
+    }
+    if any.is_empty() {
+        return None;
+    }
+    let recheck = validator.validate(&[candidate(gw, vec![fenced.clone()], format!("{} fenced", rc.name))]);
+    if !matches!(recheck.first(), Some(Verdict::Accepted)) {
+        return None;
+    }
+    findings.replaced_virtual_hosts.extend(any);
+    Some(fenced)
 }
 
 /// `(kind, namespace, name, rule id)` of an Envoy route named by

@@ -124,17 +124,27 @@ fn a_route_envoy_rejects_is_isolated_and_replaced() {
     testkit::envoy::validate(&bootstrap).expect("the replaced configuration is accepted by Envoy");
 }
 
+/// A Gateway of a generated configuration with several virtual hosts.
+fn generated_gateway() -> (String, translate::GatewayXds) {
+    let text = testkit::generate::manifests(testkit::generate::Shape::with_routes(12));
+    let inputs = api::loader::load_str("generated.yaml", &text).inputs;
+    let out = translate::translate(&inputs, &translate::Settings::default());
+    let (key, gw) = out
+        .gateways
+        .into_iter()
+        .find(|(_, g)| g.routes.first().is_some_and(|rc| rc.virtual_hosts.len() >= 2))
+        .expect("a Gateway with two virtual hosts");
+    (key, gw)
+}
+
 #[test]
-fn a_rejected_match_falls_back_to_replacing_the_route_configuration() {
+fn a_rejected_match_fences_only_its_virtual_host() {
     use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
     use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
-    let inputs = fixture("ordering-across-routes");
-    let out = translate::translate(&inputs, &translate::Settings::default());
-    let (key, gw) = out.gateways.iter().next().expect("a gateway");
-    let mut gw = gw.clone();
-    let rc_name = gw.routes[0].name.clone();
+    let (key, mut gw) = generated_gateway();
+    let before = gw.routes[0].clone();
     // A backreference: the replacement keeps the match, so the route alone
-    // cannot be fixed; the route configuration becomes one catch-all 500.
+    // cannot be fixed; its virtual host becomes a catch-all 500.
     if let Some(m) = gw.routes[0].virtual_hosts[0].routes[0].r#match.as_mut() {
         m.path_specifier = Some(PathSpecifier::SafeRegex(RegexMatcher {
             regex: "(a)\\1".into(),
@@ -142,13 +152,50 @@ fn a_rejected_match_falls_back_to_replacing_the_route_configuration() {
         }));
     }
     let envoy = RealEnvoy::default();
-    let findings = check_gateway(key, &mut gw, &envoy);
+    let findings = check_gateway(&key, &mut gw, &envoy);
+    assert!(findings.replaced_configs.is_empty(), "{findings:?}");
+    let fenced: Vec<&str> = findings
+        .replaced_virtual_hosts
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(fenced, [before.virtual_hosts[0].name.as_str()]);
+    let vh = &gw.routes[0].virtual_hosts[0];
+    assert_eq!(
+        vh.domains, before.virtual_hosts[0].domains,
+        "the fenced host keeps its domains"
+    );
+    assert_eq!(vh.routes.len(), 1);
+    assert!(matches!(&vh.routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
+    assert_eq!(
+        gw.routes[0].virtual_hosts[1..],
+        before.virtual_hosts[1..],
+        "the other hosts are untouched"
+    );
+    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
+    testkit::envoy::validate(&bootstrap).expect("the fenced configuration is accepted by Envoy");
+}
+
+#[test]
+fn hosts_that_only_fail_together_replace_the_route_configuration() {
+    let (key, mut gw) = generated_gateway();
+    let rc_name = gw.routes[0].name.clone();
+    // Two virtual hosts with one domain: each is fine alone.
+    let domains = gw.routes[0].virtual_hosts[0].domains.clone();
+    gw.routes[0].virtual_hosts[1].domains = domains;
+    let envoy = RealEnvoy::default();
+    let findings = check_gateway(&key, &mut gw, &envoy);
     assert_eq!(findings.replaced_configs.len(), 1, "{findings:?}");
     assert_eq!(findings.replaced_configs[0].0, rc_name);
-    let routes = all_routes(&gw);
+    assert!(findings.replaced_configs[0].1.contains("unique"), "{findings:?}");
+    let routes: Vec<_> = gw.routes[0]
+        .virtual_hosts
+        .iter()
+        .flat_map(|v| &v.routes)
+        .collect();
     assert_eq!(routes.len(), 1);
     assert!(matches!(&routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
-    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, key, &Default::default());
+    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
     testkit::envoy::validate(&bootstrap).expect("the replaced configuration is accepted by Envoy");
 }
 
