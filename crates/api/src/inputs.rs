@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::Source;
+use crate::policy::{GatewayExtension, TrafficPolicy};
 
 /// An object together with where it was read from.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +30,8 @@ pub struct Inputs {
     pub services: Vec<Sourced<Service>>,
     pub endpoint_slices: Vec<Sourced<EndpointSlice>>,
     pub secrets: Vec<Sourced<Secret>>,
+    pub traffic_policies: Vec<Sourced<TrafficPolicy>>,
+    pub gateway_extensions: Vec<Sourced<GatewayExtension>>,
 }
 
 impl Inputs {
@@ -43,6 +46,8 @@ impl Inputs {
             + self.services.len()
             + self.endpoint_slices.len()
             + self.secrets.len()
+            + self.traffic_policies.len()
+            + self.gateway_extensions.len()
     }
 
     /// Whether no object was loaded.
@@ -61,5 +66,7 @@ impl Inputs {
         self.services.extend(other.services);
         self.endpoint_slices.extend(other.endpoint_slices);
         self.secrets.extend(other.secrets);
+        self.traffic_policies.extend(other.traffic_policies);
+        self.gateway_extensions.extend(other.gateway_extensions);
     }
 }

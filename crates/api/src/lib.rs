@@ -11,6 +11,7 @@
 pub mod diagnostic;
 pub mod inputs;
 pub mod loader;
+pub mod policy;
 pub mod source;
 
 pub use diagnostic::{Diagnostic, Severity};

@@ -199,7 +199,7 @@ fn syntax_error_line_is_the_parsers() {
 fn unknown_kinds_are_warnings() {
     let text = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: apps\n---\n\
-         apiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {{name: tp}}\n---\n\
+         apiVersion: gateway.portcullis.dev/v1alpha1\nkind: BackendPolicy\nmetadata: {{name: tp}}\n---\n\
          apiVersion: gateway.networking.k8s.io/v1\nkind: TLSRoute\nmetadata: {{name: tls}}\n---\n\
          apiVersion: gateway.networking.k8s.io/v9\nkind: HTTPRoute\nmetadata: {{name: future}}\n---\n{}",
         service("kept")
@@ -216,9 +216,9 @@ fn unknown_kinds_are_warnings() {
             ),
             diag(
                 Severity::Warning,
-                Some("TrafficPolicy tp"),
+                Some("BackendPolicy tp"),
                 "u.yaml:7",
-                "unknown kind gateway.portcullis.dev/v1alpha1/TrafficPolicy; ignored"
+                "unknown kind gateway.portcullis.dev/v1alpha1/BackendPolicy; ignored"
             ),
             diag(
                 Severity::Warning,

@@ -83,51 +83,62 @@ pub fn resolve(
             format!("Service {ns}/{}: port is required", b.name),
         );
     };
-    let Some(svc) = index.service(ns, &b.name) else {
-        return invalid(
-            reason::BACKEND_NOT_FOUND,
-            format!("Service {ns}/{} not found", b.name),
-        );
+    match service_cluster(index, ns, &b.name, port, route.kind == RouteKind::Grpc, clusters) {
+        Ok(name) => Backend::Cluster { name, weight },
+        Err(message) => invalid(reason::BACKEND_NOT_FOUND, message),
+    }
+}
+
+/// The cluster for port `port` of Service `ns/name` (HTTP/2 when `grpc` or
+/// the port's appProtocol says so), registered in `clusters`; or why the
+/// Service cannot be used.
+pub fn service_cluster(
+    index: &Index<'_>,
+    ns: &str,
+    name: &str,
+    port: i32,
+    grpc: bool,
+    clusters: &mut BTreeMap<String, ClusterSpec>,
+) -> Result<String, String> {
+    let Some(svc) = index.service(ns, name) else {
+        return Err(format!("Service {ns}/{name} not found"));
     };
     let spec = svc.spec.as_ref();
     let Some(svc_port) = spec
         .and_then(|s| s.ports.as_ref())
         .and_then(|ps| ps.iter().find(|p| p.port == port))
     else {
-        return invalid(
-            reason::BACKEND_NOT_FOUND,
-            format!("Service {ns}/{} has no port {port}", b.name),
-        );
+        return Err(format!("Service {ns}/{name} has no port {port}"));
     };
     let app_h2 = matches!(
         svc_port.app_protocol.as_deref(),
         Some("kubernetes.io/h2c" | "h2c" | "grpc")
     );
-    let http2 = app_h2 || route.kind == RouteKind::Grpc;
-    let name = if http2 {
-        format!("{ns}/{}/{port}/h2c", b.name)
+    let http2 = app_h2 || grpc;
+    let cluster = if http2 {
+        format!("{ns}/{name}/{port}/h2c")
     } else {
-        format!("{ns}/{}/{port}", b.name)
+        format!("{ns}/{name}/{port}")
     };
-    if !clusters.contains_key(&name) {
+    if !clusters.contains_key(&cluster) {
         let endpoints = endpoints(
             index,
             ns,
-            &b.name,
+            name,
             svc_port.name.as_deref(),
             svc_port.target_port.as_ref(),
             port,
         );
         clusters.insert(
-            name.clone(),
+            cluster.clone(),
             ClusterSpec {
-                name: name.clone(),
+                name: cluster.clone(),
                 http2,
                 endpoints,
             },
         );
     }
-    Backend::Cluster { name, weight }
+    Ok(cluster)
 }
 
 /// Ready endpoints of a Service port. EndpointSlice ports are matched by the

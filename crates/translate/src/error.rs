@@ -32,7 +32,7 @@ impl fmt::Display for ErrorClass {
 
 /// Why one rule cannot be programmed as written. `field` is the path from
 /// the object root, e.g. `spec.rules[1].filters[0].requestHeaderModifier.set[0].name`.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct RuleError {
     pub field: String,

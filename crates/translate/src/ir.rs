@@ -47,6 +47,8 @@ pub struct Chain {
     /// SDS names of the certificates (HTTPS only).
     pub certificates: Vec<String>,
     pub virtual_hosts: BTreeMap<String, VirtualHost>,
+    /// Names of the HTTP filters its routes configure (see `policy`).
+    pub http_filters: std::collections::BTreeSet<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -62,6 +64,9 @@ pub struct Gateway {
     pub ports: BTreeMap<i32, Port>,
     pub clusters: BTreeMap<String, ClusterSpec>,
     pub certificates: BTreeMap<String, Certificate>,
+    /// ext_authz filter configs by filter name (used by some chain).
+    pub ext_authz:
+        BTreeMap<String, envoy_types::pb::envoy::extensions::filters::http::ext_authz::v3::ExtAuthz>,
 }
 
 pub fn specificity(hostname: Option<&str>) -> u8 {

@@ -27,6 +27,7 @@ pub mod ir;
 pub mod listener;
 pub mod output;
 mod pipeline;
+pub mod policy;
 pub mod reference_grant;
 pub mod regex;
 pub mod replacement;

@@ -14,7 +14,7 @@ use crate::route::model::{self, Route};
 use crate::route::rule::{self, ListenerContext};
 use crate::route_status::{self, RouteReport};
 use crate::strict::Validator;
-use crate::{Output, Settings, gatewayclass, strict, xds};
+use crate::{Output, Settings, gatewayclass, policy, strict, xds};
 
 /// STANDARD mode: everything detectable in-process.
 pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
@@ -86,6 +86,11 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     // GEP-3793: default Gateways claim the routes that ask for one.
     crate::default_gateway::claim(&mut routes, &gateways);
 
+    // TrafficPolicies: compiled once each, then attached to rules.
+    let providers = policy::ext_auth::compile_all(&index, &inputs.gateway_extensions);
+    let mut policies = policy::compile(&inputs.traffic_policies, &providers);
+    let attachment = policy::attach::attach(&mut policies, &routes);
+
     // Bind every route, counting attachments per listener.
     let bindings: Vec<Vec<ParentBinding>> = routes
         .iter()
@@ -111,6 +116,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         &routes,
         &bindings,
         &age_rank,
+        &attachment.effective,
         settings.parallelism,
     );
     let mut irs: Vec<ir::Gateway> = gateways.iter().map(skeleton).collect();
@@ -127,6 +133,15 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             let chain = chain_for(ir, gw, w.listener);
             let spec = ir::specificity(l.hostname.as_deref());
             let mut built = w.built;
+            // The HTTP filters this chain's HCM needs: those its routes
+            // configure per route.
+            for (_, r) in &built {
+                for name in r.typed_per_filter_config.keys() {
+                    if !chain.http_filters.contains(name) {
+                        chain.http_filters.insert(name.clone());
+                    }
+                }
+            }
             // Move the routes into the last host; copy only for extra hosts.
             let last = w.hostnames.len().saturating_sub(1);
             for (hi, h) in w.hostnames.iter().enumerate() {
@@ -143,7 +158,8 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         }
     }
 
-    for (gw, ir) in gateways.iter().zip(irs) {
+    for (gw, mut ir) in gateways.iter().zip(irs) {
+        add_ext_authz(&mut ir, &providers);
         let key = gw.key();
         let (bind, reported) = settings.addresses_of(&key);
         let mut built = xds::build(ir, bind);
@@ -206,7 +222,140 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         out.status
             .push(route_status::render(route, bs, &gateways, report, settings));
     }
+    report_policies(
+        &policies,
+        &attachment,
+        &providers,
+        &routes,
+        &bindings,
+        &gateways,
+        settings,
+        &mut out,
+    );
     out
+}
+
+/// The ext_authz filters the Gateway's chains switch on, with their
+/// auth-server clusters.
+fn add_ext_authz(ir: &mut ir::Gateway, providers: &BTreeMap<(String, String), policy::ext_auth::Provider>) {
+    let used: BTreeSet<String> = ir
+        .ports
+        .values()
+        .flat_map(|p| &p.chains)
+        .flat_map(|c| &c.http_filters)
+        .filter(|f| f.starts_with(policy::EXT_AUTHZ_FILTER_PREFIX))
+        .cloned()
+        .collect();
+    for p in providers.values() {
+        if let (true, Ok((config, cluster))) = (used.contains(&p.filter_name), &p.built) {
+            ir.ext_authz.insert(p.filter_name.clone(), config.clone());
+            ir.clusters.insert(cluster.name.clone(), cluster.clone());
+        }
+    }
+}
+
+/// Status, diagnostics and failure records of every TrafficPolicy and
+/// GatewayExtension.
+#[allow(clippy::too_many_arguments)]
+fn report_policies(
+    policies: &[policy::Compiled<'_>],
+    attachment: &policy::attach::Attachment,
+    providers: &BTreeMap<(String, String), policy::ext_auth::Provider>,
+    routes: &[Route<'_>],
+    bindings: &[Vec<ParentBinding>],
+    gateways: &[GatewayState<'_>],
+    settings: &Settings,
+    out: &mut Output,
+) {
+    for (p, reached) in policies.iter().zip(&attachment.reached) {
+        let mut ancestors = BTreeSet::new();
+        for &ri in reached {
+            for b in &bindings[ri] {
+                if !b.attachments.is_empty() {
+                    ancestors.insert(gateways[b.gateway].key());
+                }
+            }
+        }
+        let object = Some(p.display());
+        let source = Some(&p.policy.source);
+        let (reason, list) = if p.errors.is_empty() {
+            (policy::status::PARTIALLY_VALID, &p.warnings)
+        } else {
+            (crate::status::reason::INVALID, &p.errors)
+        };
+        for e in &p.errors {
+            out.diagnostics.push(Diagnostic::error(
+                object.clone(),
+                source,
+                format!("{e} [{}]", e.class),
+            ));
+        }
+        for w in &p.warnings {
+            out.diagnostics.push(Diagnostic::warning(
+                object.clone(),
+                source,
+                format!("{w} [{}]", w.class),
+            ));
+        }
+        for e in list {
+            out.policy_failures.push(crate::PolicyFailure {
+                policy_kind: policy::KIND.into(),
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                reason: reason.into(),
+                class: e.class,
+                message: e.to_string(),
+            });
+        }
+        if ancestors.is_empty() && !reached.is_empty() {
+            let names: Vec<String> = reached.iter().map(|&ri| routes[ri].display()).collect();
+            out.diagnostics.push(Diagnostic::warning(
+                object.clone(),
+                source,
+                format!(
+                    "its targets ({}) are not attached to any Gateway",
+                    names.join(", ")
+                ),
+            ));
+        }
+        out.status.push(crate::ObjectStatus::new(
+            policy::API_VERSION,
+            policy::KIND,
+            Some(&p.namespace),
+            &p.name,
+            policy::status::traffic_policy(
+                p,
+                &ancestors,
+                &settings.controller_name,
+                &settings.transition_time,
+            ),
+        ));
+    }
+    for p in providers.values() {
+        if let Err(err) = &p.built {
+            let object = Some(format!("{} {}/{}", policy::ext_auth::KIND, p.namespace, p.name));
+            out.diagnostics.push(Diagnostic::error(
+                object,
+                Some(&p.source),
+                format!("{err} [{}]", err.class),
+            ));
+            out.policy_failures.push(crate::PolicyFailure {
+                policy_kind: policy::ext_auth::KIND.into(),
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                reason: crate::status::reason::INVALID.into(),
+                class: err.class,
+                message: err.to_string(),
+            });
+        }
+        out.status.push(crate::ObjectStatus::new(
+            policy::API_VERSION,
+            policy::ext_auth::KIND,
+            Some(&p.namespace),
+            &p.name,
+            policy::status::gateway_extension(p, p.generation, &settings.transition_time),
+        ));
+    }
 }
 
 /// One route's rules built for one listener it is attached to.
@@ -229,9 +378,19 @@ fn build_all(
     routes: &[Route<'_>],
     bindings: &[Vec<ParentBinding>],
     age_rank: &[usize],
+    effective: &[Vec<Option<policy::Effective>>],
     parallelism: Option<usize>,
 ) -> Vec<Vec<Work>> {
-    let one = |ri: usize| build_route(index, gateways, &routes[ri], &bindings[ri], age_rank[ri]);
+    let one = |ri: usize| {
+        build_route(
+            index,
+            gateways,
+            &routes[ri],
+            &bindings[ri],
+            age_rank[ri],
+            &effective[ri],
+        )
+    };
     let threads = parallelism.unwrap_or(1).clamp(1, 8);
     if threads < 2 || routes.len() < PARALLEL_MIN_ROUTES {
         return (0..routes.len()).map(one).collect();
@@ -262,6 +421,7 @@ fn build_route(
     route: &Route<'_>,
     bs: &[ParentBinding],
     age: usize,
+    effective: &[Option<policy::Effective>],
 ) -> Vec<Work> {
     let mut out = Vec::new();
     let mut done = BTreeSet::new();
@@ -286,7 +446,8 @@ fn build_route(
             let mut rules = Vec::with_capacity(route.rules.len());
             let mut built = Vec::new();
             for (rule_index, rule) in route.rules.iter().enumerate() {
-                let mut r = rule::build(index, route, rule_index, rule, ctx, &mut clusters);
+                let policy = effective.get(rule_index).and_then(Option::as_ref);
+                let mut r = rule::build(index, route, rule_index, rule, ctx, &mut clusters, policy);
                 for (match_index, br) in std::mem::take(&mut r.routes).into_iter().enumerate() {
                     let order = RouteOrder {
                         rank: br.rank,
@@ -402,6 +563,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
                         server_names: Vec::new(),
                         certificates: Vec::new(),
                         virtual_hosts: BTreeMap::new(),
+                        http_filters: BTreeSet::new(),
                     });
                 }
             }
@@ -414,6 +576,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
                     server_names: l.hostname.clone().into_iter().collect(),
                     certificates: l.certificates.iter().map(|c| c.sds_name.clone()).collect(),
                     virtual_hosts: BTreeMap::new(),
+                    http_filters: BTreeSet::new(),
                 });
             }
         }

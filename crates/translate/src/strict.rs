@@ -123,10 +123,10 @@ fn rc_keys(context: u64, envelope: &RouteConfiguration, rc: &RouteConfiguration)
         .virtual_hosts
         .iter()
         .flat_map(|vh| vh.routes.iter())
-        .map(|r| content_key(context, &[prost::Message::encode_to_vec(r)]))
+        .map(|r| content_key(context, &[crate::xds::canonical::route(r)]))
         .collect();
     (
-        content_key(context, &[prost::Message::encode_to_vec(envelope)]),
+        content_key(context, &[crate::xds::canonical::route_configuration(envelope)]),
         routes,
     )
 }

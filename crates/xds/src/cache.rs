@@ -36,7 +36,9 @@ impl Snapshot {
     pub fn from_gateway(gw: &GatewayXds) -> Self {
         let mut s = Snapshot::default();
         fn put<M: Message + prost::Name>(s: &mut Snapshot, type_url: &'static str, name: &str, m: &M) {
-            let value = m.encode_to_vec();
+            put_bytes(s, type_url, name, m.encode_to_vec());
+        }
+        fn put_bytes(s: &mut Snapshot, type_url: &'static str, name: &str, value: Vec<u8>) {
             let entry = Entry {
                 hash: hash_bytes(&value),
                 any: Any {
@@ -62,7 +64,13 @@ impl Snapshot {
             put(&mut s, types::LISTENER, &l.name, l);
         }
         for r in &gw.routes {
-            put(&mut s, types::ROUTE, &r.name, r);
+            // Maps inside routes must not make equal content look changed.
+            put_bytes(
+                &mut s,
+                types::ROUTE,
+                &r.name,
+                translate::xds::canonical::route_configuration(r),
+            );
         }
         for t in types::PUSH_ORDER {
             s.types.entry(t).or_default();

@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::tree::{Node, NodeValue, Segment, render_path, segments};
+use crate::policy::{GatewayExtension, TrafficPolicy, TrafficPolicySpec};
 use crate::{Diagnostic, Inputs, Source, Sourced};
 
 /// The Gateway API group; every served version shares one schema here.
@@ -33,10 +34,20 @@ pub(crate) trait Object: Serialize + DeserializeOwned + Sized {
     fn bucket(inputs: &mut Inputs) -> &mut Vec<Sourced<Self>>;
     /// Kind-specific normalisation after a successful parse.
     fn normalize(&mut self) {}
+    /// For kinds that must fail closed: what is still known of an object
+    /// whose typed parse failed with `error` (`field: reason`).
+    fn fallback(_value: &Value, _error: &str) -> Option<Self> {
+        None
+    }
+}
+
+/// Most kinds have nothing to keep when their parse fails.
+fn no_fallback<T>(_value: &Value, _error: &str) -> Option<T> {
+    None
 }
 
 macro_rules! object {
-    ($ty:ty, $kind:literal, $namespaced:literal, $field:ident) => {
+    ($ty:ty, $kind:literal, $namespaced:literal, $field:ident, $fallback:ident) => {
         impl Object for $ty {
             const KIND: &'static str = $kind;
             const NAMESPACED: bool = $namespaced;
@@ -49,7 +60,13 @@ macro_rules! object {
             fn bucket(inputs: &mut Inputs) -> &mut Vec<Sourced<Self>> {
                 &mut inputs.$field
             }
+            fn fallback(value: &Value, error: &str) -> Option<Self> {
+                $fallback(value, error)
+            }
         }
+    };
+    ($ty:ty, $kind:literal, $namespaced:literal, $field:ident) => {
+        object!($ty, $kind, $namespaced, $field, no_fallback);
     };
 }
 
@@ -61,6 +78,52 @@ object!(ReferenceGrant, "ReferenceGrant", true, reference_grants);
 object!(Namespace, "Namespace", false, namespaces);
 object!(Service, "Service", true, services);
 object!(EndpointSlice, "EndpointSlice", true, endpoint_slices);
+
+object!(
+    TrafficPolicy,
+    "TrafficPolicy",
+    true,
+    traffic_policies,
+    traffic_policy_fallback
+);
+object!(
+    GatewayExtension,
+    "GatewayExtension",
+    true,
+    gateway_extensions,
+    gateway_extension_fallback
+);
+
+/// A TrafficPolicy whose spec does not parse keeps its identity and
+/// targets, so that its targets fail closed.
+fn traffic_policy_fallback(value: &Value, error: &str) -> Option<TrafficPolicy> {
+    let metadata: ObjectMeta = serde_json::from_value(value.get("metadata")?.clone()).ok()?;
+    let spec = value.get("spec");
+    let list = |key: &str| spec.and_then(|s| s.get(key)).cloned().unwrap_or(Value::Null);
+    let target_refs = serde_json::from_value(list("targetRefs")).unwrap_or_default();
+    let target_selectors = serde_json::from_value(list("targetSelectors")).unwrap_or_default();
+    Some(TrafficPolicy {
+        metadata,
+        spec: TrafficPolicySpec {
+            target_refs,
+            target_selectors,
+            ..Default::default()
+        },
+        load_errors: vec![error.to_string()],
+        ..Default::default()
+    })
+}
+
+/// A GatewayExtension that does not parse is present but invalid: the
+/// policies using it fail closed and say why.
+fn gateway_extension_fallback(value: &Value, error: &str) -> Option<GatewayExtension> {
+    let metadata: ObjectMeta = serde_json::from_value(value.get("metadata")?.clone()).ok()?;
+    Some(GatewayExtension {
+        metadata,
+        load_errors: vec![error.to_string()],
+        ..Default::default()
+    })
+}
 
 impl Object for Secret {
     const KIND: &'static str = "Secret";
@@ -129,6 +192,8 @@ impl Sink {
             services,
             endpoint_slices,
             secrets,
+            traffic_policies,
+            gateway_extensions,
         } = inputs;
         each(self, gateway_classes);
         each(self, gateways);
@@ -139,6 +204,8 @@ impl Sink {
         each(self, services);
         each(self, endpoint_slices);
         each(self, secrets);
+        each(self, traffic_policies);
+        each(self, gateway_extensions);
     }
 
     fn error(&mut self, object: Option<String>, source: &Source, message: impl Into<String>) {
@@ -174,6 +241,8 @@ enum Known {
     Service,
     Secret,
     EndpointSlice,
+    TrafficPolicy,
+    GatewayExtension,
 }
 
 impl Known {
@@ -192,6 +261,11 @@ impl Known {
                 "Namespace" => Some(Known::Namespace),
                 "Service" => Some(Known::Service),
                 "Secret" => Some(Known::Secret),
+                _ => None,
+            },
+            crate::policy::GROUP if version == crate::policy::VERSION => match kind {
+                "TrafficPolicy" => Some(Known::TrafficPolicy),
+                "GatewayExtension" => Some(Known::GatewayExtension),
                 _ => None,
             },
             "discovery.k8s.io" if version == "v1" && kind == "EndpointSlice" => Some(Known::EndpointSlice),
@@ -327,6 +401,8 @@ pub(crate) fn load_document(sink: &mut Sink, file: &str, root: &Node, line: usiz
         Known::Service => doc.load::<Service>(sink),
         Known::Secret => doc.load::<Secret>(sink),
         Known::EndpointSlice => doc.load::<EndpointSlice>(sink),
+        Known::TrafficPolicy => doc.load::<TrafficPolicy>(sink),
+        Known::GatewayExtension => doc.load::<GatewayExtension>(sink),
     }
 }
 
@@ -395,8 +471,8 @@ impl Document<'_> {
             self.singular_use_default_gateway(sink, &mut value);
         }
 
-        let mut object: T = match serde_path_to_error::deserialize(&value) {
-            Ok(object) => object,
+        let (mut object, fell_back): (T, bool) = match serde_path_to_error::deserialize(&value) {
+            Ok(object) => (object, false),
             Err(error) => {
                 let path = segments(error.path());
                 let at = self.at(&path);
@@ -420,12 +496,25 @@ impl Document<'_> {
                 } else {
                     format!("{rendered}: {reason}")
                 };
-                sink.error(self.label.clone(), &at, message);
-                return;
+                match T::fallback(&value, &message) {
+                    // Kept (invalid) so that what depends on it fails closed.
+                    Some(object) => {
+                        sink.error(
+                            self.label.clone(),
+                            &at,
+                            format!("{message}; the {} is invalid", T::KIND),
+                        );
+                        (object, true)
+                    }
+                    None => {
+                        sink.error(self.label.clone(), &at, message);
+                        return;
+                    }
+                }
             }
         };
 
-        if let Ok(parsed) = serde_json::to_value(&object) {
+        if let (false, Ok(parsed)) = (fell_back, serde_json::to_value(&object)) {
             let mut unknown = Vec::new();
             unknown_fields(&value, &parsed, &mut Vec::new(), &mut unknown);
             for path in unknown {

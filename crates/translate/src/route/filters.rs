@@ -78,6 +78,58 @@ pub fn header_modifier<'a>(
     request: bool,
     into: &mut HeaderMods,
 ) -> Result<(), RuleError> {
+    modifier(set, add, remove, field, request, into, false)
+}
+
+/// Like [`header_modifier`], but values are Envoy format strings
+/// (`%REQ(x)%`), checked and passed through unescaped.
+pub fn header_modifier_formatted<'a>(
+    set: impl IntoIterator<Item = (&'a str, &'a str)>,
+    add: impl IntoIterator<Item = (&'a str, &'a str)>,
+    remove: &[String],
+    field: &str,
+    request: bool,
+    into: &mut HeaderMods,
+) -> Result<(), RuleError> {
+    modifier(set, add, remove, field, request, into, true)
+}
+
+fn formatted_option(
+    name: &str,
+    value: &str,
+    action: header_value_option::HeaderAppendAction,
+) -> HeaderValueOption {
+    let mut o = option(name, "", action);
+    if let Some(h) = o.header.as_mut() {
+        h.value = value.to_string();
+    }
+    o
+}
+
+fn modifier<'a>(
+    set: impl IntoIterator<Item = (&'a str, &'a str)>,
+    add: impl IntoIterator<Item = (&'a str, &'a str)>,
+    remove: &[String],
+    field: &str,
+    request: bool,
+    into: &mut HeaderMods,
+    formatted: bool,
+) -> Result<(), RuleError> {
+    let check_value = |v: &str| {
+        if formatted {
+            check_value(v)?;
+            crate::policy::format::check(v)
+        } else {
+            check_value(v)
+        }
+    };
+    let option = |name: &str, value: &str, action| {
+        if formatted {
+            formatted_option(name, value, action)
+        } else {
+            option(name, value, action)
+        }
+    };
     for (i, (name, value)) in set.into_iter().enumerate() {
         check_name(name, request).map_err(|m| RuleError::structural(format!("{field}.set[{i}].name"), m))?;
         check_value(value).map_err(|m| RuleError::structural(format!("{field}.set[{i}].value"), m))?;

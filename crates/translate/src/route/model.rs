@@ -86,6 +86,8 @@ pub struct Route<'a> {
     /// `spec.useDefaultGateways: All`.
     pub use_default_gateways: bool,
     pub rules: Vec<Rule<'a>>,
+    /// `metadata.labels` (TrafficPolicy `targetSelectors` match on them).
+    pub labels: Option<&'a std::collections::BTreeMap<String, String>>,
     /// Problems found while normalising (e.g. a filter that could not be
     /// carried over); each names the field.
     pub errors: Vec<String>,
@@ -228,6 +230,7 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
         ),
         rules,
         errors,
+        labels: route.metadata.labels.as_ref(),
     }
 }
 
@@ -379,5 +382,6 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
         ),
         rules,
         errors,
+        labels: route.metadata.labels.as_ref(),
     }
 }

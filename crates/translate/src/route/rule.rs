@@ -89,6 +89,7 @@ pub fn build(
     rule: &Rule<'_>,
     ctx: ListenerContext,
     clusters: &mut BTreeMap<String, ClusterSpec>,
+    policy: Option<&crate::policy::Effective>,
 ) -> BuiltRule {
     let field = format!("spec.rules[{rule_index}]");
     let mut out = BuiltRule::default();
@@ -163,6 +164,25 @@ pub fn build(
                 replacement::replace(&mut r);
                 out.replaced.get_or_insert(error);
                 out.routes.push(BuiltRoute { route: r, rank });
+            }
+        }
+    }
+    if let Some(p) = policy {
+        match p.errors.first() {
+            // Fail closed: a rule an invalid policy reaches never serves
+            // without it.
+            Some(e) => {
+                for br in &mut out.routes {
+                    replacement::replace(&mut br.route);
+                }
+                out.replaced.get_or_insert_with(|| e.clone());
+            }
+            None => {
+                for br in &mut out.routes {
+                    if !replacement::is_replaced(&br.route) {
+                        crate::policy::apply::apply(&p.features, &mut br.route);
+                    }
+                }
             }
         }
     }

@@ -19,7 +19,49 @@ use envoy_types::util::pack_any;
 use crate::ir::{Chain, Gateway, Port};
 use crate::listener::Protocol;
 
-fn hcm(chain: &Chain, stat_prefix: &str) -> Filter {
+/// The chain's HTTP filters in their fixed order (`policy` docs), then
+/// the router. A filter only runs where a route configures it: CORS, RBAC
+/// and local rate limit do nothing without per-route config, and ext_authz
+/// filters are disabled until a route switches them on.
+fn http_filters(gw: &Gateway, chain: &Chain) -> Vec<HttpFilter> {
+    use crate::policy::{CORS_FILTER, EXT_AUTHZ_FILTER_PREFIX, LOCAL_RATE_LIMIT_FILTER, RBAC_FILTER};
+    use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
+    use envoy_types::pb::envoy::extensions::filters::http::local_ratelimit::v3::LocalRateLimit;
+    use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac;
+    let typed = |name: &str, any| HttpFilter {
+        name: name.into(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(any)),
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    let used = &chain.http_filters;
+    if used.contains(CORS_FILTER) {
+        out.push(typed(CORS_FILTER, pack_any(Cors::default())));
+    }
+    for name in used.iter().filter(|n| n.starts_with(EXT_AUTHZ_FILTER_PREFIX)) {
+        if let Some(config) = gw.ext_authz.get(name) {
+            let mut f = typed(name, pack_any(config.clone()));
+            f.disabled = true;
+            out.push(f);
+        }
+    }
+    if used.contains(RBAC_FILTER) {
+        out.push(typed(RBAC_FILTER, pack_any(Rbac::default())));
+    }
+    if used.contains(LOCAL_RATE_LIMIT_FILTER) {
+        out.push(typed(
+            LOCAL_RATE_LIMIT_FILTER,
+            pack_any(LocalRateLimit {
+                stat_prefix: "http_local_rate_limiter".into(),
+                ..Default::default()
+            }),
+        ));
+    }
+    out.push(typed("envoy.filters.http.router", pack_any(Router::default())));
+    out
+}
+
+fn hcm(gw: &Gateway, chain: &Chain, stat_prefix: &str) -> Filter {
     let hcm = HttpConnectionManager {
         stat_prefix: stat_prefix.into(),
         codec_type: http_connection_manager::CodecType::Auto as i32,
@@ -27,11 +69,7 @@ fn hcm(chain: &Chain, stat_prefix: &str) -> Filter {
             config_source: Some(super::ads()),
             route_config_name: chain.route_config.clone(),
         })),
-        http_filters: vec![HttpFilter {
-            name: "envoy.filters.http.router".into(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(pack_any(Router::default()))),
-            ..Default::default()
-        }],
+        http_filters: http_filters(gw, chain),
         ..Default::default()
     };
     Filter {
@@ -60,7 +98,7 @@ pub fn build(gw: &Gateway, port: i32, p: &Port, listener_address: &str) -> Liste
                 .chains
                 .iter()
                 .map(|c| FilterChain {
-                    filters: vec![hcm(c, &stat_prefix)],
+                    filters: vec![hcm(gw, c, &stat_prefix)],
                     ..Default::default()
                 })
                 .collect();
@@ -97,7 +135,7 @@ pub fn build(gw: &Gateway, port: i32, p: &Port, listener_address: &str) -> Liste
                             server_names: c.server_names.clone(),
                             ..Default::default()
                         }),
-                        filters: vec![hcm(c, &stat_prefix)],
+                        filters: vec![hcm(gw, c, &stat_prefix)],
                         transport_socket: Some(TransportSocket {
                             name: "envoy.transport_sockets.tls".into(),
                             config_type: Some(transport_socket::ConfigType::TypedConfig(pack_any(tls))),

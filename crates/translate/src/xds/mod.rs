@@ -4,6 +4,7 @@
 //! `<ns>/<gateway>/<port>` (HTTP) or `<ns>/<gateway>/<port>/<listener>`
 //! (HTTPS), clusters `<ns>/<service>/<port>[/h2c]`, secrets `<ns>/<secret>`.
 
+pub mod canonical;
 pub mod cluster;
 pub mod listener;
 pub mod route;

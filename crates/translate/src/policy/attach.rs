@@ -1,0 +1,241 @@
+//! Which rules each TrafficPolicy reaches, and how policies that reach the
+//! same rule merge.
+//!
+//! Targets: `targetRefs` name an HTTPRoute or GRPCRoute in the policy's
+//! namespace, optionally one rule of it by name (`sectionName`);
+//! `targetSelectors` pick routes of a kind by labels. Order of precedence on
+//! one rule: a rule target, then a whole-route target, then a selector;
+//! ties go to the older policy, then to namespace/name. Per feature the
+//! first policy in that order wins; every other policy that sets the
+//! feature gets a warning naming the winner. An invalid policy replaces
+//! every rule it reaches (fail closed).
+
+use std::collections::BTreeSet;
+
+use super::{Compiled, Effective, FEATURES, KIND, PolicyError, ext_auth};
+use crate::error::RuleError;
+use crate::route::model::{Route, RouteKind};
+
+const ROUTE_GROUP: &str = "gateway.networking.k8s.io";
+
+/// The result of attaching every policy.
+#[derive(Debug, Default)]
+pub struct Attachment {
+    /// `[route][rule]`: what reaches the rule, if any policy does.
+    pub effective: Vec<Vec<Option<Effective>>>,
+    /// Per compiled policy: the routes (indices) it reaches.
+    pub reached: Vec<BTreeSet<usize>>,
+}
+
+fn route_kind(group: &str, kind: &str) -> Option<RouteKind> {
+    if !(group.is_empty() || group == ROUTE_GROUP) {
+        return None;
+    }
+    match kind {
+        "HTTPRoute" => Some(RouteKind::Http),
+        "GRPCRoute" => Some(RouteKind::Grpc),
+        _ => None,
+    }
+}
+
+/// Resolves targets (recording target problems on the policies) and merges.
+pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment {
+    // (route, rule) → [(precedence, policy index)]
+    let mut reach: Vec<Vec<Vec<(u8, usize)>>> =
+        routes.iter().map(|r| vec![Vec::new(); r.rules.len()]).collect();
+    let mut reached = vec![BTreeSet::new(); policies.len()];
+    for (pi, p) in policies.iter_mut().enumerate() {
+        let spec = &p.policy.object.spec;
+        for (ti, t) in spec.target_refs.iter().enumerate() {
+            let field = format!("spec.targetRefs[{ti}]");
+            let Some(kind) = route_kind(&t.group, &t.kind) else {
+                let e = if t.kind == "Gateway" {
+                    PolicyError::semantic(
+                        field,
+                        "targeting a Gateway is not supported yet (target HTTPRoutes or their rules)",
+                    )
+                } else {
+                    PolicyError::structural(
+                        field,
+                        format!(
+                            "kind {}/{} cannot be targeted (HTTPRoute or GRPCRoute)",
+                            t.group, t.kind
+                        ),
+                    )
+                };
+                p.errors.push(e);
+                continue;
+            };
+            let found = routes
+                .iter()
+                .position(|r| r.kind == kind && r.namespace == p.namespace && r.name == t.name);
+            let Some(ri) = found else {
+                p.warnings.push(PolicyError::referential(
+                    field,
+                    format!("{} {}/{} not found", kind.kind(), p.namespace, t.name),
+                ));
+                continue;
+            };
+            match &t.section_name {
+                None => {
+                    for rule in &mut reach[ri] {
+                        rule.push((1, pi));
+                    }
+                    reached[pi].insert(ri);
+                }
+                Some(section) => match routes[ri]
+                    .rules
+                    .iter()
+                    .position(|r| r.name.as_deref() == Some(section))
+                {
+                    Some(rule) => {
+                        reach[ri][rule].push((0, pi));
+                        reached[pi].insert(ri);
+                    }
+                    None => p.warnings.push(PolicyError::referential(
+                        format!("{field}.sectionName"),
+                        format!(
+                            "{} {}/{} has no rule named {section:?}",
+                            kind.kind(),
+                            p.namespace,
+                            t.name
+                        ),
+                    )),
+                },
+            }
+        }
+        for (si, s) in spec.target_selectors.iter().enumerate() {
+            let Some(kind) = route_kind(&s.group, &s.kind) else {
+                p.errors.push(PolicyError::structural(
+                    format!("spec.targetSelectors[{si}]"),
+                    format!(
+                        "kind {}/{} cannot be selected (HTTPRoute or GRPCRoute)",
+                        s.group, s.kind
+                    ),
+                ));
+                continue;
+            };
+            let mut any = false;
+            for (ri, r) in routes.iter().enumerate() {
+                if r.kind != kind || r.namespace != p.namespace {
+                    continue;
+                }
+                let labels = r.labels;
+                if s.match_labels
+                    .iter()
+                    .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+                {
+                    for rule in &mut reach[ri] {
+                        rule.push((2, pi));
+                    }
+                    reached[pi].insert(ri);
+                    any = true;
+                }
+            }
+            if !any {
+                p.warnings.push(PolicyError::referential(
+                    format!("spec.targetSelectors[{si}]"),
+                    format!("selects no {} in namespace {}", kind.kind(), p.namespace),
+                ));
+            }
+        }
+        if spec.target_refs.is_empty() && spec.target_selectors.is_empty() {
+            p.errors.push(PolicyError::structural(
+                "spec.targetRefs",
+                "a policy needs at least one targetRef or targetSelector",
+            ));
+        }
+        p.errors.sort();
+        p.errors.dedup();
+    }
+
+    let mut conflicts: Vec<BTreeSet<PolicyError>> = vec![BTreeSet::new(); policies.len()];
+    let effective = reach
+        .into_iter()
+        .enumerate()
+        .map(|(ri, rules)| {
+            rules
+                .into_iter()
+                .enumerate()
+                .map(|(rule_index, mut by)| {
+                    if by.is_empty() {
+                        return None;
+                    }
+                    by.sort_by(|a, b| {
+                        let key = |(prec, pi): &(u8, usize)| {
+                            let m = &policies[*pi].policy.object.metadata;
+                            (
+                                *prec,
+                                m.creation_timestamp.is_none(),
+                                m.creation_timestamp.as_ref().map(|t| t.0),
+                                *pi,
+                            )
+                        };
+                        key(a).cmp(&key(b))
+                    });
+                    by.dedup_by_key(|(_, pi)| *pi);
+                    Some(merge(policies, &by, &routes[ri], rule_index, &mut conflicts))
+                })
+                .collect()
+        })
+        .collect();
+    for (p, c) in policies.iter_mut().zip(conflicts) {
+        p.warnings.extend(c);
+        p.warnings.sort();
+        p.warnings.dedup();
+    }
+    Attachment { effective, reached }
+}
+
+fn merge(
+    policies: &[Compiled<'_>],
+    order: &[(u8, usize)],
+    route: &Route<'_>,
+    rule_index: usize,
+    conflicts: &mut [BTreeSet<PolicyError>],
+) -> Effective {
+    let mut e = Effective::default();
+    let field = format!("spec.rules[{rule_index}]");
+    for &(_, pi) in order {
+        let p = &policies[pi];
+        if let Some(first) = p.errors.first() {
+            e.errors.push(RuleError {
+                field: field.clone(),
+                message: format!("{} is invalid: {first}", p.display()),
+                class: first.class,
+            });
+            continue;
+        }
+        for (fi, set) in p.features.set().iter().enumerate() {
+            if !set {
+                continue;
+            }
+            match &e.sources[fi] {
+                None => {
+                    e.features.take_from(&p.features, fi);
+                    e.sources[fi] = Some(p.display());
+                }
+                Some(winner) => {
+                    conflicts[pi].insert(PolicyError::semantic(
+                        format!("spec.{}", FEATURES[fi]),
+                        format!(
+                            "overridden on {} by {winner}, which takes precedence",
+                            route.display()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(ext_auth::Use::Unavailable { message, class }) = &e.features.ext_auth {
+        e.errors.push(RuleError {
+            field,
+            message: format!(
+                "extAuth from {}: {message}",
+                e.sources[5].as_deref().unwrap_or(KIND)
+            ),
+            class: *class,
+        });
+    }
+    e
+}
