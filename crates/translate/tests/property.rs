@@ -281,3 +281,201 @@ fn mutated_inputs_never_panic_and_never_nack() {
         failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n\n")
     );
 }
+
+/// Pieces of TrafficPolicies, valid and not: what users get wrong.
+const CEL: &[&str] = &[
+    "request.headers['x-user'] == 'admin'",
+    "request.path.startsWith('/api') || request.method == 'POST'",
+    "has(request.headers.authorization)",
+    "request.size > 100 && source.address != '10.0.0.1'",
+    "request.headers['x-user'] in ['a', 'b', 'c']",
+    "size(request.path) < 1000u",
+    "request.headers['x'] ==",
+    "request.headers.all(h, h != '')",
+    "Foo{a: 1}",
+    "((((((((((((((((((((((((((((((((((1))))))))))))))))))))))))))))))))))",
+    "'\\q'",
+    "b'\\xff' == request.headers['x']",
+    "request.time > timestamp('2020-01-01T00:00:00Z')",
+    "!(!(!true))",
+    "-9223372036854775808",
+    "1.5e308 * 10.0",
+];
+const FORMATS: &[&str] = &[
+    "%REQ(x-user)%",
+    "%DOWNSTREAM_REMOTE_ADDRESS%",
+    "100%",
+    "%%",
+    "%START_TIME(%Y)%",
+    "%NOT_A_COMMAND%",
+    "%REQ(x-a?x-b):5%",
+    "%PROTOCOL(x)%",
+    "plain",
+    "%REQ(",
+];
+const ORIGINS: &[&str] = &[
+    "https://a.example",
+    "*",
+    "https://*.example.com",
+    "http://a.example:8080",
+    "a.example",
+    "https://*.",
+    "ftp://x",
+];
+const DURATIONS: &[&str] = &["1s", "10ms", "50ms", "0s", "1h", "99999h", "abc", "1m30s"];
+const NUMBERS: &[i64] = &[0, 1, 5, 1000, 1001, -1, 4_294_967_295, 4_294_967_296];
+const HEADERS: &[&str] = &["x-ok", "bad header", "host", ":path", "X-Mixed-Case"];
+
+fn pick<'a, T>(rng: &mut Rng, from: &'a [T]) -> &'a T {
+    &from[rng.below(from.len())]
+}
+
+fn random_policy(rng: &mut Rng, i: usize, rule_names: &[&str]) -> Value {
+    let mut spec = serde_json::Map::new();
+    let mut target = json!({"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "r"});
+    if rng.below(2) == 0 {
+        target["sectionName"] = json!(pick(rng, rule_names));
+    }
+    spec.insert("targetRefs".into(), json!([target]));
+    let n = 1 + rng.below(4);
+    for _ in 0..n {
+        match rng.below(8) {
+            0 => {
+                let exprs: Vec<&str> = (0..=rng.below(3)).map(|_| *pick(rng, CEL)).collect();
+                let action = if rng.below(2) == 0 { "Allow" } else { "Deny" };
+                spec.insert(
+                    "rbac".into(),
+                    json!({"action": action, "matchExpressions": exprs}),
+                );
+            }
+            1 => {
+                let v = *pick(rng, FORMATS);
+                let h = *pick(rng, HEADERS);
+                spec.insert(
+                    "transformation".into(),
+                    json!({"request": {"set": [{"name": h, "value": v}]}, "response": {"add": [{"name": "x-r", "value": v}]}}),
+                );
+            }
+            2 => {
+                let origins: Vec<&str> = (0..=rng.below(2)).map(|_| *pick(rng, ORIGINS)).collect();
+                spec.insert(
+                    "cors".into(),
+                    json!({"allowOrigins": origins, "allowMethods": ["GET"], "maxAge": pick(rng, NUMBERS),
+                           "allowCredentials": rng.below(2) == 0}),
+                );
+            }
+            3 => {
+                spec.insert(
+                    "localRateLimit".into(),
+                    json!({"tokenBucket": {"maxTokens": pick(rng, NUMBERS), "tokensPerFill": pick(rng, NUMBERS),
+                                           "fillInterval": pick(rng, DURATIONS)}}),
+                );
+            }
+            4 => {
+                spec.insert(
+                    "timeouts".into(),
+                    json!({"request": pick(rng, DURATIONS), "idle": pick(rng, DURATIONS)}),
+                );
+            }
+            5 => {
+                spec.insert(
+                    "retry".into(),
+                    json!({"attempts": pick(rng, NUMBERS), "statusCodes": [pick(rng, NUMBERS)],
+                           "perTryTimeout": pick(rng, DURATIONS), "backoffBaseInterval": pick(rng, DURATIONS)}),
+                );
+            }
+            6 => {
+                let name = if rng.below(3) == 0 { "missing" } else { "auth" };
+                spec.insert("extAuth".into(), json!({"extensionRef": {"name": name}}));
+            }
+            _ => {
+                let h = *pick(rng, HEADERS);
+                spec.insert(
+                    "headerModifiers".into(),
+                    json!({"request": {"set": [{"name": h, "value": pick(rng, FORMATS)}], "remove": [h]}}),
+                );
+            }
+        }
+    }
+    json!({
+        "apiVersion": "gateway.portcullis.dev/v1alpha1",
+        "kind": "TrafficPolicy",
+        "metadata": {"name": format!("p{i}"), "namespace": "app"},
+        "spec": spec,
+    })
+}
+
+/// Random policy sets on a fixed route set: every output passes the real
+/// Envoy's validation, whatever the policies say.
+#[test]
+fn random_policies_never_nack() {
+    let cases: usize = std::env::var("PORTCULLIS_PROPERTY_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(150, |n: usize| (n / 3).max(1));
+    let base: Vec<Value> = seeds_named("policy-features.yaml")
+        .into_iter()
+        .filter(|d| d["kind"] != "TrafficPolicy")
+        .collect();
+    assert!(base.iter().any(|d| d["kind"] == "HTTPRoute"), "base routes");
+    let mut rng = Rng(0x0b0c_a11e | 1);
+    let mut failures = Vec::new();
+    let (mut replaced, mut clean) = (0usize, 0usize);
+    for case in 0..cases {
+        let mut docs = base.clone();
+        for i in 0..=rng.below(3) {
+            docs.push(random_policy(&mut rng, i, &["admin", "missing-rule"]));
+        }
+        let text = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": docs}))
+            .unwrap_or_default();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let loaded = api::loader::load_str("case.json", &text);
+            translate::translate(&loaded.inputs, &translate::Settings::default())
+        }));
+        let out = match result {
+            Ok(out) => out,
+            Err(_) => {
+                failures.push(format!("case {case}: panic on input {text}"));
+                continue;
+            }
+        };
+        if out.replacements.is_empty() {
+            clean += 1;
+        } else {
+            replaced += 1;
+        }
+        for (key, gw) in &out.gateways {
+            let b = bootstrap::static_bootstrap(gw, key, &Default::default());
+            if let Err(e) = testkit::envoy::validate(&b) {
+                failures.push(format!(
+                    "case {case}: Envoy rejected Gateway {key}: {e}\ninput: {text}"
+                ));
+            }
+        }
+    }
+    println!(
+        "{cases} policy cases ({clean} clean, {replaced} with replaced rules), {} failures",
+        failures.len()
+    );
+    // Both kinds of case must occur, or the generator tests nothing.
+    assert!(clean > 0 && replaced > 0, "clean {clean}, replaced {replaced}");
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n\n")
+    );
+}
+
+fn seeds_named(name: &str) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let text = std::fs::read_to_string(path).expect("read fixture");
+    let input = text.split("# ---- expected output").next().unwrap_or("");
+    serde_saphyr::from_multiple::<Value>(input)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|d| d.is_object())
+        .collect()
+}
