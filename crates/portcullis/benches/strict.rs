@@ -1,5 +1,6 @@
 //! STRICT mode cost: 1,000 generated routes (4 Gateways, 4 listeners each,
-//! 4 rules per route), translated with the Envoy-backed validator.
+//! 4 rules per route) and one invalid TrafficPolicy, translated with the
+//! Envoy-backed validator.
 //!
 //! - cold: a fresh validator (empty cache);
 //! - warm: the same validator after changing one route (a different path in
@@ -27,7 +28,27 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(1000);
     let bin = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
-    let text = testkit::generate::manifests(testkit::generate::Shape::with_routes(routes));
+    let mut text = testkit::generate::manifests(testkit::generate::Shape::with_routes(routes));
+    // One invalid TrafficPolicy (a CEL syntax error) on one route: its rules
+    // are replaced in-process, everything else must stay clean.
+    let victim = format!("route-{}", routes / 2);
+    let ns = text
+        .split(&format!("name: {victim}\n  namespace: "))
+        .nth(1)
+        .and_then(|rest| rest.split('\n').next())
+        .expect("the generated route's namespace")
+        .to_string();
+    let policy = [
+        "---".to_string(),
+        "apiVersion: gateway.portcullis.dev/v1alpha1".into(),
+        "kind: TrafficPolicy".into(),
+        format!("metadata: {{name: invalid, namespace: {ns}}}"),
+        "spec:".into(),
+        format!("  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: {victim}}}]"),
+        "  rbac: {matchExpressions: [\"request.headers['x'] ==\"]}".into(),
+    ];
+    text.push_str(&policy.join("\n"));
+    text.push('\n');
     let inputs = api::loader::load_str("generated.yaml", &text).inputs;
     let t = Instant::now();
     let standard = translate::translate(&inputs, &translate::Settings::default());
@@ -40,8 +61,12 @@ fn main() {
         .flat_map(|rc| &rc.virtual_hosts)
         .map(|vh| vh.routes.len())
         .sum();
+    assert!(
+        !standard.replacements.is_empty() && standard.policy_failures.iter().any(|f| f.name == "invalid"),
+        "the invalid policy must be seen"
+    );
     println!(
-        "{routes} HTTPRoutes -> {} Gateways, {rcs} route configurations, {envoy_routes} Envoy routes; STANDARD translation {:.1} ms",
+        "{routes} HTTPRoutes + 1 invalid TrafficPolicy -> {} Gateways, {rcs} route configurations, {envoy_routes} Envoy routes; STANDARD translation {:.1} ms",
         standard.gateways.len(),
         standard_time.as_secs_f64() * 1e3
     );
