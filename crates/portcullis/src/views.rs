@@ -9,6 +9,95 @@ use translate::status::{Condition, StatusBody};
 pub struct Views {
     pub gateways: Vec<GatewayRow>,
     pub routes: Vec<RouteRow>,
+    /// TrafficPolicies and GatewayExtensions.
+    #[serde(default)]
+    pub policies: Vec<PolicyRow>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PolicyRow {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// What it asks to attach to, as written (`HTTPRoute r/rule`, `HTTPRoute tier=public`).
+    pub targets: Vec<String>,
+    /// Gateways its targets are attached to.
+    pub ancestors: Vec<String>,
+    pub accepted: String,
+    pub reason: String,
+    /// Every error and warning, one per line, with its class.
+    pub diagnostics: Vec<String>,
+}
+
+/// The row of one TrafficPolicy or GatewayExtension status entry.
+fn policy_row(
+    inputs: &api::Inputs,
+    out: &translate::Output,
+    s: &translate::ObjectStatus,
+    v: &serde_json::Value,
+) -> PolicyRow {
+    let ns = s.metadata.namespace.clone().unwrap_or_default();
+    let condition = v["ancestors"][0]["conditions"][0]
+        .as_object()
+        .or_else(|| v["conditions"][0].as_object());
+    let field = |k: &str| {
+        condition
+            .and_then(|c| c.get(k))
+            .and_then(|x| x.as_str())
+            .unwrap_or("-")
+            .to_string()
+    };
+    let targets = inputs
+        .traffic_policies
+        .iter()
+        .filter(|p| {
+            s.kind == "TrafficPolicy"
+                && p.object.metadata.name.as_deref() == Some(&s.metadata.name)
+                && p.object.metadata.namespace.as_deref() == Some(&ns)
+        })
+        .flat_map(|p| {
+            let spec = &p.object.spec;
+            spec.target_refs
+                .iter()
+                .map(|t| match &t.section_name {
+                    Some(sec) => format!("{} {}/{sec}", t.kind, t.name),
+                    None => format!("{} {}", t.kind, t.name),
+                })
+                .chain(spec.target_selectors.iter().map(|t| {
+                    let labels: Vec<String> =
+                        t.match_labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    format!("{} {}", t.kind, labels.join(","))
+                }))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let label = format!("{} {}/{}", s.kind, ns, s.metadata.name);
+    PolicyRow {
+        kind: s.kind.clone(),
+        namespace: ns,
+        name: s.metadata.name.clone(),
+        targets,
+        ancestors: v["ancestors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| {
+                format!(
+                    "{}/{}",
+                    a["ancestorRef"]["namespace"].as_str().unwrap_or(""),
+                    a["ancestorRef"]["name"].as_str().unwrap_or("")
+                )
+            })
+            .collect(),
+        accepted: field("status"),
+        reason: field("reason"),
+        diagnostics: out
+            .diagnostics
+            .iter()
+            .filter(|d| d.object.as_deref() == Some(label.as_str()))
+            .map(|d| format!("{}: {}", d.file.as_deref().unwrap_or("-"), d.message))
+            .collect(),
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -229,6 +318,9 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                         .map(|d| format!("{}: {}", d.file.as_deref().unwrap_or("-"), d.message))
                         .collect(),
                 });
+            }
+            StatusBody::Json(v) if s.kind == "TrafficPolicy" || s.kind == "GatewayExtension" => {
+                views.policies.push(policy_row(inputs, out, s, v));
             }
             _ => {}
         }

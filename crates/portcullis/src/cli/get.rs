@@ -19,6 +19,9 @@ pub enum Kind {
     Gateways,
     #[value(alias = "route", alias = "httproutes", alias = "httproute")]
     Routes,
+    /// TrafficPolicies and GatewayExtensions.
+    #[value(alias = "policy", alias = "trafficpolicies", alias = "trafficpolicy")]
+    Policies,
 }
 
 #[derive(clap::Args)]
@@ -201,6 +204,38 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
                 })
                 .collect(),
         ),
+        Kind::Policies => table(
+            &[
+                "KIND",
+                "NAMESPACE",
+                "NAME",
+                "TARGETS",
+                "ANCESTORS",
+                "ACCEPTED",
+                "REASON",
+            ],
+            v.policies
+                .iter()
+                .map(|p| {
+                    let list = |v: &[String]| {
+                        if v.is_empty() {
+                            "-".to_string()
+                        } else {
+                            v.join(",")
+                        }
+                    };
+                    vec![
+                        p.kind.clone(),
+                        p.namespace.clone(),
+                        p.name.clone(),
+                        list(&p.targets),
+                        list(&p.ancestors),
+                        p.accepted.clone(),
+                        p.reason.clone(),
+                    ]
+                })
+                .collect(),
+        ),
     };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
@@ -293,6 +328,34 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
     let v = load(&args.source)?;
     let mut out = String::new();
     match args.kind {
+        Kind::Policies => {
+            let found: Vec<_> = v
+                .policies
+                .iter()
+                .filter(|p| matches_name(&p.namespace, &p.name, &args.name))
+                .collect();
+            if found.is_empty() {
+                bail!("no TrafficPolicy or GatewayExtension {}", args.name);
+            }
+            for p in found {
+                out.push_str(&format!(
+                    "{} {}/{}\n  Targets: {}\n  Ancestors: {}\n  Accepted: {} ({})\n  Problems:\n",
+                    p.kind,
+                    p.namespace,
+                    p.name,
+                    p.targets.join(", "),
+                    p.ancestors.join(", "),
+                    p.accepted,
+                    p.reason
+                ));
+                if p.diagnostics.is_empty() {
+                    out.push_str("    none\n");
+                }
+                for d in &p.diagnostics {
+                    out.push_str(&format!("    {d}\n"));
+                }
+            }
+        }
         Kind::Gateways => {
             let found: Vec<_> = v
                 .gateways
