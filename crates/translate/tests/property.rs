@@ -300,6 +300,10 @@ const CEL: &[&str] = &[
     "!(!(!true))",
     "-9223372036854775808",
     "1.5e308 * 10.0",
+    "nosuchfn(request.path) == 1",
+    "string(1) == '1'",
+    "request.path.matches('a(')",
+    "request.path.size(1) == 1",
 ];
 const FORMATS: &[&str] = &[
     "%REQ(x-user)%",

@@ -40,6 +40,69 @@ const RESERVED: &[&str] = &[
 ];
 const UNSUPPORTED_MACROS: &[&str] = &["all", "exists", "exists_one", "map", "filter"];
 
+/// The functions Envoy 1.40's CEL runtime resolves, with their arities (a
+/// receiver counts as an argument: `a.startsWith(b)` is `startsWith/2`).
+/// Envoy refuses anything else when it loads the config ("No overload found
+/// in reference resolve step") — `string()` among them. Checked against
+/// the real Envoy by `tests/policy_oracle.rs`.
+pub const FUNCTIONS: &[(&str, &[usize])] = &[
+    ("size", &[1]),
+    ("contains", &[2]),
+    ("startsWith", &[2]),
+    ("endsWith", &[2]),
+    ("matches", &[2]),
+    ("int", &[1]),
+    ("uint", &[1]),
+    ("double", &[1]),
+    ("bytes", &[1]),
+    ("bool", &[1]),
+    ("timestamp", &[1]),
+    ("duration", &[1]),
+    ("type", &[1]),
+    ("dyn", &[1]),
+    ("getFullYear", &[1, 2]),
+    ("getMonth", &[1, 2]),
+    ("getDate", &[1, 2]),
+    ("getDayOfMonth", &[1, 2]),
+    ("getDayOfWeek", &[1, 2]),
+    ("getDayOfYear", &[1, 2]),
+    ("getHours", &[1, 2]),
+    ("getMinutes", &[1, 2]),
+    ("getSeconds", &[1, 2]),
+    ("getMilliseconds", &[1, 2]),
+];
+
+/// Whether Envoy resolves `name` with `arity` arguments; a constant
+/// `matches` pattern must also be a regex Envoy's RE2 takes.
+fn check_function(name: &str, args: &[&Expr], column: usize) -> Result<(), CelError> {
+    let err = |message: String| CelError { column, message };
+    let Some((_, arities)) = FUNCTIONS.iter().find(|(n, _)| *n == name) else {
+        return Err(err(format!(
+            "unknown function {name}() (Envoy's CEL runtime does not provide it)"
+        )));
+    };
+    if !arities.contains(&args.len()) {
+        return Err(err(format!(
+            "{name}() takes {} argument(s) counting the receiver, not {}",
+            arities
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" or "),
+            args.len()
+        )));
+    }
+    if name == "matches"
+        && let Some(Some(expr::ExprKind::ConstExpr(Constant {
+            constant_kind: Some(constant::ConstantKind::StringValue(pattern)),
+        }))) = args.get(1).map(|a| &a.expr_kind)
+    {
+        crate::regex::check(pattern)
+            .map_err(|e| err(format!("matches(): invalid regular expression: {e}")))?;
+    }
+    Ok(())
+}
+
 /// A syntax error: the message and the 1-based column it points at.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("CEL syntax error at column {column}: {message}")]
@@ -518,6 +581,8 @@ impl Parser {
                         return Err(self.error_at(column, format!("the {field}() macro is not supported")));
                     }
                     let args = self.list_until(")")?;
+                    let all: Vec<&Expr> = std::iter::once(&e).chain(&args).collect();
+                    check_function(&field, &all, column)?;
                     let k = call(&field, Some(e), args);
                     e = self.node(k);
                 } else {
@@ -659,6 +724,7 @@ impl Parser {
                         return Err(self.error_at(t.column, format!("the {name}() macro is not supported")));
                     }
                     let args = self.list_until(")")?;
+                    check_function(&name, &args.iter().collect::<Vec<_>>(), t.column)?;
                     let k = call(&name, None, args);
                     Ok(self.node(k))
                 }
@@ -756,6 +822,10 @@ mod tests {
             ("has(a)", 1),
             ("a # b", 3),
             ("", 1),
+            ("nosuchfn(request.path) == 1", 1),
+            ("string(1) == '1'", 1),
+            ("request.path.size(1) == 1", 14),
+            ("request.path.matches('a(')", 14),
         ];
         for (s, col) in cases {
             let e = parse(s).expect_err(s);

@@ -1,0 +1,112 @@
+//! The policy checks against the real Envoy: every CEL function (with each
+//! arity) and every format command STANDARD accepts is accepted by Envoy.
+//! This keeps STANDARD's in-process allow-lists honest: an entry Envoy
+//! refused would be a NACK. (The other direction — `string()`, unknown
+//! functions, wrong arities are refused by Envoy with "No overload found in
+//! reference resolve step" — is what the allow-list exists for; the parser
+//! tests in `policy/cel.rs` pin those cases.)
+
+use translate::output::bootstrap;
+use translate::policy::{cel, format};
+
+const HEADER: &str = r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portcullis}
+spec: {controllerName: portcullis.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: app}
+spec:
+  gatewayClassName: portcullis
+  listeners: [{name: http, protocol: HTTP, port: 80}]
+"#;
+
+/// One rule per policy body; returns whether Envoy accepts the output.
+fn envoy_accepts(bodies: &[String]) -> Result<(), String> {
+    let mut m = HEADER.to_string();
+    let rules: Vec<String> = (0..bodies.len())
+        .map(|i| format!("  - {{name: r{i}, matches: [{{path: {{value: /r{i}}}}}]}}"))
+        .collect();
+    m.push_str(&format!(
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: app}}\nspec:\n  parentRefs: [{{name: gw}}]\n  rules:\n{}\n",
+        rules.join("\n")
+    ));
+    for (i, b) in bodies.iter().enumerate() {
+        m.push_str(&format!(
+            "---\napiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {{name: p{i}, namespace: app}}\nspec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: r{i}}}]\n{b}\n"
+        ));
+    }
+    let loaded = api::loader::load_str("oracle.yaml", &m);
+    let out = translate::translate(&loaded.inputs, &translate::Settings::default());
+    assert!(
+        out.replacements.is_empty(),
+        "STANDARD replaced something: {:?}",
+        out.replacements
+    );
+    let gw = &out.gateways["app/gw"];
+    testkit::envoy::validate(&bootstrap::static_bootstrap(gw, "app/gw", &Default::default()))
+}
+
+fn rbac(expr: &str) -> String {
+    format!(
+        "  rbac: {{matchExpressions: [{}]}}",
+        serde_json::to_string(expr).expect("json")
+    )
+}
+
+/// A valid call of each function with the given number of arguments
+/// (receiver included).
+fn probe(name: &str, arity: usize) -> String {
+    match (name, arity) {
+        ("size", 1) => "size(request.path) >= 0".into(),
+        ("contains" | "startsWith" | "endsWith" | "matches", 2) => format!("request.path.{name}('a')"),
+        ("int", 1) => "int('1') == 1".into(),
+        ("uint", 1) => "uint('1') == 1u".into(),
+        ("double", 1) => "double('1.5') > 1.0".into(),
+        ("bytes", 1) => "bytes('a') == b'a'".into(),
+        ("bool", 1) => "bool('true')".into(),
+        ("timestamp", 1) => "timestamp('2020-01-01T00:00:00Z') < request.time".into(),
+        ("duration", 1) => "duration('1s') > duration('0s')".into(),
+        ("type", 1) => "type(1) == int".into(),
+        ("dyn", 1) => "dyn(1) == 1".into(),
+        (n, 1) if n.starts_with("get") => format!("request.time.{n}() >= 0"),
+        (n, 2) if n.starts_with("get") => format!("request.time.{n}('UTC') >= 0"),
+        _ => panic!("no probe for {name}/{arity}: add one"),
+    }
+}
+
+#[test]
+fn every_cel_function_standard_accepts_envoy_accepts() {
+    if testkit::envoy::binary().is_err() {
+        eprintln!("SKIP: no Envoy binary (set ENVOY_BIN or run scripts/install-envoy.sh)");
+        return;
+    }
+    let mut exprs = Vec::new();
+    for (name, arities) in cel::FUNCTIONS {
+        for &a in *arities {
+            let e = probe(name, a);
+            cel::parse(&e).unwrap_or_else(|err| panic!("{e}: {err}"));
+            exprs.push(rbac(&e));
+        }
+    }
+    envoy_accepts(&exprs).expect("Envoy accepts every function STANDARD accepts");
+}
+
+#[test]
+fn every_format_command_standard_accepts_envoy_accepts() {
+    if testkit::envoy::binary().is_err() {
+        eprintln!("SKIP: no Envoy binary");
+        return;
+    }
+    let bodies: Vec<String> = format::known_commands()
+        .map(|c| {
+            assert_eq!(format::check(&c), Ok(()), "{c}");
+            format!(
+                "  transformation: {{request: {{set: [{{name: x-probe, value: {v}}}]}}, response: {{set: [{{name: x-probe, value: {v}}}]}}}}",
+                v = serde_json::to_string(&c).expect("json")
+            )
+        })
+        .collect();
+    envoy_accepts(&bodies).expect("Envoy accepts every format command STANDARD accepts");
+}
