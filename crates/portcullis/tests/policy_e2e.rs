@@ -243,7 +243,9 @@ fn policies_are_enforced_invalid_ones_fail_closed_and_fixes_apply_live() {
     // Status and metrics show the invalid policy.
     let (_, _, doc) = http(admin, "admin", "/api/status").expect("status");
     assert!(
-        doc.contains("TrafficPolicy app/bad-cel is invalid: spec.rbac.matchExpressions[0]: CEL syntax error"),
+        doc.contains(
+            "TrafficPolicy app/bad-cel is invalid: spec.rbac.matchExpressions[0]: invalid CEL at column"
+        ),
         "{doc}"
     );
     let (_, _, metrics) = http(admin, "admin", "/metrics").expect("metrics");

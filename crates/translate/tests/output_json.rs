@@ -359,3 +359,37 @@ fn descriptor_pool_has_the_envoy_types() {
         assert!(pool.get_message_by_name(&name).is_some(), "{name} missing");
     }
 }
+
+/// Map fields (per-filter configs) print in key order, whatever order the
+/// hash map holds them in.
+#[test]
+fn map_fields_print_in_key_order() {
+    use envoy_types::pb::envoy::config::route::v3::Route;
+    use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
+    let route = || {
+        let mut r = Route {
+            name: "r".into(),
+            ..Default::default()
+        };
+        for k in ["d", "b", "a", "c", "e"] {
+            r.typed_per_filter_config.insert(
+                format!("filter.{k}"),
+                envoy_types::util::pack_any(CorsPolicy {
+                    allow_methods: k.into(),
+                    ..Default::default()
+                }),
+            );
+        }
+        r
+    };
+    let first = serde_json::to_string(&output::message_to_json(&route()).expect("json")).expect("string");
+    for _ in 0..10 {
+        let again = serde_json::to_string(&output::message_to_json(&route()).expect("json")).expect("string");
+        assert_eq!(again, first);
+    }
+    let keys: Vec<usize> = ["filter.a", "filter.b", "filter.c", "filter.d", "filter.e"]
+        .iter()
+        .map(|k| first.find(k).expect("key printed"))
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] < w[1]), "{first}");
+}

@@ -53,16 +53,74 @@ const SERIALIZE: SerializeOptions = SerializeOptions::new().use_proto_field_name
 /// proto-JSON.
 pub fn bytes_to_json(type_name: &str, bytes: &[u8]) -> Result<Value, OutputError> {
     let desc = descriptor(type_name)?;
-    let dynamic = DynamicMessage::decode(desc, bytes).map_err(|source| OutputError::Decode {
+    let dynamic = DynamicMessage::decode(desc.clone(), bytes).map_err(|source| OutputError::Decode {
         type_name: type_name.to_string(),
         source,
     })?;
-    dynamic
+    let mut value = dynamic
         .serialize_with_options(serde_json::value::Serializer, &SERIALIZE)
         .map_err(|e| OutputError::Json {
             type_name: type_name.to_string(),
             message: e.to_string(),
-        })
+        })?;
+    sort_map_fields(&mut value, &desc, 0);
+    Ok(value)
+}
+
+/// Protobuf maps decode into hash maps, whose order changes from run to
+/// run: sort the keys of every map field (recursively, through `Any`) so
+/// the same message always prints the same.
+fn sort_map_fields(value: &mut Value, desc: &MessageDescriptor, depth: usize) {
+    // Envoy configs nest far less deeply; a bound keeps this total.
+    if depth > 64 {
+        return;
+    }
+    let Value::Object(obj) = value else { return };
+    if desc.full_name() == "google.protobuf.Any" {
+        let inner = obj
+            .get("@type")
+            .and_then(Value::as_str)
+            .and_then(|t| descriptor(t).ok());
+        if let Some(inner) = inner {
+            for (k, v) in obj.iter_mut() {
+                if let Some(f) = inner.get_field_by_name(k) {
+                    sort_field(v, &f, depth);
+                }
+            }
+        }
+        return;
+    }
+    for (k, v) in obj.iter_mut() {
+        if let Some(f) = desc.get_field_by_name(k) {
+            sort_field(v, &f, depth);
+        }
+    }
+}
+
+fn sort_field(v: &mut Value, f: &prost_reflect::FieldDescriptor, depth: usize) {
+    use prost_reflect::Kind;
+    if f.is_map() {
+        let Kind::Message(entry) = f.kind() else { return };
+        let value_desc = match entry.map_entry_value_field().kind() {
+            Kind::Message(m) => Some(m),
+            _ => None,
+        };
+        if let Value::Object(m) = v {
+            m.sort_keys();
+            if let Some(vd) = value_desc {
+                for (_, x) in m.iter_mut() {
+                    sort_map_fields(x, &vd, depth + 1);
+                }
+            }
+        }
+        return;
+    }
+    if let Kind::Message(m) = f.kind() {
+        match v {
+            Value::Array(items) => items.iter_mut().for_each(|x| sort_map_fields(x, &m, depth + 1)),
+            other => sort_map_fields(other, &m, depth + 1),
+        }
+    }
 }
 
 /// Any envoy-types message as canonical proto-JSON.

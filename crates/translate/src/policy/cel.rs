@@ -105,7 +105,7 @@ fn check_function(name: &str, args: &[&Expr], column: usize) -> Result<(), CelEr
 
 /// A syntax error: the message and the 1-based column it points at.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("CEL syntax error at column {column}: {message}")]
+#[error("invalid CEL at column {column}: {message}")]
 pub struct CelError {
     pub column: usize,
     pub message: String,
