@@ -45,8 +45,10 @@
 //! The directory is watched recursively with `notify`. Access events (for
 //! example the provider's own reads) are dropped where they arrive. Other
 //! events are coalesced: a burst is processed `debounce` after its last
-//! event (default 50 ms), and at most `max_delay` after its first (default
-//! 500 ms), so a continuous stream of writes still publishes at that rate.
+//! event (default 10 ms: one save's events arrive within a millisecond or
+//! two; a slower writer at worst shows a transient parse error while the
+//! file's last good objects stay in force), and at most `max_delay` after
+//! its first (default 500 ms), so a continuous stream of writes still publishes at that rate.
 //! Processing a burst reads only the paths its events name (a directory
 //! is walked); a lost event, a watch error, an event on a hidden path (a
 //! visible file may be a symbolic link into it, as in a Kubernetes
@@ -98,7 +100,7 @@ pub enum ProviderError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
     /// Quiet time after the last event of a burst before it is processed.
-    /// Default 50 ms.
+    /// Default 10 ms.
     pub debounce: Duration,
     /// Longest time from the first event of a burst to its processing, so
     /// that a continuous stream of writes still publishes. Default 500 ms.
@@ -108,7 +110,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            debounce: Duration::from_millis(50),
+            debounce: Duration::from_millis(10),
             max_delay: Duration::from_millis(500),
         }
     }
