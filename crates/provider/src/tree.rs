@@ -54,6 +54,12 @@ struct FileState {
     /// Set when the version on disk is not the good one: its diagnostics
     /// (or the read error). `None` implies `good` is `Some`.
     rejected: Option<Vec<Diagnostic>>,
+    /// From a rejected version: TrafficPolicies that could not be read but
+    /// were kept (with their targets) to fail those targets closed, and
+    /// that the good version does not define. They are published beside
+    /// the good objects: a broken security policy must fence its routes,
+    /// not leave them serving as if it did not exist.
+    fail_closed: Vec<api::Sourced<api::policy::TrafficPolicy>>,
     /// When the file was first seen empty while its good version has
     /// objects; the empty version is applied only after a grace period.
     empty_since: Option<Instant>,
@@ -62,7 +68,7 @@ struct FileState {
 impl FileState {
     /// Whether two states publish the same objects and diagnostics.
     fn same_output(&self, other: &FileState) -> bool {
-        self.good == other.good && self.rejected == other.rejected
+        self.good == other.good && self.rejected == other.rejected && self.fail_closed == other.fail_closed
     }
 }
 
@@ -164,7 +170,8 @@ impl Tree {
             });
         }
         for (rel, state) in &self.files {
-            let inputs = state.good.as_ref().map(|g| g.inputs.clone()).unwrap_or_default();
+            let mut inputs = state.good.as_ref().map(|g| g.inputs.clone()).unwrap_or_default();
+            inputs.traffic_policies.extend(state.fail_closed.iter().cloned());
             let diagnostics = match &state.rejected {
                 None => state
                     .good
@@ -411,10 +418,26 @@ impl Tree {
                         file = %name,
                         "file has errors; its last version without errors stays in force"
                     );
+                    let defined = |p: &api::Sourced<api::policy::TrafficPolicy>| {
+                        good.as_ref().is_some_and(|g| {
+                            g.inputs.traffic_policies.iter().any(|q| {
+                                q.object.metadata.namespace == p.object.metadata.namespace
+                                    && q.object.metadata.name == p.object.metadata.name
+                            })
+                        })
+                    };
+                    let fail_closed = load
+                        .inputs
+                        .traffic_policies
+                        .iter()
+                        .filter(|p| !p.object.load_errors.is_empty() && !defined(p))
+                        .cloned()
+                        .collect();
                     FileState {
                         digest: Some(digest),
                         good,
                         rejected: Some(load.diagnostics),
+                        fail_closed,
                         empty_since: None,
                     }
                 } else {
@@ -422,6 +445,7 @@ impl Tree {
                         digest: Some(digest),
                         good: Some(load),
                         rejected: None,
+                        fail_closed: Vec::new(),
                         empty_since: None,
                     }
                 }
@@ -435,6 +459,7 @@ impl Tree {
                 FileState {
                     digest: None,
                     good: good.cloned(),
+                    fail_closed: Vec::new(),
                     rejected: Some(vec![Diagnostic {
                         severity: api::Severity::Error,
                         object: None,

@@ -517,3 +517,49 @@ async fn write_to_publish_latency() {
     );
     assert_eq!(reported.len(), 20, "every publication reports its latency");
 }
+
+fn policy(name: &str, body: &str) -> String {
+    format!(
+        "apiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {{name: {name}, namespace: app}}\n\
+         spec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: a}}]\n{body}\n"
+    )
+}
+
+fn policies(s: &Snapshot) -> Vec<(String, bool)> {
+    s.loaded
+        .inputs
+        .traffic_policies
+        .iter()
+        .map(|p| {
+            (
+                p.object.metadata.name.clone().unwrap_or_default(),
+                p.object.load_errors.is_empty(),
+            )
+        })
+        .collect()
+}
+
+/// A TrafficPolicy that cannot be read is published anyway (invalid, with
+/// its targets) when the file has no good version defining it: its routes
+/// are fenced rather than served as if it did not exist. When a good
+/// version defines it, that version stays in force as for any object.
+#[tokio::test]
+async fn a_broken_new_policy_is_published_to_fail_closed() {
+    let dir = TempDir::new("policy");
+    dir.write("a.yaml", route("a"));
+    let (_p, mut rx) = start(&dir);
+    dir.write("p.yaml", policy("guard", "  rbca: {matchExpressions: ['true']}"));
+    let s = until(&mut rx, "the broken policy", |s| !policies(s).is_empty()).await;
+    assert_eq!(policies(&s), [("guard".to_string(), false)]);
+    assert!(!errors(&s).is_empty(), "the error is reported");
+
+    // A good version, then a broken one: the good one stays.
+    dir.write("p.yaml", policy("guard", "  rbac: {matchExpressions: ['true']}"));
+    until(&mut rx, "the good policy", |s| {
+        policies(s) == [("guard".to_string(), true)]
+    })
+    .await;
+    dir.write("p.yaml", policy("guard", "  rbca: {matchExpressions: ['false']}"));
+    let s = until(&mut rx, "the error", |s| !errors(s).is_empty()).await;
+    assert_eq!(policies(&s), [("guard".to_string(), true)]);
+}
