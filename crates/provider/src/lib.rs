@@ -45,7 +45,7 @@
 //! The directory is watched recursively with `notify`. Access events (for
 //! example the provider's own reads) are dropped where they arrive. Other
 //! events are coalesced: a burst is processed `debounce` after its last
-//! event (default 10 ms: one save's events arrive within a millisecond or
+//! event (default 5 ms: one save's events arrive within a millisecond or
 //! two; a slower writer at worst shows a transient parse error while the
 //! file's last good objects stay in force), and at most `max_delay` after
 //! its first (default 500 ms), so a continuous stream of writes still publishes at that rate.
@@ -100,7 +100,7 @@ pub enum ProviderError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
     /// Quiet time after the last event of a burst before it is processed.
-    /// Default 10 ms.
+    /// Default 5 ms.
     pub debounce: Duration,
     /// Longest time from the first event of a burst to its processing, so
     /// that a continuous stream of writes still publishes. Default 500 ms.
@@ -110,7 +110,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            debounce: Duration::from_millis(10),
+            debounce: Duration::from_millis(5),
             max_delay: Duration::from_millis(500),
         }
     }

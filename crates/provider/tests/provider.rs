@@ -338,7 +338,13 @@ async fn a_file_truncated_before_it_is_written_keeps_its_objects() {
 #[tokio::test]
 async fn a_burst_of_writes_is_coalesced_and_ends_with_the_final_content() {
     let dir = TempDir::new("burst");
-    let (p, mut rx) = start(&dir);
+    // The mechanism, with a window wide enough that a loaded machine's
+    // late 1 ms sleeps still fall inside it (the default is 5 ms).
+    let options = Options {
+        debounce: Duration::from_millis(50),
+        max_delay: Duration::from_millis(500),
+    };
+    let (p, mut rx) = FileProvider::start(dir.path().to_path_buf(), options).expect("start");
     for i in 0..50 {
         dir.write("r.yaml", route(&format!("r{i}")));
         tokio::time::sleep(Duration::from_millis(1)).await;
