@@ -145,6 +145,10 @@ pub struct RouteRow {
     /// Rules answering the replacement 500 (or guarded), with why.
     #[serde(default)]
     pub replaced: Vec<ReplacedRow>,
+    /// Per rule: the TrafficPolicy features in force and where they come
+    /// from (`rule 0: rbac, cors from TrafficPolicy app/p`).
+    #[serde(default)]
+    pub policies: Vec<String>,
     pub diagnostics: Vec<String>,
 }
 
@@ -180,6 +184,23 @@ fn replaced_rows(out: &translate::Output, kind: &str, ns: &str, name: &str) -> V
     }
     rows.sort_by(|a, b| (a.rule, &a.message).cmp(&(b.rule, &b.message)));
     rows
+}
+
+/// `rule <i>: <features> from <policy>`, one line per (rule, policy).
+fn policy_lines(out: &translate::Output, kind: &str, ns: &str, name: &str) -> Vec<String> {
+    let mut by: std::collections::BTreeMap<(usize, &str), Vec<&str>> = Default::default();
+    for a in out
+        .policy_attachments
+        .iter()
+        .filter(|a| a.route_kind == kind && a.route_namespace == ns && a.route_name == name)
+    {
+        by.entry((a.rule, a.policy.as_str()))
+            .or_default()
+            .push(&a.feature);
+    }
+    by.into_iter()
+        .map(|((rule, policy), features)| format!("rule {rule}: {} from {policy}", features.join(", ")))
+        .collect()
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -311,6 +332,7 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                         })
                         .collect(),
                     replaced: replaced_rows(out, &s.kind, &ns, &s.metadata.name),
+                    policies: policy_lines(out, &s.kind, &ns, &s.metadata.name),
                     diagnostics: out
                         .diagnostics
                         .iter()

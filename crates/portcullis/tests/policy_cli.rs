@@ -6,12 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn manifests() -> PathBuf {
+fn manifests_of(name: &str) -> PathBuf {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../translate/tests/fixtures/policy-ext-auth-missing.yaml");
+        .join("../translate/tests/fixtures")
+        .join(format!("{name}.yaml"));
     let text = std::fs::read_to_string(fixture).expect("fixture");
     let input = text.split("\n# ---- expected output").next().unwrap_or(&text);
-    let dir = std::env::temp_dir().join(format!("portcullis-policy-cli-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("portcullis-policy-cli-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let path = dir.join("in.yaml");
     std::fs::write(&path, input).expect("write");
@@ -19,10 +20,14 @@ fn manifests() -> PathBuf {
 }
 
 fn run(args: &[&str]) -> String {
+    run_on("policy-ext-auth-missing", args)
+}
+
+fn run_on(fixture: &str, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .args(args)
         .arg("-f")
-        .arg(manifests())
+        .arg(manifests_of(fixture))
         .output()
         .expect("run");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -76,5 +81,26 @@ fn describe_names_every_problem_and_the_policy_behind_a_replacement() {
     assert!(
         r.contains("Rule (0) [referential] spec.rules[0]: extAuth from TrafficPolicy app/needs-auth: GatewayExtension app/not-there not found"),
         "{r}"
+    );
+}
+
+#[test]
+fn describe_route_lists_the_policies_in_force_per_rule() {
+    let d = run_on("policy-features", &["describe", "route", "app/r"]);
+    let section: Vec<&str> = d
+        .lines()
+        .skip_while(|l| !l.starts_with("  Policies in force:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        section,
+        [
+            "rule 0: rbac, extAuth from TrafficPolicy app/admin-only",
+            "rule 0: headerModifiers, cors, localRateLimit, transformation, timeouts, retry from TrafficPolicy app/all-features",
+            "rule 1: headerModifiers, cors, localRateLimit, rbac, transformation, extAuth, timeouts, retry from TrafficPolicy app/all-features",
+        ],
+        "{d}"
     );
 }

@@ -108,6 +108,21 @@ pub struct Output {
     pub replacements: Vec<Replacement>,
     /// Every policy error or warning: `policy_validation_failures_total`.
     pub policy_failures: Vec<PolicyFailure>,
+    /// Which policy supplies which feature to which rule (for `describe`).
+    pub policy_attachments: Vec<PolicyAttachment>,
+}
+
+/// One TrafficPolicy feature in force on one rule.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PolicyAttachment {
+    pub route_kind: String,
+    pub route_namespace: String,
+    pub route_name: String,
+    pub rule: usize,
+    /// As spelled in the spec (`rbac`, `extAuth`, …).
+    pub feature: String,
+    /// `TrafficPolicy namespace/name`.
+    pub policy: String,
 }
 
 /// One rule that answers the replacement 500 (or a guard) instead of what it

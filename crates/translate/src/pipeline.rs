@@ -90,6 +90,25 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     let providers = policy::ext_auth::compile_all(&index, &inputs.gateway_extensions);
     let mut policies = policy::compile(&inputs.traffic_policies, &providers);
     let attachment = policy::attach::attach(&mut policies, &routes);
+    for (route, rules) in routes.iter().zip(&attachment.effective) {
+        for (rule, e) in rules.iter().enumerate() {
+            let Some(e) = e.as_ref().filter(|e| e.errors.is_empty()) else {
+                continue;
+            };
+            for (fi, source) in e.sources.iter().enumerate() {
+                if let Some(policy) = source {
+                    out.policy_attachments.push(crate::PolicyAttachment {
+                        route_kind: route.kind.kind().into(),
+                        route_namespace: route.namespace.clone(),
+                        route_name: route.name.clone(),
+                        rule,
+                        feature: policy::FEATURES[fi].into(),
+                        policy: policy.clone(),
+                    });
+                }
+            }
+        }
+    }
 
     // Bind every route, counting attachments per listener.
     let bindings: Vec<Vec<ParentBinding>> = routes

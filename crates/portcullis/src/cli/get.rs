@@ -414,6 +414,12 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
                     conditions(&mut out, "    ", &p.conditions);
                 }
                 out.push_str(&default_gateway_lines(&v, r));
+                if !r.policies.is_empty() {
+                    out.push_str("  Policies in force:\n");
+                    for l in &r.policies {
+                        out.push_str(&format!("    {l}\n"));
+                    }
+                }
                 if !r.replaced.is_empty() {
                     out.push_str("  Replaced rules (answer HTTP 500):\n");
                     for x in &r.replaced {
