@@ -29,6 +29,15 @@ pub struct PolicyRow {
     pub diagnostics: Vec<String>,
 }
 
+/// `file:line: message` of every diagnostic about `label` (`Kind ns/name`).
+fn diagnostics_of(out: &translate::Output, label: &str) -> Vec<String> {
+    out.diagnostics
+        .iter()
+        .filter(|d| d.object.as_deref() == Some(label))
+        .map(|d| format!("{}: {}", d.file.as_deref().unwrap_or("-"), d.message))
+        .collect()
+}
+
 /// The row of one TrafficPolicy or GatewayExtension status entry.
 fn policy_row(
     inputs: &api::Inputs,
@@ -91,12 +100,7 @@ fn policy_row(
             .collect(),
         accepted: field("status"),
         reason: field("reason"),
-        diagnostics: out
-            .diagnostics
-            .iter()
-            .filter(|d| d.object.as_deref() == Some(label.as_str()))
-            .map(|d| format!("{}: {}", d.file.as_deref().unwrap_or("-"), d.message))
-            .collect(),
+        diagnostics: diagnostics_of(out, &label),
     }
 }
 
@@ -333,12 +337,7 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                         .collect(),
                     replaced: replaced_rows(out, &s.kind, &ns, &s.metadata.name),
                     policies: policy_lines(out, &s.kind, &ns, &s.metadata.name),
-                    diagnostics: out
-                        .diagnostics
-                        .iter()
-                        .filter(|d| d.object.as_deref() == Some(label.as_str()))
-                        .map(|d| format!("{}: {}", d.file.as_deref().unwrap_or("-"), d.message))
-                        .collect(),
+                    diagnostics: diagnostics_of(out, &label),
                 });
             }
             StatusBody::Json(v) if s.kind == "TrafficPolicy" || s.kind == "GatewayExtension" => {

@@ -2,23 +2,12 @@
 //! fixture's manifests): the DEFAULT column, `get routes --defaulted`, and
 //! `describe route` explaining each default Gateway's decision.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::Command;
 
-fn manifests() -> PathBuf {
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../translate/tests/fixtures/default-gateways.yaml");
-    let text = std::fs::read_to_string(fixture).expect("fixture");
-    let input = text.split("\n# ---- expected output").next().unwrap_or(&text);
-    let dir = std::env::temp_dir().join(format!("portcullis-dg-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let path = dir.join("in.yaml");
-    std::fs::write(&path, input).expect("write");
-    path
-}
-
 fn run(args: &[&str]) -> String {
-    let f = manifests();
+    let f = common::fixture_input("default-gateways");
     let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .args(args)
         .arg("-f")

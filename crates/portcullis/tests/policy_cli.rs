@@ -3,21 +3,9 @@
 //! `describe policy` lists each problem; `describe route` names the policy
 //! behind a replaced rule.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn manifests_of(name: &str) -> PathBuf {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../translate/tests/fixtures")
-        .join(format!("{name}.yaml"));
-    let text = std::fs::read_to_string(fixture).expect("fixture");
-    let input = text.split("\n# ---- expected output").next().unwrap_or(&text);
-    let dir = std::env::temp_dir().join(format!("portcullis-policy-cli-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let path = dir.join("in.yaml");
-    std::fs::write(&path, input).expect("write");
-    path
-}
+use std::process::Command;
 
 fn run(args: &[&str]) -> String {
     run_on("policy-ext-auth-missing", args)
@@ -27,7 +15,7 @@ fn run_on(fixture: &str, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .args(args)
         .arg("-f")
-        .arg(manifests_of(fixture))
+        .arg(common::fixture_input(fixture))
         .output()
         .expect("run");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -14,30 +14,16 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{free_port, http, service, start, wait_for};
+use common::{free_port, gateway, http, service, start, wait_for};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
-/// (status, head, body) of a request with extra header lines.
+/// (status, head lowercased, body) of a request with extra header lines.
 fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> Option<(u16, String, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, head.to_ascii_lowercase(), body.to_string()))
+    common::request(port, "x", method, path, headers)
+        .map(|(s, head, body)| (s, head.to_ascii_lowercase(), body))
 }
 
 fn route(name: &str, rules: &str) -> String {
@@ -57,20 +43,7 @@ fn policy(name: &str, target: &str, body: &str) -> String {
 fn manifests(gw_port: u16, backend: u16, auth: u16, cel: &str, with_absent: bool) -> String {
     let to = "backendRefs: [{name: a, port: 80}]";
     let mut m = format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: portcullis}}
-spec: {{controllerName: portcullis.dev/gateway-controller}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - {{name: http, protocol: HTTP, port: {gw_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
----
-{a}
+        r#"{gateway}{a}
 ---
 {authz}
 ---
@@ -84,6 +57,7 @@ spec:
     timeout: 1s
 ---
 "#,
+        gateway = gateway(gw_port),
         a = service("a", backend),
         authz = service("authz", auth),
     );

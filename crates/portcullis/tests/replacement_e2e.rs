@@ -10,26 +10,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, http, service, start, wait_for};
+use common::{free_port, gateway, http, service, start, wait_for};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
 fn manifests(gw_port: u16, backend: u16, bad_header: &str, regex: &str) -> String {
     format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: portcullis}}
-spec: {{controllerName: portcullis.dev/gateway-controller}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - {{name: http, protocol: HTTP, port: {gw_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
----
-apiVersion: gateway.networking.k8s.io/v1
+        r#"{gateway}apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: r, namespace: app}}
 spec:
@@ -63,6 +50,7 @@ spec:
 ---
 {svc}
 "#,
+        gateway = gateway(gw_port),
         svc = service("a", backend)
     )
 }

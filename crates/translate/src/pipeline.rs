@@ -90,25 +90,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     let providers = policy::ext_auth::compile_all(&index, &inputs.gateway_extensions);
     let mut policies = policy::compile(&inputs.traffic_policies, &providers);
     let attachment = policy::attach::attach(&mut policies, &routes);
-    for (route, rules) in routes.iter().zip(&attachment.effective) {
-        for (rule, e) in rules.iter().enumerate() {
-            let Some(e) = e.as_ref().filter(|e| e.errors.is_empty()) else {
-                continue;
-            };
-            for (fi, source) in e.sources.iter().enumerate() {
-                if let Some(policy) = source {
-                    out.policy_attachments.push(crate::PolicyAttachment {
-                        route_kind: route.kind.kind().into(),
-                        route_namespace: route.namespace.clone(),
-                        route_name: route.name.clone(),
-                        rule,
-                        feature: policy::FEATURES[fi].into(),
-                        policy: policy.clone(),
-                    });
-                }
-            }
-        }
-    }
+    out.policy_attachments = attachment.records(&routes);
 
     // Bind every route, counting attachments per listener.
     let bindings: Vec<Vec<ParentBinding>> = routes
@@ -178,7 +160,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     }
 
     for (gw, mut ir) in gateways.iter().zip(irs) {
-        add_ext_authz(&mut ir, &providers);
+        policy::ext_auth::install(&mut ir, &providers);
         let key = gw.key();
         let (bind, reported) = settings.addresses_of(&key);
         let mut built = xds::build(ir, bind);
@@ -241,7 +223,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         out.status
             .push(route_status::render(route, bs, &gateways, report, settings));
     }
-    report_policies(
+    policy::report::report(
         &policies,
         &attachment,
         &providers,
@@ -252,129 +234,6 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         &mut out,
     );
     out
-}
-
-/// The ext_authz filters the Gateway's chains switch on, with their
-/// auth-server clusters.
-fn add_ext_authz(ir: &mut ir::Gateway, providers: &BTreeMap<(String, String), policy::ext_auth::Provider>) {
-    let used: BTreeSet<String> = ir
-        .ports
-        .values()
-        .flat_map(|p| &p.chains)
-        .flat_map(|c| &c.http_filters)
-        .filter(|f| f.starts_with(policy::EXT_AUTHZ_FILTER_PREFIX))
-        .cloned()
-        .collect();
-    for p in providers.values() {
-        if let (true, Ok((config, cluster))) = (used.contains(&p.filter_name), &p.built) {
-            ir.ext_authz.insert(p.filter_name.clone(), config.clone());
-            ir.clusters.insert(cluster.name.clone(), cluster.clone());
-        }
-    }
-}
-
-/// Status, diagnostics and failure records of every TrafficPolicy and
-/// GatewayExtension.
-#[allow(clippy::too_many_arguments)]
-fn report_policies(
-    policies: &[policy::Compiled<'_>],
-    attachment: &policy::attach::Attachment,
-    providers: &BTreeMap<(String, String), policy::ext_auth::Provider>,
-    routes: &[Route<'_>],
-    bindings: &[Vec<ParentBinding>],
-    gateways: &[GatewayState<'_>],
-    settings: &Settings,
-    out: &mut Output,
-) {
-    for (p, reached) in policies.iter().zip(&attachment.reached) {
-        let mut ancestors = BTreeSet::new();
-        for &ri in reached {
-            for b in &bindings[ri] {
-                if !b.attachments.is_empty() {
-                    ancestors.insert(gateways[b.gateway].key());
-                }
-            }
-        }
-        let object = Some(p.display());
-        let source = Some(&p.policy.source);
-        let (reason, list) = if p.errors.is_empty() {
-            (policy::status::PARTIALLY_VALID, &p.warnings)
-        } else {
-            (crate::status::reason::INVALID, &p.errors)
-        };
-        for e in &p.errors {
-            out.diagnostics.push(Diagnostic::error(
-                object.clone(),
-                source,
-                format!("{e} [{}]", e.class),
-            ));
-        }
-        for w in &p.warnings {
-            out.diagnostics.push(Diagnostic::warning(
-                object.clone(),
-                source,
-                format!("{w} [{}]", w.class),
-            ));
-        }
-        for e in list {
-            out.policy_failures.push(crate::PolicyFailure {
-                policy_kind: policy::KIND.into(),
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-                reason: reason.into(),
-                class: e.class,
-                message: e.to_string(),
-            });
-        }
-        if ancestors.is_empty() && !reached.is_empty() {
-            let names: Vec<String> = reached.iter().map(|&ri| routes[ri].display()).collect();
-            out.diagnostics.push(Diagnostic::warning(
-                object.clone(),
-                source,
-                format!(
-                    "its targets ({}) are not attached to any Gateway",
-                    names.join(", ")
-                ),
-            ));
-        }
-        out.status.push(crate::ObjectStatus::new(
-            policy::API_VERSION,
-            policy::KIND,
-            Some(&p.namespace),
-            &p.name,
-            policy::status::traffic_policy(
-                p,
-                &ancestors,
-                &settings.controller_name,
-                &settings.transition_time,
-            ),
-        ));
-    }
-    for p in providers.values() {
-        if let Err(err) = &p.built {
-            let object = Some(format!("{} {}/{}", policy::ext_auth::KIND, p.namespace, p.name));
-            out.diagnostics.push(Diagnostic::error(
-                object,
-                Some(&p.source),
-                format!("{err} [{}]", err.class),
-            ));
-            out.policy_failures.push(crate::PolicyFailure {
-                policy_kind: policy::ext_auth::KIND.into(),
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
-                reason: crate::status::reason::INVALID.into(),
-                class: err.class,
-                message: err.to_string(),
-            });
-        }
-        out.status.push(crate::ObjectStatus::new(
-            policy::API_VERSION,
-            policy::ext_auth::KIND,
-            Some(&p.namespace),
-            &p.name,
-            policy::status::gateway_extension(p, p.generation, &settings.transition_time),
-        ));
-    }
 }
 
 /// One route's rules built for one listener it is attached to.

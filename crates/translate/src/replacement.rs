@@ -30,14 +30,3 @@ pub fn replace(route: &mut Route) {
     route.response_headers_to_add.clear();
     route.response_headers_to_remove.clear();
 }
-
-/// Whether `route` is a replacement (its rule or matcher could not be
-/// programmed): policies are not applied to it.
-pub fn is_replaced(route: &Route) -> bool {
-    matches!(
-        &route.action,
-        Some(route::Action::DirectResponse(d)) if d.status == 500
-            && d.body.as_ref().and_then(|b| b.specifier.as_ref())
-                == Some(&data_source::Specifier::InlineString(BODY.into()))
-    )
-}

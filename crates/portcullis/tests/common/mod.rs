@@ -15,16 +15,28 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
-/// (status, headers, body) of a plain HTTP/1.1 request, or None if the
+/// (status, headers, body) of a plain HTTP/1.1 GET, or None if the
 /// connection failed.
 pub fn http(port: u16, host: &str, path: &str) -> Option<(u16, String, String)> {
+    request(port, host, "GET", path, &[])
+}
+
+/// Like [`http`], with any method and extra request headers.
+pub fn request(
+    port: u16,
+    host: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Option<(u16, String, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).ok()?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).ok()?;
     let text = String::from_utf8_lossy(&buf).into_owned();
@@ -66,7 +78,9 @@ impl Drop for Serve {
     }
 }
 
-pub fn manifests(gw_port: u16, a: u16, b: u16) -> String {
+/// The GatewayClass and Gateway `infra/gw` (one HTTP listener on
+/// `gw_port`, routes from all namespaces) that the end-to-end tests share.
+pub fn gateway(gw_port: u16) -> String {
     format!(
         r#"apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -81,7 +95,13 @@ spec:
   listeners:
   - {{name: http, protocol: HTTP, port: {gw_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
 ---
-apiVersion: gateway.networking.k8s.io/v1
+"#
+    )
+}
+
+pub fn manifests(gw_port: u16, a: u16, b: u16) -> String {
+    format!(
+        r#"{gateway}apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: r, namespace: app}}
 spec:
@@ -101,6 +121,7 @@ spec:
 ---
 {svc_b}
 "#,
+        gateway = gateway(gw_port),
         svc_a = service("a", a),
         svc_b = service("b", b),
     )
@@ -151,6 +172,21 @@ pub fn start_with(dir: &Path, xds: u16, admin: u16, args: &[&str], env: &[(&str,
         .spawn()
         .expect("start portcullis serve");
     Serve { child, run_dir }
+}
+
+/// The input part of a translate fixture (`../translate/tests/fixtures/NAME.yaml`),
+/// written to its own temp file for `-f`.
+pub fn fixture_input(name: &str) -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../translate/tests/fixtures")
+        .join(format!("{name}.yaml"));
+    let text = std::fs::read_to_string(fixture).expect("fixture");
+    let input = text.split("\n# ---- expected output").next().unwrap_or(&text);
+    let dir = std::env::temp_dir().join(format!("portcullis-fixture-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let path = dir.join("in.yaml");
+    std::fs::write(&path, input).expect("write");
+    path
 }
 
 pub fn pid_alive(pid: &str) -> bool {

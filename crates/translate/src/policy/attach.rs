@@ -27,6 +27,34 @@ pub struct Attachment {
     pub reached: Vec<BTreeSet<usize>>,
 }
 
+impl Attachment {
+    /// Which policy supplies which feature to which rule (rules replaced
+    /// by an invalid policy have none in force).
+    pub fn records(&self, routes: &[Route<'_>]) -> Vec<crate::PolicyAttachment> {
+        let mut out = Vec::new();
+        for (route, rules) in routes.iter().zip(&self.effective) {
+            for (rule, e) in rules.iter().enumerate() {
+                let Some(e) = e.as_ref().filter(|e| e.errors.is_empty()) else {
+                    continue;
+                };
+                for (fi, source) in e.sources.iter().enumerate() {
+                    if let Some(policy) = source {
+                        out.push(crate::PolicyAttachment {
+                            route_kind: route.kind.kind().into(),
+                            route_namespace: route.namespace.clone(),
+                            route_name: route.name.clone(),
+                            rule,
+                            feature: FEATURES[fi].into(),
+                            policy: policy.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
 fn route_kind(group: &str, kind: &str) -> Option<RouteKind> {
     if !(group.is_empty() || group == ROUTE_GROUP) {
         return None;
@@ -232,7 +260,7 @@ fn merge(
             field,
             message: format!(
                 "extAuth from {}: {message}",
-                e.sources[5].as_deref().unwrap_or(KIND)
+                e.sources[super::EXT_AUTH].as_deref().unwrap_or(KIND)
             ),
             class: *class,
         });

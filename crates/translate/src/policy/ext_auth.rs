@@ -88,10 +88,7 @@ fn build(
     namespace: &str,
 ) -> Result<(ExtAuthz, ClusterSpec), PolicyError> {
     if let Some(err) = e.load_errors.first() {
-        return Err(match err.split_once(": ") {
-            Some((field, message)) if field.starts_with("spec") => PolicyError::structural(field, message),
-            _ => PolicyError::structural("spec", err.clone()),
-        });
+        return Err(super::load_error(err));
     }
     let a = e
         .spec
@@ -258,6 +255,25 @@ pub fn resolve(
                     }
                 },
             }
+        }
+    }
+}
+
+/// The ext_authz filters the Gateway's chains switch on, with their
+/// auth-server clusters.
+pub fn install(ir: &mut crate::ir::Gateway, providers: &BTreeMap<(String, String), Provider>) {
+    let used: std::collections::BTreeSet<String> = ir
+        .ports
+        .values()
+        .flat_map(|p| &p.chains)
+        .flat_map(|c| &c.http_filters)
+        .filter(|f| f.starts_with(super::EXT_AUTHZ_FILTER_PREFIX))
+        .cloned()
+        .collect();
+    for p in providers.values() {
+        if let (true, Ok((config, cluster))) = (used.contains(&p.filter_name), &p.built) {
+            ir.ext_authz.insert(p.filter_name.clone(), config.clone());
+            ir.clusters.insert(cluster.name.clone(), cluster.clone());
         }
     }
 }

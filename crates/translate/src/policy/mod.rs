@@ -17,7 +17,7 @@
 //!    per-filter config, header mutations, timeouts and retries. A rule
 //!    reached by an invalid policy is replaced by the 500 (fail closed),
 //!    never served without it.
-//! 4. [`status`]: each policy's `status.ancestors` (the Gateways its targets
+//! 4. [`report`] with [`status`]: each policy's `status.ancestors` (the Gateways its targets
 //!    are attached to) with `Accepted` and the reasons.
 
 pub mod apply;
@@ -29,6 +29,7 @@ pub mod format;
 pub mod header_modifiers;
 pub mod local_rate_limit;
 pub mod rbac;
+pub mod report;
 pub mod status;
 pub mod timeouts;
 
@@ -59,6 +60,15 @@ pub const LOCAL_RATE_LIMIT_FILTER: &str = "envoy.filters.http.local_ratelimit";
 /// and its class. The same shape as a rule's error.
 pub type PolicyError = crate::error::RuleError;
 
+/// A loader error (`field: reason`, as the loader words it) as a policy
+/// error on that field.
+pub fn load_error(e: &str) -> PolicyError {
+    match e.split_once(": ") {
+        Some((field, message)) if field.starts_with("spec") => PolicyError::structural(field, message),
+        _ => PolicyError::structural("spec", e),
+    }
+}
+
 /// What one policy asks for, compiled. Each field is one mergeable feature.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Features {
@@ -85,6 +95,9 @@ pub const FEATURES: [&str; 8] = [
     "timeouts",
     "retry",
 ];
+
+/// Index of `extAuth` in [`FEATURES`] (and in [`Effective::sources`]).
+pub const EXT_AUTH: usize = 5;
 
 impl Features {
     /// Which features are set, by index into [`FEATURES`].
@@ -153,15 +166,7 @@ fn compile_one<'a>(
     let meta = &p.object.metadata;
     let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
     let name = meta.name.clone().unwrap_or_default();
-    let mut errors: Vec<PolicyError> = p
-        .object
-        .load_errors
-        .iter()
-        .map(|e| match e.split_once(": ") {
-            Some((field, message)) if field.starts_with("spec") => PolicyError::structural(field, message),
-            _ => PolicyError::structural("spec", e.clone()),
-        })
-        .collect();
+    let mut errors: Vec<PolicyError> = p.object.load_errors.iter().map(|e| load_error(e)).collect();
     let mut warnings = Vec::new();
     let spec = &p.object.spec;
     let mut features = Features::default();

@@ -37,6 +37,8 @@ pub struct ListenerContext {
 pub struct BuiltRoute {
     pub route: EnvoyRoute,
     pub rank: Rank,
+    /// Answers the replacement 500 (or is a guard): policies skip it.
+    pub replaced: bool,
 }
 
 /// Everything one rule produced.
@@ -131,6 +133,7 @@ pub fn build(
                     r#match: Some(rm),
                     ..Default::default()
                 };
+                let replaced = behaviour.is_err();
                 match behaviour {
                     Ok(b) => {
                         r.action = Some(match b {
@@ -153,7 +156,11 @@ pub fn build(
                         out.replaced.get_or_insert(e);
                     }
                 }
-                out.routes.push(BuiltRoute { route: r, rank });
+                out.routes.push(BuiltRoute {
+                    route: r,
+                    rank,
+                    replaced,
+                });
             }
             Programmable::Guard { guard, rank, error } => {
                 let mut r = EnvoyRoute {
@@ -163,7 +170,11 @@ pub fn build(
                 };
                 replacement::replace(&mut r);
                 out.replaced.get_or_insert(error);
-                out.routes.push(BuiltRoute { route: r, rank });
+                out.routes.push(BuiltRoute {
+                    route: r,
+                    rank,
+                    replaced: true,
+                });
             }
         }
     }
@@ -174,14 +185,13 @@ pub fn build(
             Some(e) => {
                 for br in &mut out.routes {
                     replacement::replace(&mut br.route);
+                    br.replaced = true;
                 }
                 out.replaced.get_or_insert_with(|| e.clone());
             }
             None => {
-                for br in &mut out.routes {
-                    if !replacement::is_replaced(&br.route) {
-                        crate::policy::apply::apply(&p.features, &mut br.route);
-                    }
+                for br in out.routes.iter_mut().filter(|br| !br.replaced) {
+                    crate::policy::apply::apply(&p.features, &mut br.route);
                 }
             }
         }
