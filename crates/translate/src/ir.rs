@@ -3,8 +3,14 @@
 //!
 //! Ports hold filter chains (one for an HTTP port; one per listener on an
 //! HTTPS port, selected by SNI); chains hold virtual hosts by hostname;
-//! virtual hosts hold Envoy routes already sorted by Gateway API
+//! virtual hosts hold references to Envoy routes with their Gateway API
 //! precedence. Clusters and certificates are shared by the whole Gateway.
+//!
+//! The routes themselves stay where the rule builder put them (a
+//! [`RouteStore`]) until xDS assembly sorts each virtual host's references
+//! and moves every route once into its place: an Envoy `Route` is ~2 KiB
+//! inline, and moving 40,000 of them through every stage cost more time
+//! and peak memory than building them.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +25,7 @@ use crate::tls::Certificate;
 /// the tie-breakers, folded into `route` (the route's position when all
 /// routes are sorted oldest first, then by namespace/name), then rule and
 /// match order.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RouteOrder {
     pub rank: Rank,
     pub route: usize,
@@ -35,7 +41,69 @@ pub struct VirtualHost {
     /// to the most specific listener only.
     pub owner_specificity: u8,
     pub owner: String,
-    pub routes: Vec<(RouteOrder, EnvoyRoute)>,
+    pub routes: Vec<(RouteOrder, RouteRef)>,
+}
+
+/// Where one built Envoy route waits in the [`RouteStore`]: a batch (the
+/// routes one HTTPRoute produced for one listener) and a slot in it. Each
+/// reference is unique (a route shared by several virtual hosts is cloned
+/// into its own slot), so assembly can move every route out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouteRef {
+    pub batch: u32,
+    pub slot: u32,
+}
+
+/// Built Envoy routes by batch and slot (see [`RouteRef`]).
+#[derive(Debug, Default)]
+pub struct RouteStore {
+    batches: Vec<Vec<Option<EnvoyRoute>>>,
+    /// Routes not taken yet per batch: an emptied batch is freed at once,
+    /// so that the store and the assembled output never both hold the
+    /// whole configuration.
+    left: Vec<u32>,
+}
+
+impl RouteStore {
+    /// Stores one batch, cloning it once per extra virtual host (`copies`
+    /// in all, at least one): returns each copy's references in order.
+    pub fn add(&mut self, mut routes: Vec<Option<EnvoyRoute>>, copies: usize) -> Vec<Vec<RouteRef>> {
+        let batch = self.batches.len() as u32;
+        let n = routes.len();
+        let copies = copies.max(1);
+        routes.reserve(n * (copies - 1));
+        for _ in 1..copies {
+            for i in 0..n {
+                let clone = routes[i].clone();
+                routes.push(clone);
+            }
+        }
+        self.left.push(routes.len() as u32);
+        self.batches.push(routes);
+        (0..copies)
+            .map(|c| {
+                (0..n)
+                    .map(|i| RouteRef {
+                        batch,
+                        slot: (c * n + i) as u32,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Moves a route out (each reference is taken once).
+    pub fn take(&mut self, r: RouteRef) -> Option<EnvoyRoute> {
+        let b = r.batch as usize;
+        let route = self.batches.get_mut(b)?.get_mut(r.slot as usize)?.take()?;
+        if let Some(left) = self.left.get_mut(b) {
+            *left -= 1;
+            if *left == 0 {
+                self.batches[b] = Vec::new();
+            }
+        }
+        Some(route)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -85,7 +153,7 @@ impl Chain {
         hostname: &str,
         owner: &str,
         owner_specificity: u8,
-        routes: impl IntoIterator<Item = (RouteOrder, EnvoyRoute)>,
+        routes: impl IntoIterator<Item = (RouteOrder, RouteRef)>,
     ) {
         let vh = self
             .virtual_hosts

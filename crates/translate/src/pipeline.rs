@@ -121,6 +121,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         settings.parallelism,
     );
     let mut irs: Vec<ir::Gateway> = gateways.iter().map(skeleton).collect();
+    let mut store = ir::RouteStore::default();
     let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
     for (ri, (route, ws)) in routes.iter().zip(works).enumerate() {
         for w in ws {
@@ -133,24 +134,20 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             ir.clusters.extend(w.clusters);
             let chain = chain_for(ir, gw, w.listener);
             let spec = ir::specificity(l.hostname.as_deref());
-            let mut built = w.built;
             // The HTTP filters this chain's HCM needs: those its routes
             // configure per route.
-            for (_, r) in &built {
+            for r in w.routes.iter().flatten() {
                 for name in r.typed_per_filter_config.keys() {
                     if !chain.http_filters.contains(name) {
                         chain.http_filters.insert(name.clone());
                     }
                 }
             }
-            // Move the routes into the last host; copy only for extra hosts.
-            let last = w.hostnames.len().saturating_sub(1);
-            for (hi, h) in w.hostnames.iter().enumerate() {
-                if hi == last {
-                    chain.add(h, &l.name, spec, std::mem::take(&mut built));
-                } else {
-                    chain.add(h, &l.name, spec, built.iter().cloned());
-                }
+            // The routes stay in the store; hosts get references (one copy
+            // of the routes per host).
+            let copies = store.add(w.routes, w.hostnames.len());
+            for (h, refs) in w.hostnames.iter().zip(copies) {
+                chain.add(h, &l.name, spec, w.orders.iter().copied().zip(refs));
             }
         }
         // Routes not programmed anywhere still get their references checked.
@@ -163,7 +160,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         policy::ext_auth::install(&mut ir, &providers);
         let key = gw.key();
         let (bind, reported) = settings.addresses_of(&key);
-        let mut built = xds::build(ir, bind);
+        let mut built = xds::build(ir, bind, &mut store);
         if let Some(v) = validator {
             let findings = strict::check_gateway(&key, &mut built, v);
             absorb_strict(&key, findings, &routes, &mut reports, &mut out.diagnostics);
@@ -241,9 +238,11 @@ struct Work {
     gateway: usize,
     listener: usize,
     hostnames: Vec<String>,
-    /// Each rule's report (its routes moved to `built`).
+    /// Each rule's report (its routes moved to `routes`).
     rules: Vec<(usize, rule::BuiltRule)>,
-    built: Vec<(RouteOrder, envoy_types::pb::envoy::config::route::v3::Route)>,
+    /// The rules' Envoy routes and their precedence, in parallel.
+    orders: Vec<RouteOrder>,
+    routes: Vec<Option<envoy_types::pb::envoy::config::route::v3::Route>>,
     clusters: BTreeMap<String, crate::backend::ClusterSpec>,
 }
 
@@ -256,7 +255,7 @@ fn build_all(
     routes: &[Route<'_>],
     bindings: &[Vec<ParentBinding>],
     age_rank: &[usize],
-    effective: &[Vec<Option<policy::Effective>>],
+    effective: &[Vec<Option<Box<policy::Effective>>>],
     parallelism: Option<usize>,
 ) -> Vec<Vec<Work>> {
     let one = |ri: usize| {
@@ -299,7 +298,7 @@ fn build_route(
     route: &Route<'_>,
     bs: &[ParentBinding],
     age: usize,
-    effective: &[Option<policy::Effective>],
+    effective: &[Option<Box<policy::Effective>>],
 ) -> Vec<Work> {
     let mut out = Vec::new();
     let mut done = BTreeSet::new();
@@ -322,9 +321,11 @@ fn build_route(
             };
             let mut clusters = BTreeMap::new();
             let mut rules = Vec::with_capacity(route.rules.len());
-            let mut built = Vec::new();
+            let expected: usize = route.rules.iter().map(|r| r.matches.len().max(1)).sum();
+            let mut orders = Vec::with_capacity(expected);
+            let mut routes = Vec::with_capacity(expected);
             for (rule_index, rule) in route.rules.iter().enumerate() {
-                let policy = effective.get(rule_index).and_then(Option::as_ref);
+                let policy = effective.get(rule_index).and_then(Option::as_deref);
                 let mut r = rule::build(index, route, rule_index, rule, ctx, &mut clusters, policy);
                 for (match_index, br) in std::mem::take(&mut r.routes).into_iter().enumerate() {
                     let order = RouteOrder {
@@ -333,7 +334,8 @@ fn build_route(
                         rule: rule_index,
                         match_index,
                     };
-                    built.push((order, br.route));
+                    orders.push(order);
+                    routes.push(Some(br.route));
                 }
                 rules.push((rule_index, r));
             }
@@ -342,7 +344,8 @@ fn build_route(
                 listener: a.listener,
                 hostnames: a.hostnames.clone(),
                 rules,
-                built,
+                orders,
+                routes,
                 clusters,
             });
         }

@@ -21,8 +21,9 @@ const ROUTE_GROUP: &str = "gateway.networking.k8s.io";
 /// The result of attaching every policy.
 #[derive(Debug, Default)]
 pub struct Attachment {
-    /// `[route][rule]`: what reaches the rule, if any policy does.
-    pub effective: Vec<Vec<Option<Effective>>>,
+    /// `[route][rule]`: what reaches the rule, if any policy does (boxed:
+    /// an `Effective` is ~2 KiB and most rules have none).
+    pub effective: Vec<Vec<Option<Box<Effective>>>>,
     /// Per compiled policy: the routes (indices) it reaches.
     pub reached: Vec<BTreeSet<usize>>,
 }
@@ -202,7 +203,13 @@ pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment
                         key(a).cmp(&key(b))
                     });
                     by.dedup_by_key(|(_, pi)| *pi);
-                    Some(merge(policies, &by, &routes[ri], rule_index, &mut conflicts))
+                    Some(Box::new(merge(
+                        policies,
+                        &by,
+                        &routes[ri],
+                        rule_index,
+                        &mut conflicts,
+                    )))
                 })
                 .collect()
         })

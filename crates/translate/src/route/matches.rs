@@ -20,7 +20,7 @@ const MAX_QUERY_NAME_BYTES: usize = 1024;
 /// prefix, then method, then most headers, then most query params).
 /// Regular expression paths are implementation-specific: they rank after
 /// exact paths and before prefixes, longer patterns first.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Rank {
     path_kind: u8,
     path_len: std::cmp::Reverse<usize>,

@@ -94,7 +94,10 @@ pub fn build(
     policy: Option<&crate::policy::Effective>,
 ) -> BuiltRule {
     let field = format!("spec.rules[{rule_index}]");
-    let mut out = BuiltRule::default();
+    let mut out = BuiltRule {
+        routes: Vec::with_capacity(rule.matches.len()),
+        ..Default::default()
+    };
     for u in &rule.unsupported {
         out.warnings
             .push(format!("{field}.{u}: not supported by portcullis; ignored"));

@@ -29,14 +29,14 @@ pub fn ads() -> ConfigSource {
     }
 }
 
-pub fn build(mut gw: ir::Gateway, listener_address: &str) -> GatewayXds {
+pub fn build(mut gw: ir::Gateway, listener_address: &str, store: &mut ir::RouteStore) -> GatewayXds {
     let mut out = GatewayXds::default();
     let ports = std::mem::take(&mut gw.ports);
     for (port, p) in ports {
         out.listeners
             .push(listener::build(&gw, port, &p, listener_address));
         for chain in p.chains {
-            out.routes.push(route::build(chain));
+            out.routes.push(route::build(chain, store));
         }
     }
     for c in gw.clusters.values() {

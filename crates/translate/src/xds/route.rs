@@ -4,20 +4,18 @@ use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost}
 use envoy_types::pb::google::protobuf::BoolValue;
 
 use crate::hostname;
-use crate::ir::Chain;
+use crate::ir::{Chain, RouteStore};
 
-pub fn build(chain: Chain) -> RouteConfiguration {
+pub fn build(chain: Chain, store: &mut RouteStore) -> RouteConfiguration {
     let virtual_hosts = chain
         .virtual_hosts
         .into_values()
-        .map(|vh| {
-            // An Envoy Route is ~2 KiB: sort indices, then move each route
-            // once (sorting the pairs themselves moved every route log n
-            // times and dominated translation time).
-            let mut order: Vec<usize> = (0..vh.routes.len()).collect();
-            order.sort_by(|&a, &b| vh.routes[a].0.cmp(&vh.routes[b].0));
-            let mut slots: Vec<Option<_>> = vh.routes.into_iter().map(|(_, r)| Some(r)).collect();
-            let routes = order.into_iter().filter_map(|i| slots[i].take()).collect();
+        .map(|mut vh| {
+            // Sort the small references, then move each ~2 KiB route once,
+            // into a vector sized up front (no growth slack in the output).
+            vh.routes.sort_by_key(|(order, _)| *order);
+            let mut routes = Vec::with_capacity(vh.routes.len());
+            routes.extend(vh.routes.iter().filter_map(|(_, r)| store.take(*r)));
             VirtualHost {
                 name: format!("{}/{}", chain.route_config, vh.hostname),
                 domains: hostname::envoy_domains(&vh.hostname),
