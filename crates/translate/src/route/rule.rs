@@ -75,13 +75,22 @@ fn pb_duration(d: std::time::Duration) -> PbDuration {
 const MAX_WEIGHT: u32 = 1_000_000;
 
 fn route_name(route: &Route<'_>, rule_index: usize, rule: &Rule<'_>, match_index: usize) -> String {
-    let rule_id = rule.name.clone().unwrap_or_else(|| rule_index.to_string());
-    format!(
-        "{}/{}/{}/rule/{rule_id}/match/{match_index}",
-        route.kind.kind().to_ascii_lowercase(),
-        route.namespace,
-        route.name
-    )
+    use std::fmt::Write;
+    // One allocation: this runs for every Envoy route.
+    let kind = match route.kind {
+        crate::route::model::RouteKind::Http => "httproute",
+        crate::route::model::RouteKind::Grpc => "grpcroute",
+    };
+    let mut name = String::with_capacity(kind.len() + route.namespace.len() + route.name.len() + 32);
+    let _ = write!(name, "{kind}/{}/{}/rule/", route.namespace, route.name);
+    match &rule.name {
+        Some(n) => name.push_str(n),
+        None => {
+            let _ = write!(name, "{rule_index}");
+        }
+    }
+    let _ = write!(name, "/match/{match_index}");
+    name
 }
 
 pub fn build(
