@@ -67,15 +67,16 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     // (routes without a creation time sort after those with one).
     let mut by_age: Vec<usize> = (0..routes.len()).collect();
     by_age.sort_by(|&a, &b| {
-        let key = |r: &Route| {
+        // Borrowed keys: this comparison runs n log n times.
+        fn key<'r>(r: &'r Route<'_>) -> (bool, Option<&'r str>, &'r str, &'r str, model::RouteKind) {
             (
                 r.creation_timestamp.is_none(),
-                r.creation_timestamp.clone(),
-                r.namespace.clone(),
-                r.name.clone(),
+                r.creation_timestamp.as_deref(),
+                r.namespace.as_str(),
+                r.name.as_str(),
                 r.kind,
             )
-        };
+        }
         key(&routes[a]).cmp(&key(&routes[b]))
     });
     let mut age_rank = vec![0usize; routes.len()];
