@@ -19,8 +19,9 @@ use crate::status::reason;
 pub struct ClusterSpec {
     pub name: String,
     pub http2: bool,
-    /// (address, port), sorted.
-    pub endpoints: Vec<(String, u32)>,
+    /// (address, port), sorted; shared by every route using the Service
+    /// port (computed once per translation, see [`Index::endpoints_memo`]).
+    pub endpoints: std::sync::Arc<Vec<(String, u32)>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,14 +122,33 @@ pub fn service_cluster(
         format!("{ns}/{name}/{port}")
     };
     if !clusters.contains_key(&cluster) {
-        let endpoints = endpoints(
-            index,
-            ns,
-            name,
-            svc_port.name.as_deref(),
-            svc_port.target_port.as_ref(),
+        let memo_key = (
+            svc.metadata.namespace.as_deref().unwrap_or("default"),
+            svc.metadata.name.as_deref().unwrap_or_default(),
             port,
         );
+        let memo = index
+            .endpoints_memo
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&memo_key).cloned());
+        let endpoints = match memo {
+            Some(e) => e,
+            None => {
+                let e = std::sync::Arc::new(endpoints(
+                    index,
+                    ns,
+                    name,
+                    svc_port.name.as_deref(),
+                    svc_port.target_port.as_ref(),
+                    port,
+                ));
+                if let Ok(mut m) = index.endpoints_memo.lock() {
+                    m.insert(memo_key, e.clone());
+                }
+                e
+            }
+        };
         clusters.insert(
             cluster.clone(),
             ClusterSpec {

@@ -25,7 +25,14 @@ pub struct Index<'a> {
     pub endpoint_slices: HashMap<Key, Vec<&'a EndpointSlice>>,
     pub secrets: HashMap<&'a str, HashMap<&'a str, &'a Secret>>,
     pub reference_grants: Vec<&'a ReferenceGrant>,
+    /// Ready endpoints by (Service namespace, name, port), filled as routes
+    /// resolve their backends: thousands of routes share a few Services,
+    /// and each route (built on any thread) would otherwise walk the
+    /// EndpointSlices again.
+    pub endpoints_memo: std::sync::Mutex<EndpointsMemo<'a>>,
 }
+
+pub type EndpointsMemo<'a> = HashMap<(&'a str, &'a str, i32), std::sync::Arc<Vec<(String, u32)>>>;
 
 impl<'a> Index<'a> {
     pub fn new(inputs: &'a Inputs) -> Self {
@@ -58,6 +65,7 @@ impl<'a> Index<'a> {
             endpoint_slices,
             secrets: by_namespace(inputs.secrets.iter().map(|s| (&s.object.metadata, &s.object))),
             reference_grants: inputs.reference_grants.iter().map(|g| &g.object).collect(),
+            endpoints_memo: Default::default(),
         }
     }
 
