@@ -155,15 +155,21 @@ impl Chain {
         owner_specificity: u8,
         routes: impl IntoIterator<Item = (RouteOrder, RouteRef)>,
     ) {
-        let vh = self
-            .virtual_hosts
-            .entry(hostname.to_string())
-            .or_insert_with(|| VirtualHost {
-                hostname: hostname.to_string(),
-                owner_specificity,
-                owner: owner.to_string(),
-                routes: Vec::new(),
-            });
+        // Most adds go to an existing host: look up before allocating a key.
+        if !self.virtual_hosts.contains_key(hostname) {
+            self.virtual_hosts.insert(
+                hostname.to_string(),
+                VirtualHost {
+                    hostname: hostname.to_string(),
+                    owner_specificity,
+                    owner: owner.to_string(),
+                    routes: Vec::new(),
+                },
+            );
+        }
+        let Some(vh) = self.virtual_hosts.get_mut(hostname) else {
+            return;
+        };
         if vh.owner != owner {
             if owner_specificity > vh.owner_specificity {
                 vh.owner = owner.to_string();

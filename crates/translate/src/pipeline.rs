@@ -469,18 +469,19 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
 /// The chain a listener's routes go to.
 fn chain_for<'a>(ir: &'a mut ir::Gateway, gw: &GatewayState<'_>, listener: usize) -> &'a mut Chain {
     let l = &gw.listeners[listener];
-    let https_name = format!("{}/{}/{}/{}", gw.namespace, gw.name, l.port, l.name);
     let port = ir
         .ports
         .get_mut(&l.port)
         .expect("skeleton has a port for every programmed listener");
     let idx = match port.protocol {
         Protocol::Http => 0,
-        Protocol::Https => port
-            .chains
-            .iter()
-            .position(|c| c.route_config == https_name)
-            .unwrap_or(0),
+        Protocol::Https => {
+            let https_name = format!("{}/{}/{}/{}", gw.namespace, gw.name, l.port, l.name);
+            port.chains
+                .iter()
+                .position(|c| c.route_config == https_name)
+                .unwrap_or(0)
+        }
     };
     &mut port.chains[idx]
 }
