@@ -68,10 +68,11 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     let mut by_age: Vec<usize> = (0..routes.len()).collect();
     by_age.sort_by(|&a, &b| {
         // Borrowed keys: this comparison runs n log n times.
-        fn key<'r>(r: &'r Route<'_>) -> (bool, Option<&'r str>, &'r str, &'r str, model::RouteKind) {
+        type Time = api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        fn key<'r>(r: &'r Route<'_>) -> (bool, Option<&'r Time>, &'r str, &'r str, model::RouteKind) {
             (
                 r.creation_timestamp.is_none(),
-                r.creation_timestamp.as_deref(),
+                r.creation_timestamp.as_ref(),
                 r.namespace.as_str(),
                 r.name.as_str(),
                 r.kind,

@@ -51,10 +51,11 @@ pub struct ParentRef {
 
 #[derive(Clone, Debug)]
 pub struct BackendRef<'a> {
-    pub group: String,
-    pub kind: String,
-    pub namespace: Option<String>,
-    pub name: String,
+    /// Borrowed from the input (defaults filled in): one route has several.
+    pub group: &'a str,
+    pub kind: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
     pub port: Option<i32>,
     pub weight: i32,
     pub filters: Cow<'a, [HttpRouteRulesFilters]>,
@@ -79,7 +80,9 @@ pub struct Route<'a> {
     pub namespace: String,
     pub name: String,
     pub generation: i64,
-    pub creation_timestamp: Option<String>,
+    /// Compared, never printed: kept as the timestamp (formatting one per
+    /// route showed in profiles).
+    pub creation_timestamp: Option<api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     pub source: Source,
     pub hostnames: Vec<String>,
     pub parent_refs: Vec<ParentRef>,
@@ -108,12 +111,17 @@ fn convert<A: Serialize, B: DeserializeOwned>(a: &A) -> Result<B, String> {
 
 fn meta_common(
     meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> (String, String, i64, Option<String>) {
+) -> (
+    String,
+    String,
+    i64,
+    Option<api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+) {
     (
         meta.namespace.clone().unwrap_or_else(|| "default".into()),
         meta.name.clone().unwrap_or_default(),
         meta.generation.unwrap_or(1),
-        meta.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+        meta.creation_timestamp.clone(),
     )
 }
 
@@ -150,10 +158,10 @@ macro_rules! parent_ref {
 macro_rules! backend_ref {
     ($b:expr, $i:expr, $j:expr, $errors:expr) => {
         BackendRef {
-            group: $b.group.clone().unwrap_or_default(),
-            kind: $b.kind.clone().unwrap_or_else(|| "Service".into()),
-            namespace: $b.namespace.clone(),
-            name: $b.name.clone(),
+            group: $b.group.as_deref().unwrap_or(""),
+            kind: $b.kind.as_deref().unwrap_or("Service"),
+            namespace: $b.namespace.as_deref(),
+            name: &$b.name,
             port: $b.port,
             weight: $b.weight.unwrap_or(1),
             filters: Cow::Owned(

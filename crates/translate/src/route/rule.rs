@@ -290,10 +290,10 @@ fn behaviour(
                     .as_ref()
                     .ok_or_else(|| missing(ff, "requestMirror"))?;
                 let b = crate::route::model::BackendRef {
-                    group: m.backend_ref.group.clone().unwrap_or_default(),
-                    kind: m.backend_ref.kind.clone().unwrap_or_else(|| "Service".into()),
-                    namespace: m.backend_ref.namespace.clone(),
-                    name: m.backend_ref.name.clone(),
+                    group: m.backend_ref.group.as_deref().unwrap_or(""),
+                    kind: m.backend_ref.kind.as_deref().unwrap_or("Service"),
+                    namespace: m.backend_ref.namespace.as_deref(),
+                    name: &m.backend_ref.name,
                     port: m.backend_ref.port,
                     weight: 1,
                     filters: std::borrow::Cow::Borrowed(&[]),
