@@ -9,19 +9,13 @@ use crate::route::filters::{self, HeaderMods};
 
 type Both = (HeaderMods, HeaderMods);
 
-fn edits(
-    e: &HeaderEdits,
-    field: &str,
-    request: bool,
-    formatted: bool,
-    into: &mut HeaderMods,
-) -> Result<(), RuleError> {
+fn edits(e: &HeaderEdits, field: &str, formatted: bool, into: &mut HeaderMods) -> Result<(), RuleError> {
     let set = e.set.iter().map(|h| (h.name.as_str(), h.value.as_str()));
     let add = e.add.iter().map(|h| (h.name.as_str(), h.value.as_str()));
     if formatted {
-        filters::header_modifier_formatted(set, add, &e.remove, field, request, into)
+        filters::header_modifier_formatted(set, add, &e.remove, field, into)
     } else {
-        filters::header_modifier(set, add, &e.remove, field, request, into)
+        filters::header_modifier(set, add, &e.remove, field, into)
     }
 }
 
@@ -38,10 +32,10 @@ fn both(
         class: e.class,
     };
     if let Some(r) = request {
-        edits(r, &format!("{field}.request"), true, formatted, &mut out.0).map_err(to_policy)?;
+        edits(r, &format!("{field}.request"), formatted, &mut out.0).map_err(to_policy)?;
     }
     if let Some(r) = response {
-        edits(r, &format!("{field}.response"), false, formatted, &mut out.1).map_err(to_policy)?;
+        edits(r, &format!("{field}.response"), formatted, &mut out.1).map_err(to_policy)?;
     }
     Ok(out)
 }

@@ -39,7 +39,7 @@ fn literal(value: &str) -> String {
 /// NACK).
 pub const MAX_HEADER_BYTES: usize = 16384;
 
-fn check_name(name: &str, request: bool) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), String> {
     if !is_header_name(name) {
         return Err(format!("{name:?} is not a valid header name"));
     }
@@ -49,7 +49,9 @@ fn check_name(name: &str, request: bool) -> Result<(), String> {
             name.len()
         ));
     }
-    if request && name.eq_ignore_ascii_case("host") {
+    // Envoy refuses any mutation of `host` (and of pseudo-headers, which
+    // the name check already excludes), on requests and responses alike.
+    if name.eq_ignore_ascii_case("host") {
         return Err("the Host header cannot be modified by a header filter".into());
     }
     Ok(())
@@ -75,10 +77,9 @@ pub fn header_modifier<'a>(
     add: impl IntoIterator<Item = (&'a str, &'a str)>,
     remove: &[String],
     field: &str,
-    request: bool,
     into: &mut HeaderMods,
 ) -> Result<(), RuleError> {
-    modifier(set, add, remove, field, request, into, false)
+    modifier(set, add, remove, field, into, false)
 }
 
 /// Like [`header_modifier`], but values are Envoy format strings
@@ -88,10 +89,9 @@ pub fn header_modifier_formatted<'a>(
     add: impl IntoIterator<Item = (&'a str, &'a str)>,
     remove: &[String],
     field: &str,
-    request: bool,
     into: &mut HeaderMods,
 ) -> Result<(), RuleError> {
-    modifier(set, add, remove, field, request, into, true)
+    modifier(set, add, remove, field, into, true)
 }
 
 fn formatted_option(
@@ -111,7 +111,6 @@ fn modifier<'a>(
     add: impl IntoIterator<Item = (&'a str, &'a str)>,
     remove: &[String],
     field: &str,
-    request: bool,
     into: &mut HeaderMods,
     formatted: bool,
 ) -> Result<(), RuleError> {
@@ -131,7 +130,7 @@ fn modifier<'a>(
         }
     };
     for (i, (name, value)) in set.into_iter().enumerate() {
-        check_name(name, request).map_err(|m| RuleError::structural(format!("{field}.set[{i}].name"), m))?;
+        check_name(name).map_err(|m| RuleError::structural(format!("{field}.set[{i}].name"), m))?;
         check_value(value).map_err(|m| RuleError::structural(format!("{field}.set[{i}].value"), m))?;
         into.add.push(option(
             name,
@@ -140,7 +139,7 @@ fn modifier<'a>(
         ));
     }
     for (i, (name, value)) in add.into_iter().enumerate() {
-        check_name(name, request).map_err(|m| RuleError::structural(format!("{field}.add[{i}].name"), m))?;
+        check_name(name).map_err(|m| RuleError::structural(format!("{field}.add[{i}].name"), m))?;
         check_value(value).map_err(|m| RuleError::structural(format!("{field}.add[{i}].value"), m))?;
         into.add.push(option(
             name,
@@ -149,7 +148,7 @@ fn modifier<'a>(
         ));
     }
     for (i, name) in remove.iter().enumerate() {
-        check_name(name, request).map_err(|m| RuleError::structural(format!("{field}.remove[{i}]"), m))?;
+        check_name(name).map_err(|m| RuleError::structural(format!("{field}.remove[{i}]"), m))?;
         into.remove.push(name.to_ascii_lowercase());
     }
     Ok(())

@@ -551,7 +551,7 @@ fn depends_on_matched_prefix(rule: &Rule<'_>) -> bool {
 /// A Request- or ResponseHeaderModifier filter (rule- or backend-level).
 fn header_filter(f: &HttpRouteRulesFilters, ff: &str, into: &mut HeaderMods) -> Result<(), RuleError> {
     macro_rules! apply {
-        ($m:expr, $name:literal, $request:expr) => {{
+        ($m:expr, $name:literal) => {{
             let m = $m.as_ref().ok_or_else(|| missing(ff, $name))?;
             filters::header_modifier(
                 m.set
@@ -564,15 +564,14 @@ fn header_filter(f: &HttpRouteRulesFilters, ff: &str, into: &mut HeaderMods) -> 
                     .map(|h| (h.name.as_str(), h.value.as_str())),
                 m.remove.as_deref().unwrap_or_default(),
                 &format!("{ff}.{}", $name),
-                $request,
                 into,
             )
         }};
     }
     // The two generated modifier types differ only in name.
     match f.r#type {
-        T::RequestHeaderModifier => apply!(f.request_header_modifier, "requestHeaderModifier", true),
-        _ => apply!(f.response_header_modifier, "responseHeaderModifier", false),
+        T::RequestHeaderModifier => apply!(f.request_header_modifier, "requestHeaderModifier"),
+        _ => apply!(f.response_header_modifier, "responseHeaderModifier"),
     }
 }
 
