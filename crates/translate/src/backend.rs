@@ -57,7 +57,7 @@ pub fn resolve(
             format!("backend kind {}/{} is not supported", b.group, b.kind),
         );
     }
-    let ns = b.namespace.as_deref().unwrap_or(&route.namespace);
+    let ns = b.namespace.unwrap_or(&route.namespace);
     let from = From {
         group: "gateway.networking.k8s.io",
         kind: route.kind.kind(),
@@ -67,7 +67,7 @@ pub fn resolve(
         group: "",
         kind: "Service",
         namespace: ns,
-        name: &b.name,
+        name: b.name,
     };
     if !reference_grant::permitted(index, &from, &to) {
         return invalid(
@@ -84,7 +84,7 @@ pub fn resolve(
             format!("Service {ns}/{}: port is required", b.name),
         );
     };
-    match service_cluster(index, ns, &b.name, port, route.kind == RouteKind::Grpc, clusters) {
+    match service_cluster(index, ns, b.name, port, route.kind == RouteKind::Grpc, clusters) {
         Ok(name) => Backend::Cluster { name, weight },
         Err(message) => invalid(reason::BACKEND_NOT_FOUND, message),
     }
