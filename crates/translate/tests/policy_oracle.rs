@@ -56,23 +56,27 @@ fn rbac(expr: &str) -> String {
 }
 
 /// A valid call of each function with the given number of arguments
-/// (receiver included).
-fn probe(name: &str, arity: usize) -> String {
-    match (name, arity) {
-        ("size", 1) => "size(request.path) >= 0".into(),
-        ("contains" | "startsWith" | "endsWith" | "matches", 2) => format!("request.path.{name}('a')"),
-        ("int", 1) => "int('1') == 1".into(),
-        ("uint", 1) => "uint('1') == 1u".into(),
-        ("double", 1) => "double('1.5') > 1.0".into(),
-        ("bytes", 1) => "bytes('a') == b'a'".into(),
-        ("bool", 1) => "bool('true')".into(),
-        ("timestamp", 1) => "timestamp('2020-01-01T00:00:00Z') < request.time".into(),
-        ("duration", 1) => "duration('1s') > duration('0s')".into(),
-        ("type", 1) => "type(1) == int".into(),
-        ("dyn", 1) => "dyn(1) == 1".into(),
-        (n, 1) if n.starts_with("get") => format!("request.time.{n}() >= 0"),
-        (n, 2) if n.starts_with("get") => format!("request.time.{n}('UTC') >= 0"),
-        _ => panic!("no probe for {name}/{arity}: add one"),
+/// (receiver included), as a method call or a global one.
+fn probe(name: &str, arity: usize, member: bool) -> String {
+    match (name, arity, member) {
+        ("size", 1, false) => "size(request.path) >= 0".into(),
+        ("size", 1, true) => "request.path.size() >= 0".into(),
+        ("contains" | "startsWith" | "endsWith" | "matches", 2, true) => format!("request.path.{name}('a')"),
+        ("contains" | "startsWith" | "endsWith" | "matches", 2, false) => {
+            format!("{name}(request.path, 'a')")
+        }
+        ("int", 1, false) => "int('1') == 1".into(),
+        ("uint", 1, false) => "uint('1') == 1u".into(),
+        ("double", 1, false) => "double('1.5') > 1.0".into(),
+        ("bytes", 1, false) => "bytes('a') == b'a'".into(),
+        ("bool", 1, false) => "bool('true')".into(),
+        ("timestamp", 1, false) => "timestamp('2020-01-01T00:00:00Z') < request.time".into(),
+        ("duration", 1, false) => "duration('1s') > duration('0s')".into(),
+        ("type", 1, false) => "type(1) == int".into(),
+        ("dyn", 1, false) => "dyn(1) == 1".into(),
+        (n, 1, true) if n.starts_with("get") => format!("request.time.{n}() >= 0"),
+        (n, 2, true) if n.starts_with("get") => format!("request.time.{n}('UTC') >= 0"),
+        _ => panic!("no probe for {name}/{arity} (member: {member}): add one"),
     }
 }
 
@@ -83,11 +87,18 @@ fn every_cel_function_standard_accepts_envoy_accepts() {
         return;
     }
     let mut exprs = Vec::new();
-    for (name, arities) in cel::FUNCTIONS {
+    for (name, arities, style) in cel::FUNCTIONS {
+        let styles: &[bool] = match style {
+            cel::Style::Global => &[false],
+            cel::Style::Member => &[true],
+            cel::Style::Both => &[false, true],
+        };
         for &a in *arities {
-            let e = probe(name, a);
-            cel::parse(&e).unwrap_or_else(|err| panic!("{e}: {err}"));
-            exprs.push(rbac(&e));
+            for &member in styles {
+                let e = probe(name, a, member);
+                cel::parse(&e).unwrap_or_else(|err| panic!("{e}: {err}"));
+                exprs.push(rbac(&e));
+            }
         }
     }
     envoy_accepts(&exprs).expect("Envoy accepts every function STANDARD accepts");

@@ -40,47 +40,72 @@ const RESERVED: &[&str] = &[
 ];
 const UNSUPPORTED_MACROS: &[&str] = &["all", "exists", "exists_one", "map", "filter"];
 
+/// How a function may be called: Envoy's CEL runtime registers the type
+/// conversions only as global functions (`int(x)`) and the timestamp
+/// getters only as methods (`t.getHours()`); the string functions both ways.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    Global,
+    Member,
+    Both,
+}
+
 /// The functions Envoy 1.40's CEL runtime resolves, with their arities (a
-/// receiver counts as an argument: `a.startsWith(b)` is `startsWith/2`).
-/// Envoy refuses anything else when it loads the config ("No overload found
-/// in reference resolve step") — `string()` among them. Checked against
-/// the real Envoy by `tests/policy_oracle.rs`.
-pub const FUNCTIONS: &[(&str, &[usize])] = &[
-    ("size", &[1]),
-    ("contains", &[2]),
-    ("startsWith", &[2]),
-    ("endsWith", &[2]),
-    ("matches", &[2]),
-    ("int", &[1]),
-    ("uint", &[1]),
-    ("double", &[1]),
-    ("bytes", &[1]),
-    ("bool", &[1]),
-    ("timestamp", &[1]),
-    ("duration", &[1]),
-    ("type", &[1]),
-    ("dyn", &[1]),
-    ("getFullYear", &[1, 2]),
-    ("getMonth", &[1, 2]),
-    ("getDate", &[1, 2]),
-    ("getDayOfMonth", &[1, 2]),
-    ("getDayOfWeek", &[1, 2]),
-    ("getDayOfYear", &[1, 2]),
-    ("getHours", &[1, 2]),
-    ("getMinutes", &[1, 2]),
-    ("getSeconds", &[1, 2]),
-    ("getMilliseconds", &[1, 2]),
+/// receiver counts as an argument: `a.startsWith(b)` is `startsWith/2`)
+/// and call style. Envoy refuses anything else when it loads the config
+/// ("No overload found in reference resolve step") — `string()`,
+/// `x.int()` and `getHours(t)` among them. Checked against the real Envoy,
+/// both styles of every entry, by `tests/policy_oracle.rs`.
+pub const FUNCTIONS: &[(&str, &[usize], Style)] = &[
+    ("size", &[1], Style::Both),
+    ("contains", &[2], Style::Both),
+    ("startsWith", &[2], Style::Both),
+    ("endsWith", &[2], Style::Both),
+    ("matches", &[2], Style::Both),
+    ("int", &[1], Style::Global),
+    ("uint", &[1], Style::Global),
+    ("double", &[1], Style::Global),
+    ("bytes", &[1], Style::Global),
+    ("bool", &[1], Style::Global),
+    ("timestamp", &[1], Style::Global),
+    ("duration", &[1], Style::Global),
+    ("type", &[1], Style::Global),
+    ("dyn", &[1], Style::Global),
+    ("getFullYear", &[1, 2], Style::Member),
+    ("getMonth", &[1, 2], Style::Member),
+    ("getDate", &[1, 2], Style::Member),
+    ("getDayOfMonth", &[1, 2], Style::Member),
+    ("getDayOfWeek", &[1, 2], Style::Member),
+    ("getDayOfYear", &[1, 2], Style::Member),
+    ("getHours", &[1, 2], Style::Member),
+    ("getMinutes", &[1, 2], Style::Member),
+    ("getSeconds", &[1, 2], Style::Member),
+    ("getMilliseconds", &[1, 2], Style::Member),
 ];
 
-/// Whether Envoy resolves `name` with `arity` arguments; a constant
-/// `matches` pattern must also be a regex Envoy's RE2 takes.
-fn check_function(name: &str, args: &[&Expr], column: usize) -> Result<(), CelError> {
+/// Whether Envoy resolves `name` with `arity` arguments in this call
+/// style; a constant `matches` pattern must also be a regex Envoy's RE2
+/// takes.
+fn check_function(name: &str, args: &[&Expr], member: bool, column: usize) -> Result<(), CelError> {
     let err = |message: String| CelError { column, message };
-    let Some((_, arities)) = FUNCTIONS.iter().find(|(n, _)| *n == name) else {
+    let Some((_, arities, style)) = FUNCTIONS.iter().find(|(n, _, _)| *n == name) else {
         return Err(err(format!(
             "unknown function {name}() (Envoy's CEL runtime does not provide it)"
         )));
     };
+    match (style, member) {
+        (Style::Global, true) => {
+            return Err(err(format!(
+                "{name}() is a global function in Envoy's CEL runtime: write {name}(x), not x.{name}()"
+            )));
+        }
+        (Style::Member, false) => {
+            return Err(err(format!(
+                "{name}() is a method in Envoy's CEL runtime: write t.{name}(), not {name}(t)"
+            )));
+        }
+        _ => {}
+    }
     if !arities.contains(&args.len()) {
         return Err(err(format!(
             "{name}() takes {} argument(s) counting the receiver, not {}",
@@ -582,7 +607,7 @@ impl Parser {
                     }
                     let args = self.list_until(")")?;
                     let all: Vec<&Expr> = std::iter::once(&e).chain(&args).collect();
-                    check_function(&field, &all, column)?;
+                    check_function(&field, &all, true, column)?;
                     let k = call(&field, Some(e), args);
                     e = self.node(k);
                 } else {
@@ -724,7 +749,7 @@ impl Parser {
                         return Err(self.error_at(t.column, format!("the {name}() macro is not supported")));
                     }
                     let args = self.list_until(")")?;
-                    check_function(&name, &args.iter().collect::<Vec<_>>(), t.column)?;
+                    check_function(&name, &args.iter().collect::<Vec<_>>(), false, t.column)?;
                     let k = call(&name, None, args);
                     Ok(self.node(k))
                 }
@@ -759,6 +784,29 @@ mod tests {
         match &e.expr_kind {
             Some(expr::ExprKind::CallExpr(c)) => &c.function,
             other => panic!("not a call: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn call_style_follows_envoys_runtime() {
+        // Found refused by Envoy 1.40 ("No overload found in reference
+        // resolve step"); see tests/rejections/cel-*.
+        for bad in [
+            "request.headers['x'].int() == 1",
+            "request.path.type() == string",
+            "getHours(request.time) == 1",
+            "getFullYear(request.time, 'UTC') == 2020",
+        ] {
+            let e = parse(bad).expect_err(bad);
+            assert!(e.message.contains("write "), "{bad}: {e}");
+        }
+        for good in [
+            "int(request.headers['x']) == 1",
+            "request.time.getHours() == 1",
+            "contains(request.path, 'a')",
+            "request.path.size() > 0",
+        ] {
+            ok(good);
         }
     }
 
