@@ -13,9 +13,14 @@
 
 use envoy_types::pb::google::api::expr::v1alpha1::{Constant, Expr, constant, expr};
 
-/// Deeper nesting is rejected: it would risk the stack here and exceed the
-/// protobuf nesting limit (100 messages) when Envoy decodes the config.
-const MAX_DEPTH: usize = 32;
+/// Deeper nesting is rejected. The tightest limit is Envoy's JSON parser
+/// (a static bootstrap, `portcullis translate -o bootstrap`, STRICT's
+/// `--mode validate`): it refuses documents nested beyond ~100 levels; a
+/// route's RBAC condition starts ~22 levels down and each CEL level costs
+/// up to 3 JSON levels (`Expr` → `call_expr` → `args`). Envoy accepted 26
+/// and refused 28 levels of `!`; 24 leaves room. Checked against the real
+/// Envoy by `tests/policy_oracle.rs`.
+pub const MAX_DEPTH: usize = 24;
 /// cel-go's default expression size limit, in code points.
 const MAX_LEN: usize = 100_000;
 
@@ -166,7 +171,7 @@ pub fn parse(text: &str) -> Result<Expr, CelError> {
 }
 
 /// Nesting depth of the AST (long operator chains nest too).
-fn depth(e: &Expr) -> usize {
+pub fn depth(e: &Expr) -> usize {
     let children = match e.expr_kind.as_ref() {
         Some(expr::ExprKind::SelectExpr(s)) => s.operand.iter().map(|o| depth(o)).max(),
         Some(expr::ExprKind::CallExpr(c)) => c
@@ -451,6 +456,66 @@ struct Parser {
     end: usize,
 }
 
+/// `a || b || c …` (or `&&`) as a balanced tree, as cel-go's parser
+/// builds it: the operators are associative, and a balanced tree nests
+/// log2(n) levels instead of n (Envoy refuses deep nesting). Node ids are
+/// left at 0: callers renumber.
+pub fn balanced(function: &str, mut operands: Vec<Expr>) -> Option<Expr> {
+    match operands.len() {
+        0 => None,
+        1 => operands.pop(),
+        n => {
+            let right = operands.split_off(n / 2);
+            let (Some(l), Some(r)) = (balanced(function, operands), balanced(function, right)) else {
+                return None;
+            };
+            Some(Expr {
+                id: 0,
+                expr_kind: Some(call(function, None, vec![l, r])),
+            })
+        }
+    }
+}
+
+/// Gives every node a unique id in pre-order, starting after `next`.
+pub fn renumber(e: &mut Expr, next: &mut i64) {
+    *next += 1;
+    e.id = *next;
+    match e.expr_kind.as_mut() {
+        Some(expr::ExprKind::SelectExpr(s)) => {
+            if let Some(o) = s.operand.as_mut() {
+                renumber(o, next);
+            }
+        }
+        Some(expr::ExprKind::CallExpr(c)) => {
+            if let Some(t) = c.target.as_mut() {
+                renumber(t, next);
+            }
+            for a in &mut c.args {
+                renumber(a, next);
+            }
+        }
+        Some(expr::ExprKind::ListExpr(l)) => {
+            for a in &mut l.elements {
+                renumber(a, next);
+            }
+        }
+        Some(expr::ExprKind::StructExpr(s)) => {
+            for en in &mut s.entries {
+                *next += 1;
+                en.id = *next;
+                if let Some(expr::create_struct::entry::KeyKind::MapKey(k)) = en.key_kind.as_mut() {
+                    renumber(k, next);
+                }
+                if let Some(v) = en.value.as_mut() {
+                    renumber(v, next);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 fn call(function: &str, target: Option<Expr>, args: Vec<Expr>) -> expr::ExprKind {
     expr::ExprKind::CallExpr(Box::new(expr::Call {
         target: target.map(Box::new),
@@ -553,6 +618,26 @@ impl Parser {
             return self.unary();
         }
         let mut left = self.binary(level + 1)?;
+        // `||` and `&&` chains are collected and balanced (see
+        // [`balanced`]); the other operators associate to the left.
+        if level < 2 {
+            let (tok, function) = LEVELS[level][0];
+            let mut operands = vec![left];
+            while self.peek_punct(tok) {
+                self.pos += 1;
+                self.enter()?;
+                operands.push(self.binary(level + 1)?);
+                self.depth -= 1;
+            }
+            let Some(mut e) = balanced(function, operands) else {
+                return Err(self.error_at(self.column(), "expected an expression"));
+            };
+            // Fresh ids past every id given so far keep them unique.
+            let mut next = self.next_id;
+            renumber(&mut e, &mut next);
+            self.next_id = next + 1;
+            return Ok(e);
+        }
         let mut chained = 0;
         loop {
             let op = LEVELS[level].iter().find(|(tok, _)| {

@@ -8,7 +8,6 @@ use envoy_types::pb::envoy::config::rbac::v3::{
     Permission, Policy, Principal, Rbac as Rules, permission, principal, rbac,
 };
 use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::{Rbac as RbacFilter, RbacPerRoute};
-use envoy_types::pb::google::api::expr::v1alpha1::{Expr, expr};
 
 use super::{PolicyError, cel};
 
@@ -21,27 +20,29 @@ pub fn compile(r: &Rbac, field: &str) -> Result<RbacPerRoute, PolicyError> {
             "at least one expression is required",
         ));
     }
-    let mut condition: Option<Expr> = None;
-    let mut next_id = 0;
+    let mut parsed = Vec::with_capacity(r.match_expressions.len());
     for (i, text) in r.match_expressions.iter().enumerate() {
-        let mut e = cel::parse(text)
-            .map_err(|e| PolicyError::structural(format!("{field}.matchExpressions[{i}]"), e.to_string()))?;
+        parsed.push(
+            cel::parse(text).map_err(|e| {
+                PolicyError::structural(format!("{field}.matchExpressions[{i}]"), e.to_string())
+            })?,
+        );
+    }
+    // OR-ed as a balanced tree; the combination must still fit Envoy's
+    // nesting limit.
+    let mut condition = cel::balanced("_||_", parsed);
+    if let Some(c) = condition.as_mut() {
+        if cel::depth(c) > cel::MAX_DEPTH {
+            return Err(PolicyError::structural(
+                format!("{field}.matchExpressions"),
+                format!(
+                    "the expressions OR-ed together nest more than {} levels deep",
+                    cel::MAX_DEPTH
+                ),
+            ));
+        }
         // Ids must be unique across the combined expression.
-        renumber(&mut e, &mut next_id);
-        condition = Some(match condition {
-            None => e,
-            Some(prev) => {
-                next_id += 1;
-                Expr {
-                    id: next_id,
-                    expr_kind: Some(expr::ExprKind::CallExpr(Box::new(expr::Call {
-                        target: None,
-                        function: "_||_".into(),
-                        args: vec![prev, e],
-                    }))),
-                }
-            }
-        });
+        cel::renumber(c, &mut 0);
     }
     let action = match r.action {
         RbacAction::Allow => rbac::Action::Allow,
@@ -67,42 +68,4 @@ pub fn compile(r: &Rbac, field: &str) -> Result<RbacPerRoute, PolicyError> {
             ..Default::default()
         }),
     })
-}
-
-fn renumber(e: &mut Expr, next: &mut i64) {
-    *next += 1;
-    e.id = *next;
-    match e.expr_kind.as_mut() {
-        Some(expr::ExprKind::SelectExpr(s)) => {
-            if let Some(o) = s.operand.as_mut() {
-                renumber(o, next);
-            }
-        }
-        Some(expr::ExprKind::CallExpr(c)) => {
-            if let Some(t) = c.target.as_mut() {
-                renumber(t, next);
-            }
-            for a in &mut c.args {
-                renumber(a, next);
-            }
-        }
-        Some(expr::ExprKind::ListExpr(l)) => {
-            for a in &mut l.elements {
-                renumber(a, next);
-            }
-        }
-        Some(expr::ExprKind::StructExpr(s)) => {
-            for entry in &mut s.entries {
-                *next += 1;
-                entry.id = *next;
-                if let Some(expr::create_struct::entry::KeyKind::MapKey(k)) = entry.key_kind.as_mut() {
-                    renumber(k, next);
-                }
-                if let Some(v) = entry.value.as_mut() {
-                    renumber(v, next);
-                }
-            }
-        }
-        _ => {}
-    }
 }
