@@ -116,6 +116,10 @@ fn origin(o: &str) -> Result<StringMatcher, String> {
             escape_regex(base),
             escape_regex(&port)
         );
+        // Each literal character is an RE2 instruction: a long base domain
+        // exceeds Envoy's program-size limit (a NACK if not caught here).
+        crate::regex::check(&re)
+            .map_err(|e| format!("{o:?}: the regex that matches this wildcard origin: {e}"))?;
         return Ok(StringMatcher {
             match_pattern: Some(string_matcher::MatchPattern::SafeRegex(regex_matcher(&re))),
             ..Default::default()
