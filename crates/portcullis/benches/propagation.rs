@@ -6,6 +6,10 @@
 //! `cargo bench -p portcullis --bench propagation` (needs Envoy: scripts/install-envoy.sh).
 //! Target: median ≤ 50 ms, p99 ≤ 150 ms at 1,000 routes, 0 non-200s.
 
+/// The allocator of the `portcullis` binary, so translation costs the same here.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};

@@ -11,6 +11,10 @@
 //! 4): ≤ 2 s cold, ≤ 50 ms warm, O(log n) invocations per dirty route
 //! configuration.
 
+/// The allocator of the `portcullis` binary, so translation costs the same here.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use std::time::{Duration, Instant};
 
 use portcullis::validator::{EnvoyValidator, Options, ValidatorMetrics};

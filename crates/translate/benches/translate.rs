@@ -2,6 +2,11 @@
 //! configurations with 100, 1,000 and 10,000 HTTPRoutes (4 rules each,
 //! 4 Gateways × 4 listeners). Target: 10,000 routes ≤ 150 ms.
 
+/// The allocator of the `portcullis` binary (which runs this library), so
+/// the figures are the product's.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use testkit::generate::{Shape, manifests};
 

@@ -4,7 +4,12 @@
 //!
 //! `cargo run --release -p translate --example translate_scale -- 10000`
 //! (`PORTCULLIS_REPEAT=k` translates k more times first; `PORTCULLIS_THREADS=n`
-//! sets the rule-building threads, default one)
+//! sets the rule-building threads, default one per core)
+
+/// The allocator of the `portcullis` binary (which runs this library), so
+/// the figures are the product's.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use std::time::Instant;
 

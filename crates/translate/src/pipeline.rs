@@ -270,7 +270,9 @@ fn build_all(
             &effective[ri],
         )
     };
-    let threads = parallelism.unwrap_or(1).clamp(1, 8);
+    let threads = parallelism
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, 8);
     if threads < 2 || routes.len() < PARALLEL_MIN_ROUTES {
         return (0..routes.len()).map(one).collect();
     }
