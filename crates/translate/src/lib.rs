@@ -26,6 +26,7 @@ pub mod index;
 pub mod ir;
 pub mod listener;
 pub mod output;
+mod parallel;
 mod pipeline;
 pub mod policy;
 pub mod reference_grant;

@@ -14,7 +14,7 @@ use crate::route::model::{self, Route};
 use crate::route::rule::{self, ListenerContext};
 use crate::route_status::{self, RouteReport};
 use crate::strict::Validator;
-use crate::{Output, Settings, gatewayclass, policy, strict, xds};
+use crate::{Output, Settings, gatewayclass, parallel, policy, strict, xds};
 
 /// STANDARD mode: everything detectable in-process.
 pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
@@ -50,17 +50,19 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         })
         .collect();
 
-    let mut routes: Vec<Route> = inputs
-        .http_routes
-        .iter()
-        .map(|r| model::from_http(&r.object, &r.source))
-        .chain(
-            inputs
-                .grpc_routes
-                .iter()
-                .map(|r| model::from_grpc(&r.object, &r.source)),
-        )
-        .collect();
+    let threads = parallel::threads(settings.parallelism);
+    let mut routes: Vec<Route> = parallel::map(
+        inputs.http_routes.iter().collect(),
+        threads,
+        PARALLEL_MIN_ROUTES,
+        |r| model::from_http(&r.object, &r.source),
+    );
+    routes.extend(parallel::map(
+        inputs.grpc_routes.iter().collect(),
+        threads,
+        PARALLEL_MIN_ROUTES,
+        |r| model::from_grpc(&r.object, &r.source),
+    ));
     routes.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
 
     // Tie-break position of each route: oldest first, then namespace/name
@@ -120,10 +122,11 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         &bindings,
         &age_rank,
         &attachment.effective,
-        settings.parallelism,
+        threads,
     );
     let mut irs: Vec<ir::Gateway> = gateways.iter().map(skeleton).collect();
-    let mut store = ir::RouteStore::default();
+    // One store per Gateway, so Gateways assemble in parallel.
+    let mut stores: Vec<ir::RouteStore> = gateways.iter().map(|_| ir::RouteStore::default()).collect();
     let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
     for (ri, (route, ws)) in routes.iter().zip(works).enumerate() {
         for w in ws {
@@ -147,7 +150,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             }
             // The routes stay in the store; hosts get references (one copy
             // of the routes per host).
-            let copies = store.add(w.routes, w.hostnames.len());
+            let copies = stores[w.gateway].add(w.routes, w.hostnames.len());
             for (h, refs) in w.hostnames.iter().zip(copies) {
                 chain.add(h, &l.name, spec, w.orders.iter().copied().zip(refs));
             }
@@ -158,13 +161,24 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         }
     }
 
-    for (gw, mut ir) in gateways.iter().zip(irs) {
-        policy::ext_auth::install(&mut ir, &providers);
-        let key = gw.key();
-        let (bind, reported) = settings.addresses_of(&key);
-        let mut built = xds::build(ir, bind, &mut store);
-        if let Some(v) = validator {
-            let findings = strict::check_gateway(&key, &mut built, v);
+    // xDS per Gateway (and STRICT's checks) in parallel; findings are
+    // absorbed in Gateway order.
+    let assembled = parallel::map(
+        gateways.iter().zip(irs).zip(stores).collect(),
+        threads,
+        2,
+        |((gw, mut ir), mut store)| {
+            policy::ext_auth::install(&mut ir, &providers);
+            let key = gw.key();
+            let (bind, _) = settings.addresses_of(&key);
+            let mut built = xds::build(ir, bind, &mut store);
+            let findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
+            (key, built, findings)
+        },
+    );
+    for (gw, (key, built, findings)) in gateways.iter().zip(assembled) {
+        let (_, reported) = settings.addresses_of(&key);
+        if let Some(findings) = findings {
             absorb_strict(&key, findings, &routes, &mut reports, &mut out.diagnostics);
         }
         out.gateways.insert(key.clone(), built);
@@ -176,7 +190,15 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             gw.status(&settings.transition_time, reported),
         ));
     }
-    for ((route, bs), report) in routes.iter().zip(&bindings).zip(&reports) {
+    let route_statuses = parallel::map(
+        routes.iter().zip(&bindings).zip(&reports).collect(),
+        threads,
+        PARALLEL_MIN_ROUTES,
+        |((route, bs), report)| {
+            (!bs.is_empty()).then(|| route_status::render(route, bs, &gateways, report, settings))
+        },
+    );
+    for (((route, bs), report), status) in routes.iter().zip(&bindings).zip(&reports).zip(route_statuses) {
         for e in &route.errors {
             out.diagnostics.push(Diagnostic::error(
                 Some(route.display()),
@@ -216,11 +238,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
                 });
             }
         }
-        if bs.is_empty() {
-            continue;
-        }
-        out.status
-            .push(route_status::render(route, bs, &gateways, report, settings));
+        out.status.extend(status);
     }
     policy::report::report(
         &policies,
@@ -258,7 +276,7 @@ fn build_all(
     bindings: &[Vec<ParentBinding>],
     age_rank: &[usize],
     effective: &[Vec<Option<Box<policy::Effective>>>],
-    parallelism: Option<usize>,
+    threads: usize,
 ) -> Vec<Vec<Work>> {
     let one = |ri: usize| {
         build_route(
@@ -270,29 +288,7 @@ fn build_all(
             &effective[ri],
         )
     };
-    let threads = parallelism
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, 8);
-    if threads < 2 || routes.len() < PARALLEL_MIN_ROUTES {
-        return (0..routes.len()).map(one).collect();
-    }
-    let chunk = routes.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..routes.len())
-            .step_by(chunk)
-            .map(|start| {
-                let end = (start + chunk).min(routes.len());
-                s.spawn(move || (start..end).map(one).collect::<Vec<_>>())
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| {
-                // A panic in a worker is a bug; surface it as the same panic.
-                h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
-            })
-            .collect()
-    })
+    parallel::map((0..routes.len()).collect(), threads, PARALLEL_MIN_ROUTES, one)
 }
 
 /// Builds one route's rules for every listener it attaches to.
