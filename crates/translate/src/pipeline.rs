@@ -124,35 +124,17 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         &attachment.effective,
         threads,
     );
-    let mut irs: Vec<ir::Gateway> = gateways.iter().map(skeleton).collect();
-    // One store per Gateway, so Gateways assemble in parallel.
-    let mut stores: Vec<ir::RouteStore> = gateways.iter().map(|_| ir::RouteStore::default()).collect();
+    // Reports per route (in route order); each Gateway's works, in route
+    // order, for its own IR.
     let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
+    let mut per_gateway: Vec<Vec<Work>> = gateways.iter().map(|_| Vec::new()).collect();
     for (ri, (route, ws)) in routes.iter().zip(works).enumerate() {
         for w in ws {
             for (rule_index, r) in &w.rules {
                 reports[ri].absorb(*rule_index, r);
             }
-            let gw = &gateways[w.gateway];
-            let l = &gw.listeners[w.listener];
-            let ir = &mut irs[w.gateway];
-            ir.clusters.extend(w.clusters);
-            let chain = chain_for(ir, gw, w.listener);
-            let spec = ir::specificity(l.hostname.as_deref());
-            // The HTTP filters this chain's HCM needs: those its routes
-            // configure per route.
-            for r in w.routes.iter().flatten() {
-                for name in r.typed_per_filter_config.keys() {
-                    if !chain.http_filters.contains(name) {
-                        chain.http_filters.insert(name.clone());
-                    }
-                }
-            }
-            // The routes stay in the store; hosts get references (one copy
-            // of the routes per host).
-            let copies = stores[w.gateway].add(w.routes, w.hostnames.len());
-            for (h, refs) in w.hostnames.iter().zip(copies) {
-                chain.add(h, &l.name, spec, w.orders.iter().copied().zip(refs));
+            if let Some(g) = per_gateway.get_mut(w.gateway) {
+                g.push(w);
             }
         }
         // Routes not programmed anywhere still get their references checked.
@@ -161,13 +143,18 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         }
     }
 
-    // xDS per Gateway (and STRICT's checks) in parallel; findings are
+    // IR, xDS and STRICT's checks per Gateway, in parallel; findings are
     // absorbed in Gateway order.
     let assembled = parallel::map(
-        gateways.iter().zip(irs).zip(stores).collect(),
+        gateways.iter().zip(per_gateway).collect(),
         threads,
         2,
-        |((gw, mut ir), mut store)| {
+        |(gw, works)| {
+            let mut ir = skeleton(gw);
+            let mut store = ir::RouteStore::default();
+            for w in works {
+                merge(&mut ir, &mut store, gw, w);
+            }
             policy::ext_auth::install(&mut ir, &providers);
             let key = gw.key();
             let (bind, _) = settings.addresses_of(&key);
@@ -264,6 +251,31 @@ struct Work {
     orders: Vec<RouteOrder>,
     routes: Vec<Option<envoy_types::pb::envoy::config::route::v3::Route>>,
     clusters: BTreeMap<String, crate::backend::ClusterSpec>,
+}
+
+/// One route's rules for one listener into its Gateway's IR: clusters,
+/// the HTTP filters the chain needs, and the routes (kept in `store`,
+/// referenced from each host).
+fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>, w: Work) {
+    let l = &gw.listeners[w.listener];
+    ir.clusters.extend(w.clusters);
+    let chain = chain_for(ir, gw, w.listener);
+    let spec = ir::specificity(l.hostname.as_deref());
+    // The HTTP filters this chain's HCM needs: those its routes configure
+    // per route.
+    for r in w.routes.iter().flatten() {
+        for name in r.typed_per_filter_config.keys() {
+            if !chain.http_filters.contains(name) {
+                chain.http_filters.insert(name.clone());
+            }
+        }
+    }
+    // The routes stay in the store; hosts get references (one copy of the
+    // routes per host).
+    let copies = store.add(w.routes, w.hostnames.len());
+    for (h, refs) in w.hostnames.iter().zip(copies) {
+        chain.add(h, &l.name, spec, w.orders.iter().copied().zip(refs));
+    }
 }
 
 /// Below this many routes a second thread costs more than it saves.
