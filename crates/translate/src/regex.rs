@@ -93,8 +93,29 @@ pub fn program_size(pattern: &str) -> Result<usize, RegexError> {
     if pattern.is_empty() {
         return Err(RegexError::Empty);
     }
-    let parsed = parse(pattern).map_err(|e| e.into_regex_error())?;
-    compile_size(&parsed)
+    // Memoised per thread: the same patterns come back in every route that
+    // uses them and in every translation of `serve`; parsing and compiling
+    // each time showed in profiles. A pure function, so the memo cannot
+    // change a result; bounded by clearing it when full.
+    const MEMO_ENTRIES: usize = 4096;
+    thread_local! {
+        static MEMO: std::cell::RefCell<std::collections::HashMap<String, Result<usize, RegexError>>> =
+            Default::default();
+    }
+    if let Some(hit) = MEMO.with(|m| m.borrow().get(pattern).cloned()) {
+        return hit;
+    }
+    let result = parse(pattern)
+        .map_err(|e| e.into_regex_error())
+        .and_then(|parsed| compile_size(&parsed));
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= MEMO_ENTRIES {
+            m.clear();
+        }
+        m.insert(pattern.to_string(), result.clone());
+    });
+    result
 }
 
 /// The longest literal text that every string `pattern` matches in full

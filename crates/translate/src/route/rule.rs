@@ -126,14 +126,25 @@ pub fn build(
         };
         // The behaviour depends on the match only through prefix rewrites;
         // otherwise it is computed once for the rule.
-        let (behaviour, mods) = match (&cached, prefix_dependent) {
-            (Some((b, m)), false) => (b.clone(), m.clone()),
+        // Kept for the next match only when there is one (a RouteAction is
+        // ~1.5 KiB with its strings: cloning it for single-match rules
+        // showed in profiles).
+        let last = j + 1 == rule.matches.len();
+        let (behaviour, mods) = match (cached.take(), prefix_dependent) {
+            (Some((b, m)), false) => {
+                if !last {
+                    cached = Some((b.clone(), m.clone()));
+                }
+                (b, m)
+            }
             _ => {
                 let mut mods = (HeaderMods::default(), HeaderMods::default());
                 let b = behaviour(
                     index, route, rule, &field, ctx, &matched, clusters, &mut mods, &mut out,
                 );
-                cached = Some((b.clone(), mods.clone()));
+                if !last && !prefix_dependent {
+                    cached = Some((b.clone(), mods.clone()));
+                }
                 (b, mods)
             }
         };
