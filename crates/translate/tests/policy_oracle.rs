@@ -121,3 +121,155 @@ fn every_format_command_standard_accepts_envoy_accepts() {
         .collect();
     envoy_accepts(&bodies).expect("Envoy accepts every format command STANDARD accepts");
 }
+
+/// Format strings on each edge of the argument and length rules of
+/// `policy/format.rs`: STANDARD's verdict must equal Envoy's.
+const FORMAT_EDGES: &[&str] = &[
+    // `?` alternatives: at most one, either side may be empty.
+    "%REQ(a?b)%",
+    "%REQ(a?)%",
+    "%REQ(?b)%",
+    "%REQ(?)%",
+    "%REQ(a?b?c)%",
+    "%REQ(a??)%",
+    // Length: any value that fits a size_t, leading zeros allowed.
+    "%REQ(x):0%",
+    "%REQ(x):18446744073709551615%",
+    "%REQ(x):000000000000000000000000000000000000005%",
+    "%REQ(x):18446744073709551616%",
+    "%REQ(x):99999999999999999999%",
+    // Which commands take a length.
+    "%RESP(x):5%",
+    "%TRAILER(x):5%",
+    "%DYNAMIC_METADATA(envoy.lb:key):5%",
+    "%FILTER_STATE(x):5%",
+    "%ENVIRONMENT(HOME):5%",
+    "%START_TIME:10%",
+    "%START_TIME(%s):5%",
+    "%UPSTREAM_METADATA(envoy.lb:key):5%",
+    "%CLUSTER_METADATA(envoy.lb:key):5%",
+    "%PROTOCOL:10%",
+    "%RESPONSE_CODE:10%",
+    "%RESPONSE_CODE_DETAILS:10%",
+    "%DURATION:10%",
+    "%HOSTNAME:10%",
+    "%DOWNSTREAM_REMOTE_ADDRESS:10%",
+    "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT:10%",
+    "%REQUESTED_SERVER_NAME:10%",
+    // FILTER_STATE(key[:TYPE[:field]]).
+    "%FILTER_STATE(x:PLAIN)%",
+    "%FILTER_STATE(x:TYPED)%",
+    "%FILTER_STATE(x:)%",
+    "%FILTER_STATE(x::)%",
+    "%FILTER_STATE(x:PLAIN:)%",
+    "%FILTER_STATE(x:PLAIN::z)%",
+    "%FILTER_STATE(x:FIELD:y)%",
+    "%FILTER_STATE(x:FIELD:y:z)%",
+    "%FILTER_STATE(x:FIELD:FIELD)%",
+    "%FILTER_STATE(x y)%",
+    "%FILTER_STATE(x:BAD)%",
+    "%FILTER_STATE(x:plain)%",
+    "%FILTER_STATE(x:FIELD)%",
+    "%FILTER_STATE(x:FIELD:)%",
+    "%FILTER_STATE(x:FIELD::z)%",
+    "%FILTER_STATE(x:PLAIN:FIELD:y)%",
+    "%FILTER_STATE(x:PLAIN:FOO)%",
+    "%FILTER_STATE(x::y)%",
+    "%FILTER_STATE(:PLAIN)%",
+    "%FILTER_STATE(:)%",
+    // Header names: token characters (any case), `:` only to start a
+    // pseudo-header.
+    "%REQ(:authority)%",
+    "%REQ(:A)%",
+    "%REQ(A-B)%",
+    "%REQ(!#$&'*+-.^_`|~09az)%",
+    "%REQ(a%b)%",
+    "%REQ(:a?:b)%",
+    "%REQ(:)%",
+    "%REQ(::)%",
+    "%REQ(::a)%",
+    "%REQ(a?::)%",
+    "%REQ(x y)%",
+    "%REQ(a:b)%",
+    "%REQ(a/b)%",
+    "%RESP(é)%",
+    "%TRAILER(a b)%",
+    "%REQ(a?b c)%",
+    "%REQ(a b):5%",
+    "%REQ(a\"b)%",
+    "%REQ(a(b)%",
+    "%REQ(a,b)%",
+    "%REQ(a;b)%",
+    "%REQ(a<b)%",
+    "%REQ(a=b)%",
+    "%REQ(a>b)%",
+    "%REQ(a@b)%",
+    "%REQ(a[b)%",
+    "%REQ(a\\b)%",
+    "%REQ(a]b)%",
+    "%REQ(a{b)%",
+    "%REQ(a}b)%",
+    "%REQ(a\tb)%",
+    "%REQ(a\u{7f}b)%",
+    "%REQ(a\u{1}b)%",
+    // Other commands' arguments are not header names.
+    "%DYNAMIC_METADATA(a:b:c)%",
+    "%ENVIRONMENT(a b)%",
+];
+
+/// Envoy's verdict on one format string alone, as a route's
+/// `request_headers_to_add` value: the same substitution format parser the
+/// transformation output uses, but reachable for strings STANDARD refuses
+/// (which it never emits).
+fn envoy_verdict(value: &str) -> Result<(), String> {
+    let b = serde_json::json!({"static_resources": {"listeners": [{
+        "name": "l",
+        "address": {"socket_address": {"address": "127.0.0.1", "port_value": 10000}},
+        "filter_chains": [{"filters": [{"name": "hcm", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+            "stat_prefix": "x",
+            "route_config": {"virtual_hosts": [{"name": "v", "domains": ["*"], "routes": [{
+                "match": {"prefix": "/"},
+                "direct_response": {"status": 200},
+                "request_headers_to_add": [{"header": {"key": "x-p", "value": value}}]
+            }]}]},
+            "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}]
+        }}]}]
+    }]}});
+    testkit::envoy::validate(&b)
+}
+
+#[test]
+fn format_edge_cases_standard_agrees_with_envoy() {
+    if testkit::envoy::binary().is_err() {
+        eprintln!("SKIP: no Envoy binary");
+        return;
+    }
+    let mut disagreements = Vec::new();
+    let mut accepted = Vec::new();
+    for s in FORMAT_EDGES {
+        let ours = format::check(s);
+        let envoy = envoy_verdict(s);
+        if ours.is_ok() != envoy.is_ok() {
+            disagreements.push(format!("{s:?}: STANDARD {ours:?}, Envoy {envoy:?}"));
+        } else if ours.is_ok() {
+            accepted.push(*s);
+        }
+    }
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+    // Both sides of every rule are exercised.
+    assert!(accepted.len() > 10 && accepted.len() < FORMAT_EDGES.len() - 10);
+    // And the accepted ones also pass through the real transformation
+    // output (request and response).
+    let bodies: Vec<String> = accepted
+        .iter()
+        .map(|c| {
+            format!(
+                "  transformation: {{request: {{set: [{{name: x-probe, value: {v}}}]}}, response: {{set: [{{name: x-probe, value: {v}}}]}}}}",
+                v = serde_json::to_string(c).expect("json")
+            )
+        })
+        .collect();
+    envoy_accepts(&bodies).expect("Envoy accepts the accepted edge cases as transformations");
+}
