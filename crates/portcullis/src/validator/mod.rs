@@ -10,13 +10,12 @@
 //!   `environment` verdict (`Unavailable`), never a rejection, and is not
 //!   cached.
 //!
-//! Envoy refuses `/dev/stdin` as a config path ("Invalid path"), so each
-//! candidate goes through a private temporary file.
+//! The leaf that runs Envoy is `process` (one `envoy --mode validate` per
+//! candidate).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -24,6 +23,8 @@ use std::time::{Duration, Instant};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use translate::strict::{Candidate, Validator, Verdict};
+
+mod process;
 
 /// Counters the validator keeps (registered by `serve`, unregistered
 /// elsewhere).
@@ -237,71 +238,13 @@ impl EnvoyValidator {
         verdict
     }
 
+    /// The process leaf: one `envoy --mode validate` on a temp file.
     fn run_envoy(&self, text: &str) -> Verdict {
         let path = self.dir.join(format!(
             "candidate-{}.json",
             self.seq.fetch_add(1, Ordering::Relaxed)
         ));
-        if let Err(e) = std::fs::write(&path, text) {
-            return Verdict::Unavailable(format!("cannot write {}: {e}", path.display()));
-        }
-        let child = Command::new(&self.bin)
-            .args(["--mode", "validate", "--log-level", "critical", "-c"])
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = std::fs::remove_file(&path);
-                return Verdict::Unavailable(format!("cannot run {}: {e}", self.bin.display()));
-            }
-        };
-        // Drained while Envoy runs: a rejection prints the whole proto,
-        // which can be larger than the pipe buffer.
-        let reader = child.stderr.take().map(|mut pipe| {
-            std::thread::spawn(move || {
-                let mut text = String::new();
-                let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
-                text
-            })
-        });
-        let deadline = Instant::now() + self.options.timeout;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Ok(status),
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break Err(format!(
-                        "envoy --mode validate timed out after {:?}",
-                        self.options.timeout
-                    ));
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => break Err(format!("waiting for envoy: {e}")),
-            }
-        };
-        // After a timeout the reader is left behind: a grandchild may still
-        // hold the pipe open.
-        let stderr = match (&status, reader) {
-            (Ok(_), Some(r)) => r.join().unwrap_or_default(),
-            _ => String::new(),
-        };
-        let _ = std::fs::remove_file(&path);
-        match status {
-            Err(e) => Verdict::Unavailable(e),
-            Ok(s) if s.success() => Verdict::Accepted,
-            // Envoy exits 1 on a configuration it rejects; killed by a
-            // signal (no code) is a crash, an environment problem.
-            Ok(s) if s.code() == Some(1) => Verdict::Rejected(translate::strict::envoy_reason(&stderr)),
-            Ok(s) => Verdict::Unavailable(format!(
-                "envoy --mode validate exited with {s}: {}",
-                translate::strict::envoy_reason(&stderr)
-            )),
-        }
+        process::run(&self.bin, &path, text, self.options.timeout)
     }
 }
 
