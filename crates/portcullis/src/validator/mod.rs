@@ -22,9 +22,11 @@ use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use translate::GatewayXds;
 use translate::strict::{Candidate, Validator, Verdict};
 
 mod process;
+mod resident;
 
 /// Counters the validator keeps (registered by `serve`, unregistered
 /// elsewhere).
@@ -47,8 +49,20 @@ impl Default for ValidatorMetrics {
     }
 }
 
+/// How candidates reach Envoy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// Resident Envoys fed over ADS (one per `parallelism`); a candidate
+    /// without its xDS form, or one they cannot answer, goes to a process.
+    #[default]
+    Resident,
+    /// One `envoy --mode validate` process per candidate.
+    Process,
+}
+
 pub struct Options {
     pub timeout: Duration,
+    pub backend: Backend,
     pub parallelism: usize,
     pub cache_entries: usize,
     /// Route / envelope content keys remembered as accepted (FIFO bound).
@@ -59,6 +73,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(10),
+            backend: Backend::default(),
             parallelism: std::thread::available_parallelism().map_or(2, |n| n.get()),
             cache_entries: 4096,
             known_good_entries: 262_144,
@@ -122,6 +137,7 @@ pub struct EnvoyValidator {
     inflight: Mutex<HashMap<Key, Arc<Flight>>>,
     running: (Mutex<usize>, Condvar),
     known_good: Mutex<(std::collections::HashSet<u64>, VecDeque<u64>)>,
+    resident: Option<resident::Resident>,
     pub metrics: ValidatorMetrics,
 }
 
@@ -143,7 +159,19 @@ impl EnvoyValidator {
             INSTANCE.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let resident = match options.backend {
+            Backend::Process => None,
+            // A resident Envoy that answers late is replaced by a process
+            // run: its wait is bounded below the whole call's timeout.
+            Backend::Resident => Some(resident::Resident::new(
+                &bin,
+                &dir,
+                options.parallelism,
+                options.timeout.min(Duration::from_secs(5)),
+            )?),
+        };
         Ok(Self {
+            resident,
             bin,
             cache: Mutex::new(Lru {
                 map: HashMap::new(),
@@ -162,7 +190,7 @@ impl EnvoyValidator {
 
     /// One verdict, from the cache, from a concurrent identical run, or
     /// from running Envoy.
-    fn verdict(&self, text: &str) -> Verdict {
+    fn verdict(&self, text: &str, xds: Option<&GatewayXds>) -> Verdict {
         let key = key_of(text);
         if let Some(v) = self.cache.lock().ok().and_then(|mut c| c.get(&key)) {
             self.metrics.cache_hits.inc();
@@ -194,7 +222,7 @@ impl EnvoyValidator {
             }
             return v.clone().unwrap_or(Verdict::Unavailable("no verdict".into()));
         }
-        let verdict = self.run_bounded(text);
+        let verdict = self.run_bounded(text, xds);
         if !matches!(verdict, Verdict::Unavailable(_))
             && let Ok(mut c) = self.cache.lock()
         {
@@ -210,7 +238,7 @@ impl EnvoyValidator {
         verdict
     }
 
-    fn run_bounded(&self, text: &str) -> Verdict {
+    fn run_bounded(&self, text: &str, xds: Option<&GatewayXds>) -> Verdict {
         let (lock, cv) = &self.running;
         {
             let Ok(mut n) = lock.lock() else {
@@ -225,7 +253,10 @@ impl EnvoyValidator {
             *n += 1;
         }
         let started = Instant::now();
-        let verdict = self.run_envoy(text);
+        let verdict = match (&self.resident, xds) {
+            (Some(r), Some(x)) => r.validate(x).unwrap_or_else(|| self.run_envoy(text)),
+            _ => self.run_envoy(text),
+        };
         self.metrics.calls.inc();
         self.metrics.duration.observe(started.elapsed().as_secs_f64());
         if matches!(verdict, Verdict::Unavailable(_)) {
@@ -285,12 +316,18 @@ impl Validator for EnvoyValidator {
     }
 
     fn validate(&self, batch: &[Candidate]) -> Vec<Verdict> {
+        // The key is the bootstrap text: both forms describe the same
+        // content, and hand-built candidates have only this one.
         let texts: Vec<String> = batch.iter().map(|c| c.bootstrap.to_string()).collect();
         // Identical candidates in one batch collapse through `inflight`;
         // threads give the parallelism (bounded in `run_bounded`).
         let mut verdicts: Vec<Option<Verdict>> = vec![None; texts.len()];
         std::thread::scope(|s| {
-            let handles: Vec<_> = texts.iter().map(|t| s.spawn(|| self.verdict(t))).collect();
+            let handles: Vec<_> = texts
+                .iter()
+                .zip(batch)
+                .map(|(t, c)| s.spawn(|| self.verdict(t, c.xds.as_deref())))
+                .collect();
             for (slot, h) in verdicts.iter_mut().zip(handles) {
                 *slot = Some(
                     h.join()
@@ -307,6 +344,8 @@ impl Validator for EnvoyValidator {
 
 impl Drop for EnvoyValidator {
     fn drop(&mut self) {
+        // Resident Envoys first: they read their bootstraps from `dir`.
+        self.resident = None;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
