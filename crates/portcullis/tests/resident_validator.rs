@@ -221,6 +221,11 @@ fn resident_and_process_validators_agree_recover_and_leave_nothing_behind() {
     all.extend(broken.iter().map(|(c, _)| c.clone()));
     let expected = process.validate(&all);
     let got = resident.validate(&all);
+    assert_eq!(
+        resident.metrics.fallbacks.get(),
+        0,
+        "every verdict came from a resident Envoy"
+    );
     for ((c, e), g) in all.iter().zip(&expected).zip(&got) {
         assert_eq!(kind(g), kind(e), "{}: resident {g:?}, process {e:?}", c.label);
     }

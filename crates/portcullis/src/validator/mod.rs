@@ -35,6 +35,8 @@ pub struct ValidatorMetrics {
     pub calls: Counter,
     pub cache_hits: Counter,
     pub environment_errors: Counter,
+    /// Calls a resident Envoy could not answer, run as a process instead.
+    pub fallbacks: Counter,
     pub duration: Histogram,
 }
 
@@ -44,6 +46,7 @@ impl Default for ValidatorMetrics {
             calls: Counter::default(),
             cache_hits: Counter::default(),
             environment_errors: Counter::default(),
+            fallbacks: Counter::default(),
             duration: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
         }
     }
@@ -254,7 +257,10 @@ impl EnvoyValidator {
         }
         let started = Instant::now();
         let verdict = match (&self.resident, xds) {
-            (Some(r), Some(x)) => r.validate(x).unwrap_or_else(|| self.run_envoy(text)),
+            (Some(r), Some(x)) => r.validate(x).unwrap_or_else(|| {
+                self.metrics.fallbacks.inc();
+                self.run_envoy(text)
+            }),
             _ => self.run_envoy(text),
         };
         self.metrics.calls.inc();
