@@ -9,7 +9,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use envoy_types::pb::envoy::config::core::v3::{DataSource, HeaderValue, HeaderValueOption, data_source};
+use envoy_types::pb::envoy::config::core::v3::{
+    DataSource, HeaderValue, HeaderValueOption, address, data_source, socket_address,
+};
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route_match};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::secret;
 use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
@@ -175,7 +177,23 @@ fn real(process: &EnvoyValidator) -> Vec<Candidate> {
         }
         check_gateway(&key, &mut gw, &recording);
     }
-    recording.seen.into_inner().unwrap_or_default()
+    let mut seen = recording.seen.into_inner().unwrap_or_default();
+    // The same listener moved to another port: a static bootstrap accepts
+    // it, and so must a resident Envoy that saw the first address.
+    if let Some((_, gw)) = gateways("basic-http").into_iter().next() {
+        for port in [18080, 18081] {
+            let mut gw = partial(&gw);
+            for l in &mut gw.listeners {
+                if let Some(address::Address::SocketAddress(a)) =
+                    l.address.as_mut().and_then(|a| a.address.as_mut())
+                {
+                    a.port_specifier = Some(socket_address::PortSpecifier::PortValue(port));
+                }
+            }
+            seen.push(candidate(&format!("listener on {port}"), gw));
+        }
+    }
+    seen
 }
 
 /// Pids of this process's Envoy children.

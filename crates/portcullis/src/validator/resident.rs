@@ -302,6 +302,7 @@ fn served(gw: &GatewayXds) -> GatewayXds {
         .listeners
         .iter()
         .map(|l| Listener {
+            name: format!("{}@{}", l.name, address_key(l)),
             bind_to_port: Some(BoolValue { value: false }),
             ..l.clone()
         })
@@ -327,6 +328,19 @@ fn served(gw: &GatewayXds) -> GatewayXds {
         endpoints: Vec::new(),
         secrets: gw.secrets.clone(),
     }
+}
+
+/// A hash of a listener's addresses. Envoy refuses to change the address
+/// of a listener in place, which a static bootstrap never meets: naming
+/// each served listener after its addresses makes a move a new listener.
+fn address_key(l: &Listener) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    l.address.as_ref().map(Message::encode_to_vec).hash(&mut h);
+    for a in &l.additional_addresses {
+        a.encode_to_vec().hash(&mut h);
+    }
+    format!("{:016x}", h.finish())
 }
 
 /// RDS names a listener's HTTP connection managers subscribe to.
