@@ -222,6 +222,11 @@ impl Resident {
                 "--disable-hot-restart",
                 "--concurrency",
                 "1",
+                // A replaced listener's RDS subscription lives while it
+                // drains; the next candidate's route version is predicted
+                // over its own listeners only.
+                "--drain-time-s",
+                "0",
                 "--log-level",
                 "critical",
             ])
