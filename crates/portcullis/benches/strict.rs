@@ -5,7 +5,9 @@
 //! - cold: a fresh validator (empty cache);
 //! - warm: the same validator after changing one route (a different path in
 //!   one rule), repeated with a new change each time (median reported);
-//! - the Envoy invocations each needs.
+//! - the Envoy invocations each needs;
+//! - both backends in one run: resident Envoys fed over ADS (the default),
+//!   then one `envoy --mode validate` process per call.
 //!
 //! `cargo bench -p portcullis --bench strict` (needs Envoy). Target (issue
 //! 4): ≤ 2 s cold, ≤ 50 ms warm, O(log n) invocations per dirty route
@@ -17,7 +19,7 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use std::time::{Duration, Instant};
 
-use portcullis::validator::{EnvoyValidator, Options, ValidatorMetrics};
+use portcullis::validator::{Backend, EnvoyValidator, Options, ValidatorMetrics};
 
 fn translate(text: &str, v: &EnvoyValidator) -> (Duration, translate::Output) {
     let inputs = api::loader::load_str("generated.yaml", text).inputs;
@@ -75,9 +77,21 @@ fn main() {
         standard_time.as_secs_f64() * 1e3
     );
 
+    for backend in [Backend::Resident, Backend::Process] {
+        println!("--- {backend:?} backend");
+        run(backend, &bin, &text, &standard);
+    }
+}
+
+fn run(backend: Backend, bin: &std::path::Path, text: &str, standard: &translate::Output) {
+    let options = Options {
+        backend,
+        ..Options::default()
+    };
     let metrics = ValidatorMetrics::default();
-    let v = EnvoyValidator::new(bin, Options::default(), metrics.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let (cold, out) = translate(&text, &v);
+    let v =
+        EnvoyValidator::new(bin.to_path_buf(), options, metrics.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let (cold, out) = translate(text, &v);
     assert_eq!(
         out.gateways, standard.gateways,
         "STRICT changed a clean configuration"
@@ -121,8 +135,9 @@ fn main() {
         warm[warm.len() - 1].as_secs_f64() * 1e3,
     );
     println!(
-        "validator: {} Envoy calls, {} cache hits in all",
+        "validator: {} Envoy calls, {} cache hits, {} resident fallbacks in all",
         metrics.calls.get(),
-        metrics.cache_hits.get()
+        metrics.cache_hits.get(),
+        metrics.fallbacks.get()
     );
 }

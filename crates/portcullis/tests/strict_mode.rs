@@ -55,6 +55,7 @@ fn candidate(cluster: &str, timeout: &str) -> Candidate {
     Candidate {
         label: cluster.into(),
         bootstrap: bootstrap(cluster, timeout),
+        xds: None,
     }
 }
 

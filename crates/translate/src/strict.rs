@@ -71,12 +71,18 @@ impl fmt::Display for ReplacementMode {
     }
 }
 
-/// One self-contained configuration to check: a static Envoy bootstrap.
+/// One self-contained configuration to check: a static Envoy bootstrap,
+/// and, when built by this module, the same partial xDS it was made from
+/// (a resident validator Envoy is fed that over ADS instead of starting a
+/// process on the bootstrap).
 #[derive(Clone, Debug)]
 pub struct Candidate {
     /// What is being checked, for logs (`<route config> routes 3..5`).
     pub label: String,
     pub bootstrap: Value,
+    /// The partial Gateway xDS behind `bootstrap`; `None` for candidates
+    /// built by hand, which only a process validator can check.
+    pub xds: Option<std::sync::Arc<GatewayXds>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,6 +167,7 @@ fn candidate(gw: &GatewayXds, routes: Vec<RouteConfiguration>, label: String) ->
     Candidate {
         label,
         bootstrap: static_bootstrap(&partial, "portcullis-strict", &BootstrapOptions::default()),
+        xds: Some(std::sync::Arc::new(partial)),
     }
 }
 

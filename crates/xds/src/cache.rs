@@ -91,10 +91,15 @@ impl Snapshot {
         }
     }
 
-    /// Version of a selection: a hash of its names and content hashes.
+    /// Version of a selection: a hash of its names and content hashes, in
+    /// name order (so that a client can predict it whatever order it
+    /// subscribes in: the STRICT validator waits for a known version).
     pub fn version(&self, type_url: &str, names: Option<&[String]>) -> String {
         let mut h = DefaultHasher::new();
-        for (n, e) in self.select(type_url, names) {
+        let mut selected = self.select(type_url, names);
+        selected.sort_by(|a, b| a.0.cmp(b.0));
+        selected.dedup_by(|a, b| a.0 == b.0);
+        for (n, e) in selected {
             n.hash(&mut h);
             e.hash.hash(&mut h);
         }

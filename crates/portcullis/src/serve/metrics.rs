@@ -119,7 +119,7 @@ impl Metrics {
         let validator = crate::validator::ValidatorMetrics::default();
         registry.register(
             "strict_validator_calls",
-            "envoy --mode validate runs (STRICT mode)",
+            "STRICT validations run by Envoy (a resident Envoy over ADS, or envoy --mode validate)",
             validator.calls.clone(),
         );
         registry.register(
@@ -133,8 +133,13 @@ impl Metrics {
             validator.environment_errors.clone(),
         );
         registry.register(
+            "strict_validator_fallbacks",
+            "STRICT validations a resident Envoy could not answer, run as envoy --mode validate instead",
+            validator.fallbacks.clone(),
+        );
+        registry.register(
             "strict_validator_duration_seconds",
-            "Duration of one envoy --mode validate run",
+            "Duration of one STRICT validation by Envoy",
             validator.duration.clone(),
         );
         Self {

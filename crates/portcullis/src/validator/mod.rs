@@ -10,20 +10,23 @@
 //!   `environment` verdict (`Unavailable`), never a rejection, and is not
 //!   cached.
 //!
-//! Envoy refuses `/dev/stdin` as a config path ("Invalid path"), so each
-//! candidate goes through a private temporary file.
+//! The leaf that runs Envoy is `process` (one `envoy --mode validate` per
+//! candidate).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use translate::GatewayXds;
 use translate::strict::{Candidate, Validator, Verdict};
+
+mod process;
+mod resident;
 
 /// Counters the validator keeps (registered by `serve`, unregistered
 /// elsewhere).
@@ -32,6 +35,8 @@ pub struct ValidatorMetrics {
     pub calls: Counter,
     pub cache_hits: Counter,
     pub environment_errors: Counter,
+    /// Calls a resident Envoy could not answer, run as a process instead.
+    pub fallbacks: Counter,
     pub duration: Histogram,
 }
 
@@ -41,13 +46,26 @@ impl Default for ValidatorMetrics {
             calls: Counter::default(),
             cache_hits: Counter::default(),
             environment_errors: Counter::default(),
+            fallbacks: Counter::default(),
             duration: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
         }
     }
 }
 
+/// How candidates reach Envoy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// Resident Envoys fed over ADS (one per `parallelism`); a candidate
+    /// without its xDS form, or one they cannot answer, goes to a process.
+    #[default]
+    Resident,
+    /// One `envoy --mode validate` process per candidate.
+    Process,
+}
+
 pub struct Options {
     pub timeout: Duration,
+    pub backend: Backend,
     pub parallelism: usize,
     pub cache_entries: usize,
     /// Route / envelope content keys remembered as accepted (FIFO bound).
@@ -58,6 +76,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(10),
+            backend: Backend::default(),
             parallelism: std::thread::available_parallelism().map_or(2, |n| n.get()),
             cache_entries: 4096,
             known_good_entries: 262_144,
@@ -121,6 +140,7 @@ pub struct EnvoyValidator {
     inflight: Mutex<HashMap<Key, Arc<Flight>>>,
     running: (Mutex<usize>, Condvar),
     known_good: Mutex<(std::collections::HashSet<u64>, VecDeque<u64>)>,
+    resident: Option<resident::Resident>,
     pub metrics: ValidatorMetrics,
 }
 
@@ -142,7 +162,19 @@ impl EnvoyValidator {
             INSTANCE.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let resident = match options.backend {
+            Backend::Process => None,
+            // A resident Envoy that answers late is replaced by a process
+            // run: its wait is bounded below the whole call's timeout.
+            Backend::Resident => Some(resident::Resident::new(
+                &bin,
+                &dir,
+                options.parallelism,
+                options.timeout.min(Duration::from_secs(5)),
+            )?),
+        };
         Ok(Self {
+            resident,
             bin,
             cache: Mutex::new(Lru {
                 map: HashMap::new(),
@@ -161,7 +193,7 @@ impl EnvoyValidator {
 
     /// One verdict, from the cache, from a concurrent identical run, or
     /// from running Envoy.
-    fn verdict(&self, text: &str) -> Verdict {
+    fn verdict(&self, text: &str, xds: Option<&GatewayXds>) -> Verdict {
         let key = key_of(text);
         if let Some(v) = self.cache.lock().ok().and_then(|mut c| c.get(&key)) {
             self.metrics.cache_hits.inc();
@@ -193,7 +225,7 @@ impl EnvoyValidator {
             }
             return v.clone().unwrap_or(Verdict::Unavailable("no verdict".into()));
         }
-        let verdict = self.run_bounded(text);
+        let verdict = self.run_bounded(text, xds);
         if !matches!(verdict, Verdict::Unavailable(_))
             && let Ok(mut c) = self.cache.lock()
         {
@@ -209,7 +241,7 @@ impl EnvoyValidator {
         verdict
     }
 
-    fn run_bounded(&self, text: &str) -> Verdict {
+    fn run_bounded(&self, text: &str, xds: Option<&GatewayXds>) -> Verdict {
         let (lock, cv) = &self.running;
         {
             let Ok(mut n) = lock.lock() else {
@@ -224,7 +256,13 @@ impl EnvoyValidator {
             *n += 1;
         }
         let started = Instant::now();
-        let verdict = self.run_envoy(text);
+        let verdict = match (&self.resident, xds) {
+            (Some(r), Some(x)) => r.validate(x).unwrap_or_else(|| {
+                self.metrics.fallbacks.inc();
+                self.run_envoy(text)
+            }),
+            _ => self.run_envoy(text),
+        };
         self.metrics.calls.inc();
         self.metrics.duration.observe(started.elapsed().as_secs_f64());
         if matches!(verdict, Verdict::Unavailable(_)) {
@@ -237,71 +275,13 @@ impl EnvoyValidator {
         verdict
     }
 
+    /// The process leaf: one `envoy --mode validate` on a temp file.
     fn run_envoy(&self, text: &str) -> Verdict {
         let path = self.dir.join(format!(
             "candidate-{}.json",
             self.seq.fetch_add(1, Ordering::Relaxed)
         ));
-        if let Err(e) = std::fs::write(&path, text) {
-            return Verdict::Unavailable(format!("cannot write {}: {e}", path.display()));
-        }
-        let child = Command::new(&self.bin)
-            .args(["--mode", "validate", "--log-level", "critical", "-c"])
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn();
-        let mut child = match child {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = std::fs::remove_file(&path);
-                return Verdict::Unavailable(format!("cannot run {}: {e}", self.bin.display()));
-            }
-        };
-        // Drained while Envoy runs: a rejection prints the whole proto,
-        // which can be larger than the pipe buffer.
-        let reader = child.stderr.take().map(|mut pipe| {
-            std::thread::spawn(move || {
-                let mut text = String::new();
-                let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
-                text
-            })
-        });
-        let deadline = Instant::now() + self.options.timeout;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Ok(status),
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break Err(format!(
-                        "envoy --mode validate timed out after {:?}",
-                        self.options.timeout
-                    ));
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => break Err(format!("waiting for envoy: {e}")),
-            }
-        };
-        // After a timeout the reader is left behind: a grandchild may still
-        // hold the pipe open.
-        let stderr = match (&status, reader) {
-            (Ok(_), Some(r)) => r.join().unwrap_or_default(),
-            _ => String::new(),
-        };
-        let _ = std::fs::remove_file(&path);
-        match status {
-            Err(e) => Verdict::Unavailable(e),
-            Ok(s) if s.success() => Verdict::Accepted,
-            // Envoy exits 1 on a configuration it rejects; killed by a
-            // signal (no code) is a crash, an environment problem.
-            Ok(s) if s.code() == Some(1) => Verdict::Rejected(translate::strict::envoy_reason(&stderr)),
-            Ok(s) => Verdict::Unavailable(format!(
-                "envoy --mode validate exited with {s}: {}",
-                translate::strict::envoy_reason(&stderr)
-            )),
-        }
+        process::run(&self.bin, &path, text, self.options.timeout)
     }
 }
 
@@ -342,12 +322,18 @@ impl Validator for EnvoyValidator {
     }
 
     fn validate(&self, batch: &[Candidate]) -> Vec<Verdict> {
+        // The key is the bootstrap text: both forms describe the same
+        // content, and hand-built candidates have only this one.
         let texts: Vec<String> = batch.iter().map(|c| c.bootstrap.to_string()).collect();
         // Identical candidates in one batch collapse through `inflight`;
         // threads give the parallelism (bounded in `run_bounded`).
         let mut verdicts: Vec<Option<Verdict>> = vec![None; texts.len()];
         std::thread::scope(|s| {
-            let handles: Vec<_> = texts.iter().map(|t| s.spawn(|| self.verdict(t))).collect();
+            let handles: Vec<_> = texts
+                .iter()
+                .zip(batch)
+                .map(|(t, c)| s.spawn(|| self.verdict(t, c.xds.as_deref())))
+                .collect();
             for (slot, h) in verdicts.iter_mut().zip(handles) {
                 *slot = Some(
                     h.join()
@@ -364,6 +350,8 @@ impl Validator for EnvoyValidator {
 
 impl Drop for EnvoyValidator {
     fn drop(&mut self) {
+        // Resident Envoys first: they read their bootstraps from `dir`.
+        self.resident = None;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
