@@ -14,7 +14,9 @@ fn with_threads(inputs: &api::Inputs, n: usize) -> translate::Output {
 
 #[test]
 fn generated_inputs_translate_identically_on_any_thread_count() {
-    let loaded = api::loader::load_str("generated.yaml", &manifests(Shape::with_routes(300)));
+    // Above the pipeline's threshold (500 routes), so every step runs
+    // in parallel.
+    let loaded = api::loader::load_str("generated.yaml", &manifests(Shape::with_routes(600)));
     let one = with_threads(&loaded.inputs, 1);
     assert!(one.gateways.len() >= 2, "the shape has several Gateways");
     for n in [2, 3, 8] {
