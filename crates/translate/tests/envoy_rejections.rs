@@ -13,7 +13,8 @@
 //! and contained, never a NACK.
 //!
 //! `tests/rejections/open/` holds rejections found but not handled yet
-//! (TLS Secrets BoringSSL refuses): the test that they are caught is
+//! (TLS Secrets BoringSSL refuses: key/certificate mismatch, stricter
+//! X.509 parsing): the test that they are caught is
 //! ignored with its reason (so `cargo test` reports it as skipped), and a
 //! second test pins that they still reach Envoy as rejections, so the gap
 //! stays visible until it is closed.
@@ -155,7 +156,7 @@ fn strict_only_cases_are_still_invisible_to_standard_and_rejected_by_envoy() {
 }
 
 #[test]
-#[ignore = "open: STANDARD does not check TLS key types/sizes, key-certificate match, encrypted keys or BoringSSL's stricter PEM/X.509 parsing yet (tests/rejections/open/)"]
+#[ignore = "open: STANDARD does not check that a TLS key matches its certificate, nor BoringSSL's stricter X.509 parsing (v1 with extensions, unknown version, non-minimal serial) yet (tests/rejections/open/)"]
 fn open_cases_are_caught_in_process() {
     let mut failures = Vec::new();
     for path in cases("open") {
