@@ -458,19 +458,20 @@ struct Parser {
 
 /// `a || b || c …` (or `&&`) as a balanced tree, as cel-go's parser
 /// builds it: the operators are associative, and a balanced tree nests
-/// log2(n) levels instead of n (Envoy refuses deep nesting). Node ids are
-/// left at 0: callers renumber.
-pub fn balanced(function: &str, mut operands: Vec<Expr>) -> Option<Expr> {
+/// log2(n) levels instead of n (Envoy refuses deep nesting). The nodes it
+/// adds take ids from `next_id` onwards.
+pub fn balanced(function: &str, mut operands: Vec<Expr>, next_id: &mut i64) -> Option<Expr> {
     match operands.len() {
         0 => None,
         1 => operands.pop(),
         n => {
             let right = operands.split_off(n / 2);
-            let (Some(l), Some(r)) = (balanced(function, operands), balanced(function, right)) else {
-                return None;
-            };
+            let l = balanced(function, operands, next_id)?;
+            let r = balanced(function, right, next_id)?;
+            let id = *next_id;
+            *next_id += 1;
             Some(Expr {
-                id: 0,
+                id,
                 expr_kind: Some(call(function, None, vec![l, r])),
             })
         }
@@ -629,14 +630,8 @@ impl Parser {
                 operands.push(self.binary(level + 1)?);
                 self.depth -= 1;
             }
-            let Some(mut e) = balanced(function, operands) else {
-                return Err(self.error_at(self.column(), "expected an expression"));
-            };
-            // Fresh ids past every id given so far keep them unique.
-            let mut next = self.next_id;
-            renumber(&mut e, &mut next);
-            self.next_id = next + 1;
-            return Ok(e);
+            return balanced(function, operands, &mut self.next_id)
+                .ok_or_else(|| self.error_at(self.column(), "expected an expression"));
         }
         let mut chained = 0;
         loop {

@@ -30,7 +30,8 @@ pub fn compile(r: &Rbac, field: &str) -> Result<RbacPerRoute, PolicyError> {
     }
     // OR-ed as a balanced tree; the combination must still fit Envoy's
     // nesting limit.
-    let mut condition = cel::balanced("_||_", parsed);
+    // Ids are renumbered below, across the combined expression.
+    let mut condition = cel::balanced("_||_", parsed, &mut 0);
     if let Some(c) = condition.as_mut() {
         if cel::depth(c) > cel::MAX_DEPTH {
             return Err(PolicyError::structural(
