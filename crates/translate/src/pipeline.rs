@@ -164,14 +164,13 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             }
             policy::ext_auth::install(&mut ir, &providers);
             let key = gw.key();
-            let (bind, _) = settings.addresses_of(&key);
+            let (bind, reported) = settings.addresses_of(&key);
             let mut built = xds::build(ir, bind, &mut store);
             let findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
-            (key, built, findings)
+            (key, reported, built, findings)
         },
     );
-    for (gw, (key, built, findings)) in gateways.iter().zip(assembled) {
-        let (_, reported) = settings.addresses_of(&key);
+    for (gw, (key, reported, built, findings)) in gateways.iter().zip(assembled) {
         if let Some(findings) = findings {
             absorb_strict(&key, findings, &routes, &mut reports, &mut out.diagnostics);
         }

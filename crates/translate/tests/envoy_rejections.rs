@@ -42,6 +42,30 @@ fn cases(dir: &str) -> Vec<PathBuf> {
     files
 }
 
+/// One case: its file name, its text, and its STANDARD translation.
+struct Case {
+    name: String,
+    text: String,
+    out: translate::Output,
+}
+
+fn translated(dir: &str) -> Vec<Case> {
+    cases(dir)
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("case");
+            let name = path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let loaded = api::loader::load_str(&name, &text);
+            let out = translate::translate(&loaded.inputs, &translate::Settings::default());
+            Case { name, text, out }
+        })
+        .collect()
+}
+
 fn header(text: &str, key: &str) -> Option<String> {
     text.lines()
         .take_while(|l| l.starts_with('#'))
@@ -99,33 +123,25 @@ fn collect_false_messages(v: &serde_json::Value, out: &mut Vec<String>) {
 
 #[test]
 fn each_former_rejection_is_caught_in_process_and_envoy_accepts_the_output() {
-    let files = cases("");
+    let files = translated("");
     assert!(
         files.len() >= 6,
         "expected the hunted cases, found {}",
         files.len()
     );
     let mut failures = Vec::new();
-    for path in &files {
-        let text = std::fs::read_to_string(path).expect("case");
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        let want = header(&text, "standard").unwrap_or_else(|| panic!("{name}: no `# standard:` line"));
-        assert!(header(&text, "envoy").is_some(), "{name}: no `# envoy:` line");
-        let loaded = api::loader::load_str(&name, &text);
-        let out = translate::translate(&loaded.inputs, &translate::Settings::default());
-        let errs = errors(&out);
+    for Case { name, text, out } in &files {
+        let want = header(text, "standard").unwrap_or_else(|| panic!("{name}: no `# standard:` line"));
+        assert!(header(text, "envoy").is_some(), "{name}: no `# envoy:` line");
+        let errs = errors(out);
         if want == "(accepted)" {
             if !errs.is_empty() {
                 failures.push(format!("{name}: expected no error, got {errs:?}"));
             }
-        } else if !errs.iter().any(|e| e.contains(&want)) {
+        } else if !errs.iter().any(|e| e.contains(want.as_str())) {
             failures.push(format!("{name}: no error containing {want:?}; errors: {errs:?}"));
         }
-        for r in envoy_rejections(&out) {
+        for r in envoy_rejections(out) {
             failures.push(format!("{name}: Envoy rejected the output: {r}"));
         }
     }
@@ -134,15 +150,7 @@ fn each_former_rejection_is_caught_in_process_and_envoy_accepts_the_output() {
 
 #[test]
 fn strict_only_cases_are_still_invisible_to_standard_and_rejected_by_envoy() {
-    for path in cases("strict-only") {
-        let text = std::fs::read_to_string(&path).expect("case");
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        let loaded = api::loader::load_str(&name, &text);
-        let out = translate::translate(&loaded.inputs, &translate::Settings::default());
+    for Case { name, out, .. } in translated("strict-only") {
         let errs = errors(&out);
         assert!(
             errs.is_empty(),
@@ -159,15 +167,7 @@ fn strict_only_cases_are_still_invisible_to_standard_and_rejected_by_envoy() {
 #[ignore = "open: STANDARD does not check that a TLS key matches its certificate, nor BoringSSL's stricter X.509 parsing (v1 with extensions, unknown version, non-minimal serial) yet (tests/rejections/open/)"]
 fn open_cases_are_caught_in_process() {
     let mut failures = Vec::new();
-    for path in cases("open") {
-        let text = std::fs::read_to_string(&path).expect("case");
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        let loaded = api::loader::load_str(&name, &text);
-        let out = translate::translate(&loaded.inputs, &translate::Settings::default());
+    for Case { name, out, .. } in translated("open") {
         if errors(&out).is_empty() {
             failures.push(format!("{name}: STANDARD reports nothing"));
         }
@@ -180,17 +180,8 @@ fn open_cases_are_caught_in_process() {
 
 #[test]
 fn open_cases_still_reach_envoy_as_rejections() {
-    let files = cases("open");
-    for path in &files {
-        let text = std::fs::read_to_string(path).expect("case");
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
+    for Case { name, text, out } in translated("open") {
         assert!(header(&text, "envoy").is_some(), "{name}: no `# envoy:` line");
-        let loaded = api::loader::load_str(&name, &text);
-        let out = translate::translate(&loaded.inputs, &translate::Settings::default());
         if !errors(&out).is_empty() {
             // Now caught: the case belongs in tests/rejections/ with its
             // `# standard:` line.
