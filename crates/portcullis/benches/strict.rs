@@ -63,8 +63,8 @@ fn main() {
     let envoy_routes: usize = standard
         .gateways
         .values()
-        .flat_map(|g| &g.routes)
-        .flat_map(|rc| &rc.virtual_hosts)
+        .flat_map(|g| g.route_configurations())
+        .flat_map(|rc| rc.virtual_hosts)
         .map(|vh| vh.routes.len())
         .sum();
     assert!(

@@ -7,6 +7,8 @@
 //! One test: it counts this process's Envoy children, which other tests
 //! running beside it would disturb.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use envoy_types::pb::envoy::config::core::v3::{
@@ -82,12 +84,28 @@ fn partial(gw: &GatewayXds) -> GatewayXds {
     }
 }
 
-fn first_route(gw: &mut GatewayXds) -> Option<&mut envoy_types::pb::envoy::config::route::v3::Route> {
-    gw.routes
+/// Edits the Gateway's first route (route configurations are kept encoded).
+fn edit_first_route(
+    gw: &mut GatewayXds,
+    f: impl FnOnce(&mut envoy_types::pb::envoy::config::route::v3::Route),
+) {
+    let Some(rc) = gw
+        .routes
         .iter_mut()
-        .flat_map(|rc| rc.virtual_hosts.iter_mut())
-        .flat_map(|vh| vh.routes.iter_mut())
-        .next()
+        .find(|rc| rc.decode().virtual_hosts.iter().any(|vh| !vh.routes.is_empty()))
+    else {
+        return;
+    };
+    rc.edit(|rc| {
+        if let Some(r) = rc
+            .virtual_hosts
+            .iter_mut()
+            .flat_map(|vh| vh.routes.iter_mut())
+            .next()
+        {
+            f(r);
+        }
+    });
 }
 
 /// Candidates Envoy must reject, each with a word of the reason.
@@ -96,7 +114,7 @@ fn broken() -> Vec<(Candidate, &'static str)> {
     let (_, base) = gateways("basic-http").into_iter().next().expect("a gateway");
 
     let mut gw = partial(&base);
-    if let Some(r) = first_route(&mut gw) {
+    edit_first_route(&mut gw, |r| {
         r.request_headers_to_add.push(HeaderValueOption {
             header: Some(HeaderValue {
                 key: "x-bad\nname".into(),
@@ -104,19 +122,19 @@ fn broken() -> Vec<(Candidate, &'static str)> {
                 ..Default::default()
             }),
             ..Default::default()
-        });
-    }
+        })
+    });
     out.push((candidate("header name with a newline", gw), ""));
 
     let mut gw = partial(&base);
-    if let Some(r) = first_route(&mut gw)
-        && let Some(m) = &mut r.r#match
-    {
-        m.path_specifier = Some(route_match::PathSpecifier::SafeRegex(RegexMatcher {
-            regex: "a(".into(),
-            ..Default::default()
-        }));
-    }
+    edit_first_route(&mut gw, |r| {
+        if let Some(m) = &mut r.r#match {
+            m.path_specifier = Some(route_match::PathSpecifier::SafeRegex(RegexMatcher {
+                regex: "a(".into(),
+                ..Default::default()
+            }));
+        }
+    });
     out.push((candidate("invalid regex", gw), "missing )"));
 
     let mut gw = partial(&base);
@@ -167,14 +185,14 @@ fn real(process: &EnvoyValidator) -> Vec<Candidate> {
         }
     }
     for (key, mut gw) in gateways("ordering-across-routes") {
-        if let Some(r) = first_route(&mut gw)
-            && let Some(m) = &mut r.r#match
-        {
-            m.path_specifier = Some(route_match::PathSpecifier::SafeRegex(RegexMatcher {
-                regex: "a{1000}".into(),
-                ..Default::default()
-            }));
-        }
+        edit_first_route(&mut gw, |r| {
+            if let Some(m) = &mut r.r#match {
+                m.path_specifier = Some(route_match::PathSpecifier::SafeRegex(RegexMatcher {
+                    regex: "a{1000}".into(),
+                    ..Default::default()
+                }));
+            }
+        });
         check_gateway(&key, &mut gw, &recording);
     }
     let mut seen = recording.seen.into_inner().unwrap_or_default();
@@ -198,25 +216,7 @@ fn real(process: &EnvoyValidator) -> Vec<Candidate> {
 
 /// Pids of this process's Envoy children.
 fn envoy_children() -> Vec<u32> {
-    let me = std::process::id();
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
-        let Some((head, tail)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let ppid = tail.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(me) && head.contains("(envoy") {
-            out.push(pid);
-        }
-    }
-    out
+    common::envoy_children(std::process::id())
 }
 
 fn kind(v: &Verdict) -> &'static str {
@@ -237,6 +237,18 @@ fn resident_and_process_validators_agree_recover_and_leave_nothing_behind() {
     let resident = validator(Backend::Resident);
     let mut all: Vec<Candidate> = candidates.clone();
     all.extend(broken.iter().map(|(c, _)| c.clone()));
+    // A secret no listener names: Envoy never asks for it over SDS, so the
+    // resident validator must not wait for its ACK (that would time out
+    // into a process fallback, counted below).
+    let (_, tls) = gateways("https-termination")
+        .into_iter()
+        .next()
+        .expect("a TLS gateway");
+    let mut extra = partial(&tls);
+    let mut spare = extra.secrets.first().cloned().expect("a secret");
+    spare.name = "default/unreferenced".into();
+    extra.secrets.push(spare);
+    all.push(candidate("an unreferenced secret", extra));
     let expected = process.validate(&all);
     let got = resident.validate(&all);
     assert_eq!(
@@ -275,10 +287,13 @@ fn resident_and_process_validators_agree_recover_and_leave_nothing_behind() {
     }
     if let Some(c) = candidates.first() {
         let mut x = c.xds.as_deref().cloned().expect("xds form");
-        x.routes.push(RouteConfiguration {
-            name: "unreferenced".into(),
-            ..Default::default()
-        });
+        x.routes.push(
+            (&RouteConfiguration {
+                name: "unreferenced".into(),
+                ..Default::default()
+            })
+                .into(),
+        );
         again.push(candidate("after kill", x));
     }
     let fresh = validator(Backend::Process).validate(&again);

@@ -68,7 +68,7 @@ fn main() {
         .gateways
         .values()
         .map(|g| {
-            g.routes
+            g.route_configurations()
                 .iter()
                 .map(|r| r.virtual_hosts.iter().map(|v| v.routes.len()).sum::<usize>())
                 .sum::<usize>()

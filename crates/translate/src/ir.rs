@@ -6,15 +6,12 @@
 //! virtual hosts hold references to Envoy routes with their Gateway API
 //! precedence. Clusters and certificates are shared by the whole Gateway.
 //!
-//! The routes themselves stay where the rule builder put them (a
-//! [`RouteStore`]) until xDS assembly sorts each virtual host's references
-//! and moves every route once into its place: an Envoy `Route` is ~2 KiB
-//! inline, and moving 40,000 of them through every stage cost more time
-//! and peak memory than building them.
+//! The routes themselves stay where the rule builder put them, already
+//! encoded (a [`RouteStore`]), until xDS assembly sorts each virtual
+//! host's references and copies every route once into its route
+//! configuration's bytes (see `xds::encoded`).
 
 use std::collections::BTreeMap;
-
-use envoy_types::pb::envoy::config::route::v3::Route as EnvoyRoute;
 
 use crate::backend::ClusterSpec;
 use crate::listener::Protocol;
@@ -54,10 +51,11 @@ pub struct RouteRef {
     pub slot: u32,
 }
 
-/// Built Envoy routes by batch and slot (see [`RouteRef`]).
+/// Built Envoy routes, each canonically encoded (`xds::canonical::route`),
+/// by batch and slot (see [`RouteRef`]).
 #[derive(Debug, Default)]
 pub struct RouteStore {
-    batches: Vec<Vec<Option<EnvoyRoute>>>,
+    batches: Vec<Vec<Option<Vec<u8>>>>,
     /// Routes not taken yet per batch: an emptied batch is freed at once,
     /// so that the store and the assembled output never both hold the
     /// whole configuration.
@@ -67,7 +65,7 @@ pub struct RouteStore {
 impl RouteStore {
     /// Stores one batch, cloning it once per extra virtual host (`copies`
     /// in all, at least one): returns each copy's references in order.
-    pub fn add(&mut self, mut routes: Vec<Option<EnvoyRoute>>, copies: usize) -> Vec<Vec<RouteRef>> {
+    pub fn add(&mut self, mut routes: Vec<Option<Vec<u8>>>, copies: usize) -> Vec<Vec<RouteRef>> {
         let batch = self.batches.len() as u32;
         let n = routes.len();
         let copies = copies.max(1);
@@ -93,7 +91,7 @@ impl RouteStore {
     }
 
     /// Moves a route out (each reference is taken once).
-    pub fn take(&mut self, r: RouteRef) -> Option<EnvoyRoute> {
+    pub fn take(&mut self, r: RouteRef) -> Option<Vec<u8>> {
         let b = r.batch as usize;
         let route = self.batches.get_mut(b)?.get_mut(r.slot as usize)?.take()?;
         if let Some(left) = self.left.get_mut(b) {

@@ -54,10 +54,21 @@ use serde::Serialize;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GatewayXds {
     pub listeners: Vec<envoy_types::pb::envoy::config::listener::v3::Listener>,
-    pub routes: Vec<envoy_types::pb::envoy::config::route::v3::RouteConfiguration>,
+    /// Kept encoded (see [`xds::encoded`]); `decode()` each for the message.
+    pub routes: Vec<xds::encoded::EncodedRouteConfiguration>,
     pub clusters: Vec<envoy_types::pb::envoy::config::cluster::v3::Cluster>,
     pub endpoints: Vec<envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment>,
     pub secrets: Vec<envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret>,
+}
+
+impl GatewayXds {
+    /// Every route configuration decoded, in order.
+    pub fn route_configurations(&self) -> Vec<envoy_types::pb::envoy::config::route::v3::RouteConfiguration> {
+        self.routes
+            .iter()
+            .map(xds::encoded::EncodedRouteConfiguration::decode)
+            .collect()
+    }
 }
 
 /// The status one object would get, as design §5's `status` entries.

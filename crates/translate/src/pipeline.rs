@@ -253,9 +253,11 @@ struct Work {
     hostnames: Vec<String>,
     /// Each rule's report (its routes moved to `routes`).
     rules: Vec<(usize, rule::BuiltRule)>,
-    /// The rules' Envoy routes and their precedence, in parallel.
+    /// The rules' Envoy routes (encoded) and their precedence, in parallel.
     orders: Vec<RouteOrder>,
-    routes: Vec<Option<envoy_types::pb::envoy::config::route::v3::Route>>,
+    routes: Vec<Option<Vec<u8>>>,
+    /// The HTTP filters those routes configure per route.
+    filters: Vec<String>,
     clusters: BTreeMap<String, crate::backend::ClusterSpec>,
 }
 
@@ -269,12 +271,8 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
     let spec = ir::specificity(l.hostname.as_deref());
     // The HTTP filters this chain's HCM needs: those its routes configure
     // per route.
-    for r in w.routes.iter().flatten() {
-        for name in r.typed_per_filter_config.keys() {
-            if !chain.http_filters.contains(name) {
-                chain.http_filters.insert(name.clone());
-            }
-        }
+    for name in w.filters {
+        chain.http_filters.insert(name);
     }
     // The routes stay in the store; hosts get references (one copy of the
     // routes per host).
@@ -343,6 +341,7 @@ fn build_route(
             let expected: usize = route.rules.iter().map(|r| r.matches.len().max(1)).sum();
             let mut orders = Vec::with_capacity(expected);
             let mut routes = Vec::with_capacity(expected);
+            let mut filters: Vec<String> = Vec::new();
             for (rule_index, rule) in route.rules.iter().enumerate() {
                 let policy = effective.get(rule_index).and_then(Option::as_deref);
                 let mut r = rule::build(index, route, rule_index, rule, ctx, &mut clusters, policy);
@@ -354,7 +353,14 @@ fn build_route(
                         match_index,
                     };
                     orders.push(order);
-                    routes.push(Some(br.route));
+                    for name in br.route.typed_per_filter_config.keys() {
+                        if !filters.contains(name) {
+                            filters.push(name.clone());
+                        }
+                    }
+                    // Encoded here, on the rule-building threads: the
+                    // message is ~10x its bytes (see `xds::encoded`).
+                    routes.push(Some(crate::xds::canonical::route(&br.route)));
                 }
                 rules.push((rule_index, r));
             }
@@ -365,6 +371,7 @@ fn build_route(
                 rules,
                 orders,
                 routes,
+                filters,
                 clusters,
             });
         }

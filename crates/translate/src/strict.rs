@@ -30,6 +30,7 @@ use serde_json::Value;
 
 use crate::GatewayXds;
 use crate::output::bootstrap::{BootstrapOptions, static_bootstrap};
+use crate::xds::encoded::EncodedRouteConfiguration;
 
 /// `routeReplacementMode` (design §1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -114,7 +115,7 @@ pub trait Validator: Sync {
 
 /// Content key of protos, in the context of `context` (the Gateway's
 /// listeners and secrets: a route's validity can depend on its HCM).
-fn content_key(context: u64, parts: &[Vec<u8>]) -> u64 {
+fn content_key(context: u64, parts: &[&[u8]]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
     context.hash(&mut h);
@@ -122,19 +123,26 @@ fn content_key(context: u64, parts: &[Vec<u8>]) -> u64 {
     h.finish()
 }
 
-/// Keys of one route configuration: its envelope (virtual hosts without
-/// routes) and each route in flat order.
-fn rc_keys(context: u64, envelope: &RouteConfiguration, rc: &RouteConfiguration) -> (u64, Vec<u64>) {
-    let routes = rc
-        .virtual_hosts
-        .iter()
-        .flat_map(|vh| vh.routes.iter())
-        .map(|r| content_key(context, &[crate::xds::canonical::route(r)]))
-        .collect();
-    (
-        content_key(context, &[crate::xds::canonical::route_configuration(envelope)]),
-        routes,
-    )
+/// Keys of one route configuration, read off its bytes: its envelope
+/// (virtual hosts without routes) and each route in flat order; and its
+/// layout, to pick routes from.
+fn rc_keys(
+    context: u64,
+    rc: &EncodedRouteConfiguration,
+) -> (u64, Vec<u64>, Option<crate::xds::encoded::Layout<'_>>) {
+    match rc.layout() {
+        Some(layout) => {
+            let routes = layout
+                .routes()
+                .into_iter()
+                .map(|r| content_key(context, &[r]))
+                .collect();
+            let envelope = content_key(context, &[layout.subset(&[]).bytes()]);
+            (envelope, routes, Some(layout))
+        }
+        // Not our bytes (cannot happen): judged as one piece.
+        None => (content_key(context, &[rc.bytes()]), Vec::new(), None),
+    }
 }
 
 /// An Envoy route found to be rejected by Envoy, by name.
@@ -157,6 +165,14 @@ pub struct GatewayFindings {
 }
 
 fn candidate(gw: &GatewayXds, routes: Vec<RouteConfiguration>, label: String) -> Candidate {
+    encoded_candidate(
+        gw,
+        routes.iter().map(EncodedRouteConfiguration::new).collect(),
+        label,
+    )
+}
+
+fn encoded_candidate(gw: &GatewayXds, routes: Vec<EncodedRouteConfiguration>, label: String) -> Candidate {
     let partial = GatewayXds {
         listeners: gw.listeners.clone(),
         routes,
@@ -169,40 +185,6 @@ fn candidate(gw: &GatewayXds, routes: Vec<RouteConfiguration>, label: String) ->
         bootstrap: static_bootstrap(&partial, "portcullis-strict", &BootstrapOptions::default()),
         xds: Some(std::sync::Arc::new(partial)),
     }
-}
-
-/// `rc` keeping only the routes whose flat position is in `keep` (sorted).
-/// `rc` with only the routes at flat positions `keep` (sorted), built on
-/// its `envelope` so that only the kept routes are cloned (a warm check
-/// keeps a handful out of thousands).
-fn subset(envelope: &RouteConfiguration, rc: &RouteConfiguration, keep: &[usize]) -> RouteConfiguration {
-    let mut out = envelope.clone();
-    let mut pos = 0;
-    let mut k = keep.iter().peekable();
-    for (v, vh) in out.virtual_hosts.iter_mut().zip(&rc.virtual_hosts) {
-        for r in &vh.routes {
-            if k.peek() == Some(&&pos) {
-                v.routes.push(r.clone());
-                k.next();
-            }
-            pos += 1;
-        }
-    }
-    out
-}
-
-/// The route configuration without its routes, cloned cheaply.
-fn envelope_of(rc: &mut RouteConfiguration) -> RouteConfiguration {
-    let taken: Vec<_> = rc
-        .virtual_hosts
-        .iter_mut()
-        .map(|vh| std::mem::take(&mut vh.routes))
-        .collect();
-    let envelope = rc.clone();
-    for (vh, routes) in rc.virtual_hosts.iter_mut().zip(taken) {
-        vh.routes = routes;
-    }
-    envelope
 }
 
 fn route_at(
@@ -252,6 +234,7 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
             .map(prost::Message::encode_to_vec)
             .chain(gw.secrets.iter().map(prost::Message::encode_to_vec))
             .collect();
+        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
         content_key(0, &parts)
     };
     // Per route configuration: what is not known to be good yet.
@@ -264,17 +247,18 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
     } else {
         vec![candidate(gw, Vec::new(), format!("{key} skeleton"))]
     };
-    for i in 0..gw.routes.len() {
-        let env = envelope_of(&mut gw.routes[i]);
-        let rc = &gw.routes[i];
-        let (envelope, routes) = rc_keys(context, &env, rc);
+    // Keys and candidates come from the encoded bytes: a warm check reads
+    // every route but decodes none.
+    for (i, rc) in gw.routes.iter().enumerate() {
+        let (envelope, routes, layout) = rc_keys(context, rc);
         let unknown: Vec<usize> = (0..routes.len())
             .filter(|&p| !validator.known_good(routes[p]))
             .collect();
-        if unknown.is_empty() && validator.known_good(envelope) {
+        if layout.is_some() && unknown.is_empty() && validator.known_good(envelope) {
             continue;
         }
-        batch.push(candidate(gw, vec![subset(&env, rc, &unknown)], rc.name.clone()));
+        let picked = layout.map_or_else(|| rc.clone(), |l| l.subset(&unknown));
+        batch.push(encoded_candidate(gw, vec![picked], rc.name.clone()));
         plans.push((i, envelope, routes, unknown));
     }
     if batch.is_empty() {
@@ -324,14 +308,20 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
                 true,
             )),
             Verdict::Rejected(m) => {
-                isolate(gw, rc_index, unknown, m, validator, &mut findings);
-                let env = envelope_of(&mut gw.routes[rc_index]);
-                let (envelope, routes) = rc_keys(context, &env, &gw.routes[rc_index]);
-                if findings
-                    .replaced_configs
-                    .iter()
-                    .all(|(n, _)| *n != gw.routes[rc_index].name)
-                {
+                // Replacing edits the message: decoded here, encoded again.
+                let mut rc = gw.routes[rc_index].decode();
+                isolate(
+                    gw,
+                    &gw.routes[rc_index],
+                    &mut rc,
+                    unknown,
+                    m,
+                    validator,
+                    &mut findings,
+                );
+                gw.routes[rc_index] = EncodedRouteConfiguration::new(&rc);
+                let (envelope, routes, _) = rc_keys(context, &gw.routes[rc_index]);
+                if findings.replaced_configs.iter().all(|(n, _)| *n != rc.name) {
                     let mut good = routes;
                     good.push(envelope);
                     validator.remember_good(&good);
@@ -342,21 +332,30 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
     findings
 }
 
-/// Bisects a rejected route configuration down to the routes Envoy rejects.
+/// Bisects a rejected route configuration (`encoded`, decoded as `target`)
+/// down to the routes Envoy rejects, replacing what it finds in `target`.
+/// The halves are picked from the bytes (`Layout`), as the warm check does.
 fn isolate(
-    gw: &mut GatewayXds,
-    rc_index: usize,
+    gw: &GatewayXds,
+    encoded: &EncodedRouteConfiguration,
+    target: &mut RouteConfiguration,
     suspects: Vec<usize>,
     whole: String,
     validator: &dyn Validator,
     findings: &mut GatewayFindings,
 ) {
-    let rc = gw.routes[rc_index].clone();
-    let env = envelope_of(&mut gw.routes[rc_index]);
-    let mut pending: Vec<Vec<usize>> = vec![suspects];
+    let rc = target.clone();
+    // Not our bytes (cannot happen): nothing to bisect, the re-check of
+    // the whole configuration below decides.
+    let layout = encoded.layout();
+    let mut pending: Vec<Vec<usize>> = if layout.is_some() {
+        vec![suspects]
+    } else {
+        Vec::new()
+    };
     let mut offenders: Vec<(usize, String)> = Vec::new();
     let mut unavailable = false;
-    while !pending.is_empty() {
+    while let Some(layout) = layout.as_ref().filter(|_| !pending.is_empty()) {
         let mut halves: Vec<Vec<usize>> = Vec::new();
         for set in pending.drain(..) {
             if set.len() <= 1 {
@@ -371,7 +370,7 @@ fn isolate(
             .iter()
             .map(|set| {
                 let label = format!("{} routes {:?}", rc.name, set.first().zip(set.last()));
-                candidate(gw, vec![subset(&env, &rc, set)], label)
+                encoded_candidate(gw, vec![layout.subset(set)], label)
             })
             .collect();
         let verdicts = validator.validate(&batch);
@@ -408,13 +407,13 @@ fn isolate(
         format!("{} replaced", rc.name),
     )]);
     match recheck.first() {
-        Some(Verdict::Accepted) => gw.routes[rc_index] = fixed,
+        Some(Verdict::Accepted) => *target = fixed,
         Some(Verdict::Rejected(m)) => {
             // Not (only) routes: fence the virtual hosts Envoy rejects on
             // their own, then, if that is not enough, the whole
             // configuration.
             if let Some(fenced) = fence_virtual_hosts(gw, &fixed, validator, findings) {
-                gw.routes[rc_index] = fenced;
+                *target = fenced;
                 return;
             }
             let mut whole_rc = rc;
@@ -423,7 +422,7 @@ fn isolate(
                 whole_rc.name.clone(),
                 if offenders.is_empty() { whole } else { m.clone() },
             ));
-            gw.routes[rc_index] = whole_rc;
+            *target = whole_rc;
         }
         Some(Verdict::Unavailable(m)) => {
             // The offenders were rejected on their own: replacing them is
@@ -435,9 +434,9 @@ fn isolate(
                 ),
                 true,
             ));
-            gw.routes[rc_index] = fixed;
+            *target = fixed;
         }
-        None => gw.routes[rc_index] = fixed,
+        None => *target = fixed,
     }
 }
 

@@ -1,9 +1,22 @@
 //! TLS certificate references of HTTPS listeners: resolution, permission
-//! and a structural check of the PEM data, so that a bad Secret becomes a
-//! listener condition instead of an Envoy NACK.
+//! and a check of the Secret as Envoy's BoringSSL reads it, so that a bad
+//! Secret becomes a listener condition instead of an Envoy NACK: PEM and
+//! base64 here, every certificate's TBSCertificate rules in `x509`, the
+//! leaf's public key, the private key and whether they belong together in
+//! `keys`, on a `CBS`-like DER reader (`der`). Each rule names the
+//! BoringSSL function it follows and was checked against Envoy 1.40
+//! (`tests/rejections/tls-*.yaml`). Known limits: explicit EC parameters
+//! are recognised by their group order only, PKCS#8 attributes are not
+//! read, and what x509-parser accepts in names, times and extensions is
+//! taken as BoringSSL's verdict.
 
 use api::k8s_openapi::api::core::v1::Secret;
 use base64::Engine;
+use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
+
+mod der;
+mod keys;
+mod x509;
 
 use crate::index::Index;
 use crate::reference_grant::{self, From, To};
@@ -102,11 +115,15 @@ fn check_secret(secret: &Secret) -> Result<(String, String), String> {
     if certs.is_empty() {
         return Err("data[tls.crt]: expected one or more PEM CERTIFICATE blocks".into());
     }
+    // Envoy (BoringSSL) parses every certificate of the chain, but only
+    // takes the leaf's public key.
+    let mut leaf = None;
     for (i, (_, der)) in certs.iter().enumerate() {
-        let (_, c) = x509_parser::parse_x509_certificate(der)
+        x509_parser::parse_x509_certificate(der)
             .map_err(|e| format!("data[tls.crt]: certificate {i} is not valid X.509: {e}"))?;
+        let spki = x509::check_tbs(der).map_err(|e| format!("data[tls.crt]: certificate {i}: {e}"))?;
         if i == 0 {
-            leaf_key(&c).map_err(|e| format!("data[tls.crt]: {e}"))?;
+            leaf = Some(keys::leaf_public_key(spki).map_err(|e| format!("data[tls.crt]: {e}"))?);
         }
     }
     // Other blocks (`openssl ecparam -genkey` writes EC PARAMETERS first)
@@ -116,91 +133,28 @@ fn check_secret(secret: &Secret) -> Result<(String, String), String> {
         .into_iter()
         .filter(|(label, _)| label.ends_with("PRIVATE KEY"))
         .collect();
-    match keys.as_slice() {
-        [(label, der)] => private_key(label, der).map_err(|e| format!("data[tls.key]: {e}"))?,
-        _ => return Err("data[tls.key]: expected exactly one PEM PRIVATE KEY block".into()),
+    let [(label, der)] = keys.as_slice() else {
+        return Err("data[tls.key]: expected exactly one PEM PRIVATE KEY block".into());
+    };
+    if label == "ENCRYPTED PRIVATE KEY" {
+        return Err(
+            "data[tls.key]: the private key is encrypted; Envoy cannot read it (it has no passphrase)".into(),
+        );
+    }
+    let private = keys::private_key(label, der).map_err(|e| format!("data[tls.key]: {e}"))?;
+    if let Some(leaf) = &leaf {
+        keys::check_match(leaf, &private).map_err(|e| format!("data[tls.key]: {e}"))?;
     }
     Ok((cert, key))
 }
 
-/// The leaf certificate's key as Envoy (BoringSSL) takes it: RSA of at
-/// least 2048 bits, ECDSA on P-256/P-384/P-521, or Ed25519. Anything else
-/// fails "Failed to load certificate chain" (a NACK of the listener).
-fn leaf_key(cert: &x509_parser::certificate::X509Certificate<'_>) -> Result<(), String> {
-    let spki = cert.public_key();
-    let algorithm = spki.algorithm.algorithm.to_id_string();
-    match algorithm.as_str() {
-        // rsaEncryption
-        "1.2.840.113549.1.1.1" => {
-            let Ok(x509_parser::public_key::PublicKey::RSA(rsa)) = spki.parsed() else {
-                return Err("the certificate's RSA public key does not parse".into());
-            };
-            let bits = rsa.key_size();
-            if bits < 2048 {
-                return Err(format!(
-                    "the certificate's RSA key has {bits} bits; Envoy only takes RSA keys of 2048 bits or more"
-                ));
-            }
-            Ok(())
-        }
-        // id-ecPublicKey: the named curve is the algorithm's parameter.
-        "1.2.840.10045.2.1" => {
-            let curve = spki
-                .algorithm
-                .parameters
-                .as_ref()
-                .and_then(|p| p.as_oid().ok())
-                .map(|o| o.to_id_string())
-                .unwrap_or_default();
-            match curve.as_str() {
-                "1.2.840.10045.3.1.7" | "1.3.132.0.34" | "1.3.132.0.35" => Ok(()),
-                other => Err(format!(
-                    "the certificate's ECDSA key is on curve {other:?}; Envoy only takes P-256, P-384 and P-521"
-                )),
-            }
-        }
-        // Ed25519
-        "1.3.101.112" => Ok(()),
-        other => Err(format!(
-            "the certificate's key algorithm {other} is not supported by Envoy (RSA, ECDSA P-256/P-384/P-521 or Ed25519)"
-        )),
-    }
-}
-
-/// The private key block as BoringSSL reads it: an unencrypted PKCS#8
-/// (`PRIVATE KEY`), PKCS#1 (`RSA PRIVATE KEY`) or SEC1 (`EC PRIVATE KEY`)
-/// key whose DER matches its label.
-fn private_key(label: &str, der: &[u8]) -> Result<(), String> {
-    use x509_parser::der_parser::ber::BerObjectContent as C;
-    if label == "ENCRYPTED PRIVATE KEY" {
-        return Err("the private key is encrypted; Envoy cannot read it (it has no passphrase)".into());
-    }
-    let (_, seq) = x509_parser::der_parser::der::parse_der_sequence(der)
-        .map_err(|_| format!("the {label} block is not DER"))?;
-    let items = seq
-        .as_sequence()
-        .map_err(|_| format!("the {label} block is not a DER sequence"))?;
-    // Each format's second element tells them apart; BoringSSL falls back
-    // to PKCS#8 under the RSA and EC labels, but not the other way round.
-    let second = items.get(1).map(|o| &o.content);
-    let pkcs8 = matches!(second, Some(C::Sequence(_)));
-    let fits = match label {
-        "PRIVATE KEY" => pkcs8,
-        "RSA PRIVATE KEY" => pkcs8 || matches!(second, Some(C::Integer(_))),
-        "EC PRIVATE KEY" => pkcs8 || matches!(second, Some(C::OctetString(_))),
-        other => {
-            return Err(format!(
-                "unknown PEM label {other:?} (expected PRIVATE KEY, RSA PRIVATE KEY or EC PRIVATE KEY)"
-            ));
-        }
-    };
-    if !fits {
-        return Err(format!(
-            "the {label} block does not hold a {label} (wrong label or malformed DER)"
-        ));
-    }
-    Ok(())
-}
+/// BoringSSL's PEM base64 (`EVP_DecodeUpdate`, crypto/base64/base64.cc):
+/// padded to a multiple of four, but non-zero bits after the last byte
+/// (non-canonical encoding) are accepted, as OpenSSL and Go accept them.
+const PEM_BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
 
 /// `(label, DER)` for every PEM block.
 fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
@@ -231,16 +185,143 @@ fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
                     "PEM block {label} has a header line ({l:?}); Envoy does not accept PEM headers"
                 ));
             }
-            // BoringSSL's base64 skips spaces inside a block.
-            body.extend(l.chars().filter(|c| !c.is_whitespace()));
+            // BoringSSL's base64 skips spaces and tabs inside a block.
+            body.extend(l.chars().filter(|c| !matches!(c, ' ' | '\t' | '\r')));
         }
         if !closed {
             return Err(format!("PEM block {label} is not terminated"));
         }
-        let der = base64::engine::general_purpose::STANDARD
+        let der = PEM_BASE64
             .decode(body.as_bytes())
             .map_err(|e| format!("PEM block {label}: {e}"))?;
         out.push((label.to_string(), der));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keys::{self, PublicKey};
+    use super::{pem_blocks, x509};
+
+    const ED25519_CERT: &str = "-----BEGIN CERTIFICATE-----
+MIIBQDCB86ADAgECAhR5QNOtS5asxzI6NAJbd4v9Xr3LUTAFBgMrZXAwFjEUMBIG
+A1UEAwwLZXhhbXBsZS5jb20wHhcNMjYxMTIzMDg1MzQ5WhcNMjYxMjIzMDg1MzQ5
+WjAWMRQwEgYDVQQDDAtleGFtcGxlLmNvbTAqMAUGAytlcAMhAJxkxRdcJA+VUMOQ
+NZV1njEEqAFlkjD1bBPDjzTmEJlwo1MwUTAdBgNVHQ4EFgQUt8N74+ZmFYI10+ja
+gkXWS7purnUwHwYDVR0jBBgwFoAUt8N74+ZmFYI10+jagkXWS7purnUwDwYDVR0T
+AQH/BAUwAwEB/zAFBgMrZXADQQAmTxBjQXpHq4X60CZ8R8wMwI6SnEKYnvimKMYh
+Gj2I4W+fvAW/22HM7S8EJ1pRaXHvUeFHrtPeGuQi0PnbE4wL
+-----END CERTIFICATE-----
+";
+    const ED25519_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MC4CAQAwBQYDK2VwBCIEILfUSG/DOGItSF8IL4uUf9EXplP9tuz6cPSzktnTHCLg
+-----END PRIVATE KEY-----
+";
+    /// SEC1 P-256 key with scalar 1: its public key is the generator.
+    const P256_ONE: &str = "307702010104200000000000000000000000000000000000000000000000000000000000000001a00a06082a8648ce3d030107a144034200046b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c2964fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5";
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or_default())
+            .collect()
+    }
+
+    fn der(pem: &str) -> Vec<u8> {
+        pem_blocks(pem)
+            .ok()
+            .and_then(|mut blocks| blocks.pop())
+            .map(|(_, der)| der)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn tls_ed25519_key_matches_its_certificate() -> Result<(), String> {
+        let cert = der(ED25519_CERT);
+        let spki = x509::check_tbs(&cert)?;
+        let public = keys::leaf_public_key(spki)?;
+        let private = keys::private_key("PRIVATE KEY", &der(ED25519_KEY))?;
+        assert_eq!(public, private);
+        keys::check_match(&public, &private)
+    }
+
+    #[test]
+    fn tls_ed25519_public_key_is_derived_from_the_seed() -> Result<(), String> {
+        // RFC 8032, 7.1, test 1.
+        let mut pkcs8 = hex("302e020100300506032b657004220420");
+        pkcs8.extend(hex(
+            "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+        ));
+        let want = hex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
+        assert_eq!(
+            keys::private_key("PRIVATE KEY", &pkcs8),
+            Ok(PublicKey::Ed25519(
+                <[u8; 32]>::try_from(want).map_err(|_| "not 32 bytes")?
+            ))
+        );
+        pkcs8[4] = 1; // PKCS#8 version 1
+        let Err(err) = keys::private_key("PRIVATE KEY", &pkcs8) else {
+            panic!("PKCS#8 version 1 accepted");
+        };
+        assert!(err.contains("PKCS#8 version 1"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn tls_ec_public_key_is_derived_when_absent_and_checked_when_present() {
+        let full = hex(P256_ONE);
+        let Ok(PublicKey::Ec { point, .. }) = keys::private_key("EC PRIVATE KEY", &full) else {
+            panic!("P-256 key with scalar 1 does not parse");
+        };
+        assert_eq!(point, full[full.len() - 65..]);
+        // Without the public key ([1]): derived, same point.
+        let mut bare = full[..full.len() - 70].to_vec();
+        bare[1] -= 70;
+        assert_eq!(
+            keys::private_key("EC PRIVATE KEY", &bare),
+            keys::private_key("EC PRIVATE KEY", &full)
+        );
+        // Scalar 2 with the generator as its public key: refused.
+        let mut wrong = full.clone();
+        wrong[38] = 2;
+        let Err(err) = keys::private_key("EC PRIVATE KEY", &wrong) else {
+            panic!("a public key not the scalar's accepted");
+        };
+        assert!(err.contains("embedded public key"), "{err}");
+        // Scalar 0: refused.
+        let mut zero = bare.clone();
+        zero[38] = 0;
+        assert!(keys::private_key("EC PRIVATE KEY", &zero).is_err());
+    }
+
+    #[test]
+    fn tls_no_panic_on_truncated_or_altered_input() {
+        let inputs = [
+            ("c", der(ED25519_CERT)),
+            ("PRIVATE KEY", der(ED25519_KEY)),
+            ("EC PRIVATE KEY", hex(P256_ONE)),
+        ];
+        for (what, bytes) in inputs {
+            let check = |b: &[u8]| {
+                if what == "c" {
+                    if let Ok(spki) = x509::check_tbs(b) {
+                        let _ = keys::leaf_public_key(spki);
+                    }
+                } else {
+                    for label in ["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"] {
+                        let _ = keys::private_key(label, b);
+                    }
+                }
+            };
+            for n in 0..bytes.len() {
+                check(&bytes[..n]);
+                for flip in [0x01, 0x80, 0xff] {
+                    let mut b = bytes.clone();
+                    b[n] ^= flip;
+                    check(&b);
+                }
+            }
+        }
+    }
 }

@@ -99,11 +99,11 @@ fn served(out: &translate::Output, gw: &str) -> Vec<String> {
     out.gateways
         .get(gw)
         .map(|g| {
-            g.routes
-                .iter()
-                .flat_map(|rc| &rc.virtual_hosts)
-                .flat_map(|vh| &vh.routes)
-                .map(|r| r.name.clone())
+            g.route_configurations()
+                .into_iter()
+                .flat_map(|rc| rc.virtual_hosts)
+                .flat_map(|vh| vh.routes)
+                .map(|r| r.name)
                 .collect()
         })
         .unwrap_or_default()

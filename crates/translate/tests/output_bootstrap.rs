@@ -205,14 +205,16 @@ fn upstream_tls_sds_references_become_static() {
 #[test]
 fn oracle_rejects_a_regex_over_the_re2_program_size_limit() {
     let mut gw = sample();
-    gw.routes[0].virtual_hosts[0]
-        .routes
-        .insert(0, regex_route("too-big", "a{1000}", BACKEND));
+    gw.routes[0].edit(|rc| {
+        rc.virtual_hosts[0]
+            .routes
+            .insert(0, regex_route("too-big", "a{1000}", BACKEND))
+    });
     let b = static_bootstrap(&gw, "default/gw", &BootstrapOptions::default());
     let err = testkit::envoy::validate(&b).expect_err("Envoy must reject a{1000}");
     assert!(err.contains("program size"), "{err}");
     // The same route with a small regex is fine.
-    gw.routes[0].virtual_hosts[0].routes[0] = regex_route("small", "a{10}", BACKEND);
+    gw.routes[0].edit(|rc| rc.virtual_hosts[0].routes[0] = regex_route("small", "a{10}", BACKEND));
     validate(&static_bootstrap(&gw, "default/gw", &BootstrapOptions::default()));
 }
 
@@ -231,9 +233,11 @@ fn oracle_rejects_an_inline_route_to_an_unknown_cluster() {
     // the static bootstrap is stricter than RDS: every cluster a route
     // names must be among the Gateway's clusters.
     let mut gw = sample();
-    gw.routes[0].virtual_hosts[0]
-        .routes
-        .push(prefix_route("ghost", "/ghost", "default/ghost/80"));
+    gw.routes[0].edit(|rc| {
+        rc.virtual_hosts[0]
+            .routes
+            .push(prefix_route("ghost", "/ghost", "default/ghost/80"))
+    });
     let err = testkit::envoy::validate(&static_bootstrap(&gw, "default/gw", &BootstrapOptions::default()))
         .expect_err("unknown cluster");
     assert!(err.contains("default/ghost/80"), "{err}");
@@ -242,13 +246,15 @@ fn oracle_rejects_an_inline_route_to_an_unknown_cluster() {
 #[test]
 fn unrenderable_bootstrap_is_an_error_envoy_rejects() {
     let mut gw = sample();
-    gw.routes[0].typed_per_filter_config.insert(
-        "example.custom".into(),
-        envoy_types::pb::google::protobuf::Any {
-            type_url: "type.googleapis.com/example.v1.NotInThePool".into(),
-            value: vec![],
-        },
-    );
+    gw.routes[0].edit(|rc| {
+        rc.typed_per_filter_config.insert(
+            "example.custom".into(),
+            envoy_types::pb::google::protobuf::Any {
+                type_url: "type.googleapis.com/example.v1.NotInThePool".into(),
+                value: vec![],
+            },
+        )
+    });
     assert!(try_static_bootstrap(&gw, "default/gw", &BootstrapOptions::default()).is_err());
     let b = static_bootstrap(&gw, "default/gw", &BootstrapOptions::default());
     assert!(b["@error"].is_string());
@@ -441,7 +447,7 @@ fn missing_route_configuration_is_inlined_empty() {
         }],
         ..Default::default()
     };
-    gw.routes.push(rc.clone());
+    gw.routes.push((&rc).into());
     let b = static_bootstrap(&gw, "default/gw", &BootstrapOptions::default());
     let h = hcm_configs(&b["static_resources"]["listeners"][0])[0];
     assert_eq!(

@@ -30,11 +30,11 @@ fn fixture(name: &str) -> api::Inputs {
     api::loader::load_str(&path, input).inputs
 }
 
-fn all_routes(gw: &translate::GatewayXds) -> Vec<&envoy_types::pb::envoy::config::route::v3::Route> {
-    gw.routes
-        .iter()
-        .flat_map(|rc| rc.virtual_hosts.iter())
-        .flat_map(|vh| vh.routes.iter())
+fn all_routes(gw: &translate::GatewayXds) -> Vec<envoy_types::pb::envoy::config::route::v3::Route> {
+    gw.route_configurations()
+        .into_iter()
+        .flat_map(|rc| rc.virtual_hosts)
+        .flat_map(|vh| vh.routes)
         .collect()
 }
 
@@ -63,8 +63,8 @@ fn a_route_envoy_rejects_is_isolated_and_replaced() {
     // written straight into the xDS (STANDARD would have caught it in the
     // HTTPRoute).
     let victim = names[names.len() / 2].clone();
-    let original_match = {
-        let route = gw.routes[0]
+    let original_match = gw.routes[0].edit(|rc| {
+        let route = rc
             .virtual_hosts
             .iter_mut()
             .flat_map(|vh| vh.routes.iter_mut())
@@ -79,7 +79,7 @@ fn a_route_envoy_rejects_is_isolated_and_replaced() {
             ..Default::default()
         });
         route.r#match.clone()
-    };
+    });
     let envoy = RealEnvoy::default();
     let findings = check_gateway(key, &mut gw, &envoy);
     assert_eq!(
@@ -132,7 +132,11 @@ fn generated_gateway() -> (String, translate::GatewayXds) {
     let (key, gw) = out
         .gateways
         .into_iter()
-        .find(|(_, g)| g.routes.first().is_some_and(|rc| rc.virtual_hosts.len() >= 2))
+        .find(|(_, g)| {
+            g.routes
+                .first()
+                .is_some_and(|rc| rc.decode().virtual_hosts.len() >= 2)
+        })
         .expect("a Gateway with two virtual hosts");
     (key, gw)
 }
@@ -142,15 +146,17 @@ fn a_rejected_match_fences_only_its_virtual_host() {
     use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
     use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
     let (key, mut gw) = generated_gateway();
-    let before = gw.routes[0].clone();
+    let before = gw.routes[0].decode();
     // A backreference: the replacement keeps the match, so the route alone
     // cannot be fixed; its virtual host becomes a catch-all 500.
-    if let Some(m) = gw.routes[0].virtual_hosts[0].routes[0].r#match.as_mut() {
-        m.path_specifier = Some(PathSpecifier::SafeRegex(RegexMatcher {
-            regex: "(a)\\1".into(),
-            ..Default::default()
-        }));
-    }
+    gw.routes[0].edit(|rc| {
+        if let Some(m) = rc.virtual_hosts[0].routes[0].r#match.as_mut() {
+            m.path_specifier = Some(PathSpecifier::SafeRegex(RegexMatcher {
+                regex: "(a)\\1".into(),
+                ..Default::default()
+            }));
+        }
+    });
     let envoy = RealEnvoy::default();
     let findings = check_gateway(&key, &mut gw, &envoy);
     assert!(findings.replaced_configs.is_empty(), "{findings:?}");
@@ -160,7 +166,8 @@ fn a_rejected_match_fences_only_its_virtual_host() {
         .map(|(n, _)| n.as_str())
         .collect();
     assert_eq!(fenced, [before.virtual_hosts[0].name.as_str()]);
-    let vh = &gw.routes[0].virtual_hosts[0];
+    let after = gw.routes[0].decode();
+    let vh = &after.virtual_hosts[0];
     assert_eq!(
         vh.domains, before.virtual_hosts[0].domains,
         "the fenced host keeps its domains"
@@ -168,7 +175,7 @@ fn a_rejected_match_fences_only_its_virtual_host() {
     assert_eq!(vh.routes.len(), 1);
     assert!(matches!(&vh.routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
     assert_eq!(
-        gw.routes[0].virtual_hosts[1..],
+        after.virtual_hosts[1..],
         before.virtual_hosts[1..],
         "the other hosts are untouched"
     );
@@ -181,18 +188,14 @@ fn hosts_that_only_fail_together_replace_the_route_configuration() {
     let (key, mut gw) = generated_gateway();
     let rc_name = gw.routes[0].name.clone();
     // Two virtual hosts with one domain: each is fine alone.
-    let domains = gw.routes[0].virtual_hosts[0].domains.clone();
-    gw.routes[0].virtual_hosts[1].domains = domains;
+    gw.routes[0].edit(|rc| rc.virtual_hosts[1].domains = rc.virtual_hosts[0].domains.clone());
     let envoy = RealEnvoy::default();
     let findings = check_gateway(&key, &mut gw, &envoy);
     assert_eq!(findings.replaced_configs.len(), 1, "{findings:?}");
     assert_eq!(findings.replaced_configs[0].0, rc_name);
     assert!(findings.replaced_configs[0].1.contains("unique"), "{findings:?}");
-    let routes: Vec<_> = gw.routes[0]
-        .virtual_hosts
-        .iter()
-        .flat_map(|v| &v.routes)
-        .collect();
+    let after = gw.routes[0].decode();
+    let routes: Vec<_> = after.virtual_hosts.iter().flat_map(|v| &v.routes).collect();
     assert_eq!(routes.len(), 1);
     assert!(matches!(&routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
     let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());

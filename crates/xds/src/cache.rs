@@ -64,13 +64,8 @@ impl Snapshot {
             put(&mut s, types::LISTENER, &l.name, l);
         }
         for r in &gw.routes {
-            // Maps inside routes must not make equal content look changed.
-            put_bytes(
-                &mut s,
-                types::ROUTE,
-                &r.name,
-                translate::xds::canonical::route_configuration(r),
-            );
+            // Already canonically encoded (maps in key order), as sent.
+            put_bytes(&mut s, types::ROUTE, &r.name, r.bytes().to_vec());
         }
         for t in types::PUSH_ORDER {
             s.types.entry(t).or_default();

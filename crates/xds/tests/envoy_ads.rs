@@ -119,16 +119,19 @@ fn config(port: u16, body: &str, poison: bool) -> GatewayXds {
             ..direct("/x", "never")
         });
     }
-    gw.routes = vec![RouteConfiguration {
-        name: format!("t/gw/{port}"),
-        virtual_hosts: vec![VirtualHost {
-            name: "all".into(),
-            domains: vec!["*".into()],
-            routes,
+    gw.routes = vec![
+        (&RouteConfiguration {
+            name: format!("t/gw/{port}"),
+            virtual_hosts: vec![VirtualHost {
+                name: "all".into(),
+                domains: vec!["*".into()],
+                routes,
+                ..Default::default()
+            }],
             ..Default::default()
-        }],
-        ..Default::default()
-    }];
+        })
+            .into(),
+    ];
     gw
 }
 

@@ -1,6 +1,7 @@
 //! Managed Envoy processes: one per Gateway, bootstrapped to fetch its
 //! configuration from our ADS server; restarted with backoff when they
-//! exit; stopped (SIGTERM via `kill`, then SIGKILL) on shutdown.
+//! exit; stopped (SIGTERM via `kill`, then SIGKILL) on shutdown, and
+//! killed by the kernel if portcullis dies first (see `orphan_guard`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -101,42 +102,52 @@ async fn run_one(
     let admin_path = run_dir.join(format!("{}.admin", file_name(&gateway)));
     let mut failures = 0u32;
     loop {
-        let mut cmd = Command::new(&bin);
-        cmd.arg("-c")
-            .arg(&path)
-            .args([
-                "--disable-hot-restart",
-                "--log-level",
-                "warn",
-                "--drain-time-s",
-                "1",
-                "--admin-address-path",
-            ])
-            .arg(&admin_path)
-            .kill_on_drop(true);
-        let mut child = match cmd.spawn() {
+        let (b, p, a) = (bin.clone(), path.clone(), admin_path.clone());
+        let spawned = tokio::task::spawn_blocking(move || {
+            crate::orphan_guard::spawn(&b, move |cmd| {
+                cmd.arg("-c")
+                    .arg(&p)
+                    .args([
+                        "--disable-hot-restart",
+                        "--log-level",
+                        "warn",
+                        "--drain-time-s",
+                        "1",
+                        "--admin-address-path",
+                    ])
+                    .arg(&a);
+            })
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        let child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(gateway, error = %e, bin = %bin.display(), "cannot start Envoy");
                 return;
             }
         };
-        tracing::info!(gateway, pid = child.id(), "Envoy started");
+        let pid = child.id();
+        tracing::info!(gateway, pid, "Envoy started");
         // The pid file lets operators (and tests) find the process.
-        if let Some(pid) = child.id() {
-            let _ = std::fs::write(
-                run_dir.join(format!("{}.pid", file_name(&gateway))),
-                pid.to_string(),
-            );
-        }
+        let _ = std::fs::write(
+            run_dir.join(format!("{}.pid", file_name(&gateway))),
+            pid.to_string(),
+        );
         let started = std::time::Instant::now();
+        // A std child (forked by the guard's thread), waited for on a
+        // blocking thread.
+        let mut exited = tokio::task::spawn_blocking(move || {
+            let mut child = child;
+            child.wait()
+        });
         tokio::select! {
-            status = child.wait() => {
+            status = &mut exited => {
                 tracing::warn!(gateway, ?status, "Envoy exited; restarting");
                 state.metrics.envoy_restarts.get_or_create(&GatewayLabels { gateway: gateway.clone() }).inc();
             }
             _ = stop.changed() => {
-                terminate(&mut child).await;
+                terminate(pid, exited).await;
                 return;
             }
         }
@@ -154,20 +165,22 @@ async fn run_one(
     }
 }
 
-async fn terminate(child: &mut tokio::process::Child) {
-    if let Some(pid) = child.id() {
-        // Polite first (Envoy drains on SIGTERM), then forceful.
+/// Stops Envoy `pid`, whose exit `exited` reports (it reaps the child, so
+/// the pid is not reused while we signal it).
+async fn terminate(pid: u32, mut exited: JoinHandle<std::io::Result<std::process::ExitStatus>>) {
+    // Polite first (Envoy drains on SIGTERM), then forceful.
+    for (signal, grace) in [("-TERM", 3), ("-KILL", 5)] {
         let _ = Command::new("kill")
-            .arg("-TERM")
+            .arg(signal)
             .arg(pid.to_string())
             .status()
             .await;
-        if tokio::time::timeout(Duration::from_secs(3), child.wait())
+        if tokio::time::timeout(Duration::from_secs(grace), &mut exited)
             .await
             .is_ok()
         {
             return;
         }
     }
-    let _ = child.kill().await;
+    tracing::warn!(pid, "Envoy did not exit after SIGKILL");
 }

@@ -22,15 +22,20 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
+use envoy_types::pb::envoy::config::core::v3::transport_socket;
+use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, http_connection_manager,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    DownstreamTlsContext, common_tls_context,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use prost::Message;
 use translate::GatewayXds;
 use translate::strict::Verdict;
+use translate::xds::encoded::EncodedRouteConfiguration;
 
 /// One node's answers: (type URL, version) → `None` for an ACK, Envoy's
 /// message for a NACK.
@@ -215,26 +220,26 @@ impl Resident {
         let path = self.bootstrap_dir.join(format!("{node}.json"));
         std::fs::write(&path, bootstrap.to_string())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        Command::new(&self.bin)
-            .arg("-c")
-            .arg(&path)
-            .args([
-                "--disable-hot-restart",
-                "--concurrency",
-                "1",
-                // A replaced listener's RDS subscription lives while it
-                // drains; the next candidate's route version is predicted
-                // over its own listeners only.
-                "--drain-time-s",
-                "0",
-                "--log-level",
-                "critical",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))
+        crate::orphan_guard::spawn(&self.bin, move |cmd: &mut Command| {
+            cmd.arg("-c")
+                .arg(&path)
+                .args([
+                    "--disable-hot-restart",
+                    "--concurrency",
+                    "1",
+                    // A replaced listener's RDS subscription lives while it
+                    // drains; the next candidate's route version is predicted
+                    // over its own listeners only.
+                    "--drain-time-s",
+                    "0",
+                    "--log-level",
+                    "critical",
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+        })
+        .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))
     }
 
     fn validate_on(&self, slot: &mut Slot, gw: &GatewayXds) -> Option<Verdict> {
@@ -313,6 +318,7 @@ fn served(gw: &GatewayXds) -> GatewayXds {
         })
         .collect();
     let referenced: BTreeSet<String> = listeners.iter().flat_map(route_config_names).collect();
+    let referenced_secrets: BTreeSet<String> = listeners.iter().flat_map(sds_secret_names).collect();
     let routes = referenced
         .iter()
         .map(|name| {
@@ -320,9 +326,11 @@ fn served(gw: &GatewayXds) -> GatewayXds {
                 .iter()
                 .find(|r| &r.name == name)
                 .cloned()
-                .unwrap_or_else(|| RouteConfiguration {
-                    name: name.clone(),
-                    ..Default::default()
+                .unwrap_or_else(|| {
+                    EncodedRouteConfiguration::new(&RouteConfiguration {
+                        name: name.clone(),
+                        ..Default::default()
+                    })
                 })
         })
         .collect();
@@ -331,7 +339,15 @@ fn served(gw: &GatewayXds) -> GatewayXds {
         routes,
         clusters: Vec::new(),
         endpoints: Vec::new(),
-        secrets: gw.secrets.clone(),
+        // Only what the listeners ask for over SDS, as when serving: Envoy
+        // never requests another secret, so waiting for its ACK would only
+        // time out (and a serving Envoy never sees it either).
+        secrets: gw
+            .secrets
+            .iter()
+            .filter(|s| referenced_secrets.contains(&s.name))
+            .cloned()
+            .collect(),
     }
 }
 
@@ -348,11 +364,41 @@ fn address_key(l: &Listener) -> String {
     format!("{:016x}", h.finish())
 }
 
+/// Every filter chain of a listener, the default one included.
+fn filter_chains(l: &Listener) -> impl Iterator<Item = &FilterChain> {
+    l.filter_chains.iter().chain(l.default_filter_chain.iter())
+}
+
+/// The SDS secrets a listener's TLS transport sockets name.
+fn sds_secret_names(l: &Listener) -> Vec<String> {
+    filter_chains(l)
+        .filter_map(|fc| fc.transport_socket.as_ref())
+        .filter_map(|ts| match &ts.config_type {
+            Some(transport_socket::ConfigType::TypedConfig(any))
+                if any.type_url.ends_with(".DownstreamTlsContext") =>
+            {
+                DownstreamTlsContext::decode(any.value.as_slice()).ok()
+            }
+            _ => None,
+        })
+        .filter_map(|tls| tls.common_tls_context)
+        .flat_map(|c| {
+            c.tls_certificate_sds_secret_configs
+                .into_iter()
+                .map(|s| s.name)
+                .chain(c.validation_context_type.and_then(|v| match v {
+                    common_tls_context::ValidationContextType::ValidationContextSdsSecretConfig(s) => {
+                        Some(s.name)
+                    }
+                    _ => None,
+                }))
+        })
+        .collect()
+}
+
 /// RDS names a listener's HTTP connection managers subscribe to.
 fn route_config_names(l: &Listener) -> Vec<String> {
-    l.filter_chains
-        .iter()
-        .chain(l.default_filter_chain.iter())
+    filter_chains(l)
         .flat_map(|fc| fc.filters.iter())
         .filter_map(|f| match &f.config_type {
             Some(filter::ConfigType::TypedConfig(any))

@@ -182,7 +182,11 @@ pub fn fixture_input(name: &str) -> PathBuf {
         .join(format!("{name}.yaml"));
     let text = std::fs::read_to_string(fixture).expect("fixture");
     let input = text.split("\n# ---- expected output").next().unwrap_or(&text);
-    let dir = std::env::temp_dir().join(format!("portcullis-fixture-{name}-{}", std::process::id()));
+    // One file per call: tests in one binary run in parallel, and a shared
+    // path would be truncated by one test while another's portcullis reads it.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("portcullis-fixture-{name}-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let path = dir.join("in.yaml");
     std::fs::write(&path, input).expect("write");
@@ -191,4 +195,26 @@ pub fn fixture_input(name: &str) -> PathBuf {
 
 pub fn pid_alive(pid: &str) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Pids of `parent`'s Envoy children.
+pub fn envoy_children(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
+        let Some((head, tail)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let ppid = tail.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) && head.contains("(envoy") {
+            out.push(pid);
+        }
+    }
+    out
 }

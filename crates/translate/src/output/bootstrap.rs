@@ -162,7 +162,7 @@ fn strip_sds_transport_socket(ts: &mut TransportSocket) {
 // ---- RDS → inline route configurations ----
 
 struct Inliner<'a> {
-    routes: HashMap<&'a str, &'a RouteConfiguration>,
+    routes: HashMap<&'a str, &'a crate::xds::encoded::EncodedRouteConfiguration>,
     assignments: HashMap<&'a str, &'a ClusterLoadAssignment>,
 }
 
@@ -185,7 +185,7 @@ impl<'a> Inliner<'a> {
             let rc = self
                 .routes
                 .get(rds.route_config_name.as_str())
-                .map(|r| (*r).clone())
+                .map(|r| r.decode())
                 .unwrap_or_else(|| RouteConfiguration {
                     name: rds.route_config_name.clone(),
                     ..Default::default()

@@ -158,24 +158,46 @@ pub fn message_from_json<M: Message + Name + Default>(value: &Value) -> Result<M
 }
 
 /// The resource name used to identify a resource that cannot be rendered.
-trait Resource: Message + Name {
+trait Resource {
+    /// The protobuf type's short name, for messages.
+    const NAME: &'static str;
+    /// The protobuf type's full name.
+    fn type_name() -> String;
     fn resource_name(&self) -> &str;
+    fn to_json(&self) -> Result<Value, OutputError>;
 }
 
 macro_rules! resource {
     ($t:ty, $field:ident) => {
         impl Resource for $t {
+            const NAME: &'static str = <$t as Name>::NAME;
+            fn type_name() -> String {
+                <$t as Name>::full_name()
+            }
             fn resource_name(&self) -> &str {
                 &self.$field
+            }
+            fn to_json(&self) -> Result<Value, OutputError> {
+                message_to_json(self)
             }
         }
     };
 }
+
+// Rendered from its bytes: no decode into the prost message on the way.
+impl Resource for crate::xds::encoded::EncodedRouteConfiguration {
+    const NAME: &'static str = <envoy_types::pb::envoy::config::route::v3::RouteConfiguration as Name>::NAME;
+    fn type_name() -> String {
+        <envoy_types::pb::envoy::config::route::v3::RouteConfiguration as Name>::full_name()
+    }
+    fn resource_name(&self) -> &str {
+        &self.name
+    }
+    fn to_json(&self) -> Result<Value, OutputError> {
+        bytes_to_json(&Self::type_name(), self.bytes())
+    }
+}
 resource!(envoy_types::pb::envoy::config::listener::v3::Listener, name);
-resource!(
-    envoy_types::pb::envoy::config::route::v3::RouteConfiguration,
-    name
-);
 resource!(envoy_types::pb::envoy::config::cluster::v3::Cluster, name);
 resource!(
     envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment,
@@ -193,7 +215,7 @@ fn render_list<R: Resource>(items: &[R], errors: &mut Vec<String>) -> Value {
     Value::Array(
         items
             .iter()
-            .map(|r| match message_to_json(r) {
+            .map(|r| match r.to_json() {
                 Ok(v) => v,
                 Err(e) => {
                     errors.push(format!(

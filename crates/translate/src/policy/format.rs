@@ -4,6 +4,39 @@
 //! command or a malformed one when it loads the route, so STANDARD checks
 //! them here. The command list is checked against the real Envoy by
 //! `tests/policy_oracle.rs`.
+//!
+//! The rules follow Envoy 1.40's built-in command parsers
+//! (`source/common/formatter/stream_info_formatter.cc`,
+//! `http_specific_formatter.cc`) and were each confirmed against the
+//! 1.40 binary:
+//!
+//! - Envoy's `CommandSyntaxChecker` looks only at whether the argument is
+//!   empty, so `%CMD()%` is the same as `%CMD%`: accepted for a command
+//!   without an argument or with an optional one, refused for a command
+//!   that requires one.
+//! - The argument runs to the first `)` followed by `%` or `:N%`, so it
+//!   may itself hold `)` (`closing_paren`).
+//! - `:N` is allowed only where the command says so (`LENGTH_ALLOWED`).
+//! - Optional arguments: the time commands (`START_TIME(format)`,
+//!   `EMIT_TIME`, the `*_PEER_CERT_V_*` ones, `TIME_FORMATS`) refuse a
+//!   strftime format that prints a newline; `RESPONSE_CODE_DETAILS` and
+//!   the `*_ADDRESS_WITHOUT_PORT` commands take any argument (only
+//!   `ALLOW_WHITESPACES` and `MASK_PREFIX_LEN:N` mean something, nothing
+//!   is validated at load); `REQUESTED_SERVER_NAME(sni[:host])`,
+//!   `PATH(query[:source])`, `QUERY_PARAMS` and `GRPC_STATUS` check their
+//!   option names.
+//! - Required arguments with rules: header names (`REQ` and its kin),
+//!   `FILTER_STATE`, `COMMON_DURATION(start:end[:precision])`,
+//!   `METADATA(TYPE:…)`, `XFCC_VALUE(key)`, and `CEL(expr)` — the last
+//!   checked with this crate's CEL parser, a subset of what Envoy takes
+//!   (no comprehension macros), so STANDARD may refuse a CEL Envoy would
+//!   accept but never the reverse. `COALESCE(json)` is not supported.
+//!
+//! The command list was found by probing Envoy 1.40 (`--mode validate`)
+//! with every command-shaped string in its binary, `%NAME(x)%` each: an
+//! unknown name fails with "Not supported field", a known one loads or
+//! fails with a different message. `XFCC_VALUE`, not a separate string in
+//! the binary, comes from Envoy's source.
 
 /// Whether a command takes a parenthesised argument.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -14,70 +47,254 @@ enum Arg {
 }
 
 /// The commands that accept a `:N` length limit (Envoy's `LENGTH_ALLOWED`
-/// syntax flag; every other command in `COMMANDS` refuses one, checked
-/// against Envoy 1.40 by `tests/policy_oracle.rs`).
+/// syntax flag, or a parser that ignores the length: `CEL`, `METADATA`,
+/// `XFCC_VALUE`); every other command in `COMMANDS` refuses one, checked
+/// against Envoy 1.40 by `tests/policy_oracle.rs`.
 const LENGTH_ALLOWED: &[&str] = &[
     "REQ",
     "RESP",
     "TRAILER",
+    "REQUEST_HEADER",
+    "RESPONSE_HEADER",
+    "RESPONSE_TRAILER",
+    "STREAM_INFO_REQ",
     "DYNAMIC_METADATA",
     "FILTER_STATE",
+    "UPSTREAM_FILTER_STATE",
     "ENVIRONMENT",
+    "PATH",
+    "QUERY_PARAM",
+    "QUERY_PARAMS",
+    "CEL",
+    "METADATA",
+    "XFCC_VALUE",
 ];
 
+/// The `strftime`-style optional arguments (Envoy's `SystemTimeFormatter`).
+const TIME_FORMATS: &[&str] = &[
+    "START_TIME",
+    "START_TIME_LOCAL",
+    "EMIT_TIME",
+    "EMIT_TIME_LOCAL",
+    "DOWNSTREAM_PEER_CERT_V_START",
+    "DOWNSTREAM_PEER_CERT_V_END",
+    "UPSTREAM_PEER_CERT_V_START",
+    "UPSTREAM_PEER_CERT_V_END",
+];
+
+/// Every command Envoy 1.40 is known to take in a route's header value:
+/// found by probing the binary's command-shaped strings, plus
+/// `XFCC_VALUE` from Envoy's source (not a separate string in the binary,
+/// so others could be missing the same way; see the module doc).
+/// Envoy's own `COALESCE(json)` is missing: its JSON argument is not
+/// checked here, so STANDARD refuses it.
 const COMMANDS: &[(&str, Arg)] = &[
+    // Arguments: headers (`check_headers`).
     ("REQ", Arg::Required),
     ("RESP", Arg::Required),
     ("TRAILER", Arg::Required),
-    ("START_TIME", Arg::Optional),
+    ("REQUEST_HEADER", Arg::Required),
+    ("RESPONSE_HEADER", Arg::Required),
+    ("RESPONSE_TRAILER", Arg::Required),
+    ("STREAM_INFO_REQ", Arg::Required),
+    // Arguments: any text.
     ("DYNAMIC_METADATA", Arg::Required),
     ("UPSTREAM_METADATA", Arg::Required),
     ("CLUSTER_METADATA", Arg::Required),
-    ("FILTER_STATE", Arg::Required),
     ("ENVIRONMENT", Arg::Required),
-    ("PROTOCOL", Arg::None),
-    ("UPSTREAM_PROTOCOL", Arg::None),
-    ("RESPONSE_CODE", Arg::None),
-    ("RESPONSE_CODE_DETAILS", Arg::None),
-    ("RESPONSE_FLAGS", Arg::None),
+    ("QUERY_PARAM", Arg::Required),
+    ("RESPONSE_CODE_DETAILS", Arg::Optional),
+    ("DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT", Arg::Optional),
+    ("DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT", Arg::Optional),
+    ("DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT", Arg::Optional),
+    ("DOWNSTREAM_DIRECT_LOCAL_ADDRESS_WITHOUT_PORT", Arg::Optional),
+    ("UPSTREAM_REMOTE_ADDRESS_WITHOUT_PORT", Arg::Optional),
+    ("UPSTREAM_LOCAL_ADDRESS_WITHOUT_PORT", Arg::Optional),
+    // Arguments checked by their own function.
+    ("FILTER_STATE", Arg::Required),
+    ("UPSTREAM_FILTER_STATE", Arg::Required),
+    ("START_TIME", Arg::Optional),
+    ("START_TIME_LOCAL", Arg::Optional),
+    ("EMIT_TIME", Arg::Optional),
+    ("EMIT_TIME_LOCAL", Arg::Optional),
+    ("DOWNSTREAM_PEER_CERT_V_START", Arg::Optional),
+    ("DOWNSTREAM_PEER_CERT_V_END", Arg::Optional),
+    ("UPSTREAM_PEER_CERT_V_START", Arg::Optional),
+    ("UPSTREAM_PEER_CERT_V_END", Arg::Optional),
+    ("REQUESTED_SERVER_NAME", Arg::Optional),
+    ("PATH", Arg::Optional),
+    ("QUERY_PARAMS", Arg::Optional),
+    ("GRPC_STATUS", Arg::Optional),
+    ("COMMON_DURATION", Arg::Required),
+    ("METADATA", Arg::Required),
+    ("XFCC_VALUE", Arg::Required),
+    ("CEL", Arg::Required),
+    // No argument.
+    ("ACCESS_LOG_TYPE", Arg::None),
     ("BYTES_RECEIVED", Arg::None),
+    ("BYTES_RETRANSMITTED", Arg::None),
     ("BYTES_SENT", Arg::None),
-    ("DURATION", Arg::None),
-    ("REQUEST_DURATION", Arg::None),
-    ("RESPONSE_DURATION", Arg::None),
-    ("UPSTREAM_HOST", Arg::None),
-    ("UPSTREAM_CLUSTER", Arg::None),
-    ("UPSTREAM_LOCAL_ADDRESS", Arg::None),
-    ("UPSTREAM_REMOTE_ADDRESS", Arg::None),
-    ("UPSTREAM_TRANSPORT_FAILURE_REASON", Arg::None),
-    ("DOWNSTREAM_REMOTE_ADDRESS", Arg::None),
-    ("DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT", Arg::None),
-    ("DOWNSTREAM_REMOTE_PORT", Arg::None),
-    ("DOWNSTREAM_DIRECT_REMOTE_ADDRESS", Arg::None),
-    ("DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT", Arg::None),
-    ("DOWNSTREAM_LOCAL_ADDRESS", Arg::None),
-    ("DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT", Arg::None),
-    ("DOWNSTREAM_LOCAL_PORT", Arg::None),
-    ("DOWNSTREAM_PEER_URI_SAN", Arg::None),
-    ("DOWNSTREAM_LOCAL_URI_SAN", Arg::None),
-    ("DOWNSTREAM_PEER_SUBJECT", Arg::None),
-    ("DOWNSTREAM_TLS_VERSION", Arg::None),
-    ("DOWNSTREAM_TLS_CIPHER", Arg::None),
     ("CONNECTION_ID", Arg::None),
-    ("REQUESTED_SERVER_NAME", Arg::None),
-    ("ROUTE_NAME", Arg::None),
+    ("CONNECTION_TERMINATION_DETAILS", Arg::None),
+    ("CUSTOM_FLAGS", Arg::None),
+    ("DOWNSTREAM_CX_RTT", Arg::None),
+    ("DOWNSTREAM_DECOMPRESSED_HEADER_BYTES_RECEIVED", Arg::None),
+    ("DOWNSTREAM_DECOMPRESSED_HEADER_BYTES_SENT", Arg::None),
+    ("DOWNSTREAM_DETECTED_CLOSE_TYPE", Arg::None),
+    ("DOWNSTREAM_DIRECT_LOCAL_ADDRESS", Arg::None),
+    ("DOWNSTREAM_DIRECT_LOCAL_ADDRESS_ENDPOINT_ID", Arg::None),
+    ("DOWNSTREAM_DIRECT_LOCAL_PORT", Arg::None),
+    ("DOWNSTREAM_DIRECT_REMOTE_ADDRESS", Arg::None),
+    ("DOWNSTREAM_DIRECT_REMOTE_PORT", Arg::None),
+    ("DOWNSTREAM_HANDSHAKE_DURATION", Arg::None),
+    ("DOWNSTREAM_HEADER_BYTES_RECEIVED", Arg::None),
+    ("DOWNSTREAM_HEADER_BYTES_SENT", Arg::None),
+    ("DOWNSTREAM_LOCAL_ADDRESS", Arg::None),
+    ("DOWNSTREAM_LOCAL_ADDRESS_ENDPOINT_ID", Arg::None),
+    ("DOWNSTREAM_LOCAL_CLOSE_REASON", Arg::None),
+    ("DOWNSTREAM_LOCAL_DNS_SAN", Arg::None),
+    ("DOWNSTREAM_LOCAL_EMAIL_SAN", Arg::None),
+    ("DOWNSTREAM_LOCAL_IP_SAN", Arg::None),
+    ("DOWNSTREAM_LOCAL_OTHERNAME_SAN", Arg::None),
+    ("DOWNSTREAM_LOCAL_PORT", Arg::None),
+    ("DOWNSTREAM_LOCAL_SUBJECT", Arg::None),
+    ("DOWNSTREAM_LOCAL_URI_SAN", Arg::None),
+    ("DOWNSTREAM_PEER_CERT", Arg::None),
+    ("DOWNSTREAM_PEER_CHAIN_FINGERPRINTS_1", Arg::None),
+    ("DOWNSTREAM_PEER_CHAIN_FINGERPRINTS_256", Arg::None),
+    ("DOWNSTREAM_PEER_CHAIN_SERIALS", Arg::None),
+    ("DOWNSTREAM_PEER_DNS_SAN", Arg::None),
+    ("DOWNSTREAM_PEER_EMAIL_SAN", Arg::None),
+    ("DOWNSTREAM_PEER_FINGERPRINT_1", Arg::None),
+    ("DOWNSTREAM_PEER_FINGERPRINT_256", Arg::None),
+    ("DOWNSTREAM_PEER_IP_SAN", Arg::None),
+    ("DOWNSTREAM_PEER_ISSUER", Arg::None),
+    ("DOWNSTREAM_PEER_ISSUER_FINGERPRINT_256", Arg::None),
+    ("DOWNSTREAM_PEER_ISSUER_SERIAL", Arg::None),
+    ("DOWNSTREAM_PEER_OTHERNAME_SAN", Arg::None),
+    ("DOWNSTREAM_PEER_SERIAL", Arg::None),
+    ("DOWNSTREAM_PEER_SUBJECT", Arg::None),
+    ("DOWNSTREAM_PEER_URI_SAN", Arg::None),
+    ("DOWNSTREAM_REMOTE_ADDRESS", Arg::None),
+    ("DOWNSTREAM_REMOTE_PORT", Arg::None),
+    ("DOWNSTREAM_TLS_CIPHER", Arg::None),
+    ("DOWNSTREAM_TLS_GROUP", Arg::None),
+    ("DOWNSTREAM_TLS_SESSION_ID", Arg::None),
+    ("DOWNSTREAM_TLS_VERSION", Arg::None),
+    ("DOWNSTREAM_TRANSPORT_FAILURE_REASON", Arg::None),
+    ("DOWNSTREAM_WIRE_BYTES_RECEIVED", Arg::None),
+    ("DOWNSTREAM_WIRE_BYTES_SENT", Arg::None),
+    ("DURATION", Arg::None),
+    ("FILTER_CHAIN_NAME", Arg::None),
+    ("GRPC_STATUS_NUMBER", Arg::None),
     ("HOSTNAME", Arg::None),
+    ("LISTENER_NAME", Arg::None),
+    ("LOCAL_REPLY_BODY", Arg::None),
+    ("PACKETS_RETRANSMITTED", Arg::None),
+    ("PROTOCOL", Arg::None),
+    ("REQUEST_DURATION", Arg::None),
+    ("REQUEST_HEADERS_BYTES", Arg::None),
+    ("REQUEST_TX_DURATION", Arg::None),
+    ("RESPONSE_CODE", Arg::None),
+    ("RESPONSE_DURATION", Arg::None),
+    ("RESPONSE_FLAGS", Arg::None),
+    ("RESPONSE_FLAGS_LONG", Arg::None),
+    ("RESPONSE_HEADERS_BYTES", Arg::None),
+    ("RESPONSE_TRAILERS_BYTES", Arg::None),
+    ("RESPONSE_TX_DURATION", Arg::None),
+    ("ROUNDTRIP_DURATION", Arg::None),
+    ("ROUTE_NAME", Arg::None),
+    ("ROUTE_RESOLUTION_COUNT", Arg::None),
+    ("ROUTE_RESOLUTION_TIME_US", Arg::None),
+    ("SPAN_ID", Arg::None),
     ("STREAM_ID", Arg::None),
+    ("TLS_JA3_FINGERPRINT", Arg::None),
+    ("TLS_JA4_FINGERPRINT", Arg::None),
+    ("TRACE_ID", Arg::None),
+    ("UNIQUE_ID", Arg::None),
+    ("UPSTREAM_CLUSTER", Arg::None),
+    ("UPSTREAM_CLUSTER_RAW", Arg::None),
+    ("UPSTREAM_CONNECTION_ID", Arg::None),
+    ("UPSTREAM_CONNECTION_IDS_ATTEMPTED", Arg::None),
+    ("UPSTREAM_CONNECTION_POOL_READY_DURATION", Arg::None),
+    ("UPSTREAM_DECOMPRESSED_HEADER_BYTES_RECEIVED", Arg::None),
+    ("UPSTREAM_DECOMPRESSED_HEADER_BYTES_SENT", Arg::None),
+    ("UPSTREAM_DETECTED_CLOSE_TYPE", Arg::None),
+    ("UPSTREAM_HEADER_BYTES_RECEIVED", Arg::None),
+    ("UPSTREAM_HEADER_BYTES_SENT", Arg::None),
+    ("UPSTREAM_HOST", Arg::None),
+    ("UPSTREAM_HOSTS_ATTEMPTED", Arg::None),
+    ("UPSTREAM_HOSTS_ATTEMPTED_WITHOUT_PORT", Arg::None),
+    ("UPSTREAM_HOST_NAME", Arg::None),
+    ("UPSTREAM_HOST_NAMES_ATTEMPTED", Arg::None),
+    ("UPSTREAM_HOST_NAMES_ATTEMPTED_WITHOUT_PORT", Arg::None),
+    ("UPSTREAM_HOST_NAME_WITHOUT_PORT", Arg::None),
+    ("UPSTREAM_LOCAL_ADDRESS", Arg::None),
+    ("UPSTREAM_LOCAL_CLOSE_REASON", Arg::None),
+    ("UPSTREAM_LOCAL_DNS_SAN", Arg::None),
+    ("UPSTREAM_LOCAL_IP_SAN", Arg::None),
+    ("UPSTREAM_LOCAL_PORT", Arg::None),
+    ("UPSTREAM_LOCAL_URI_SAN", Arg::None),
+    ("UPSTREAM_PEER_CERT", Arg::None),
+    ("UPSTREAM_PEER_DNS_SAN", Arg::None),
+    ("UPSTREAM_PEER_IP_SAN", Arg::None),
+    ("UPSTREAM_PEER_ISSUER", Arg::None),
+    ("UPSTREAM_PEER_SUBJECT", Arg::None),
+    ("UPSTREAM_PEER_URI_SAN", Arg::None),
+    ("UPSTREAM_PROTOCOL", Arg::None),
+    ("UPSTREAM_REMOTE_ADDRESS", Arg::None),
+    ("UPSTREAM_REMOTE_ADDRESS_ENDPOINT_ID", Arg::None),
+    ("UPSTREAM_REMOTE_PORT", Arg::None),
+    ("UPSTREAM_REQUEST_ATTEMPT_COUNT", Arg::None),
+    ("UPSTREAM_SERVER_NAME", Arg::None),
+    ("UPSTREAM_TLS_CIPHER", Arg::None),
+    ("UPSTREAM_TLS_GROUP", Arg::None),
+    ("UPSTREAM_TLS_SESSION_ID", Arg::None),
+    ("UPSTREAM_TLS_VERSION", Arg::None),
+    ("UPSTREAM_TRANSPORT_FAILURE_REASON", Arg::None),
+    ("UPSTREAM_WIRE_BYTES_RECEIVED", Arg::None),
+    ("UPSTREAM_WIRE_BYTES_SENT", Arg::None),
+    ("VIRTUAL_CLUSTER_NAME", Arg::None),
 ];
 
-/// Every command this checker accepts (for the Envoy oracle test).
+/// Every command this checker accepts (for the Envoy oracle test); a
+/// command with an optional argument comes both without and with one.
 pub fn known_commands() -> impl Iterator<Item = String> {
-    COMMANDS.iter().map(|(name, arg)| match arg {
-        Arg::None | Arg::Optional => format!("%{name}%"),
-        Arg::Required if *name == "ENVIRONMENT" => "%ENVIRONMENT(HOME)%".to_string(),
-        Arg::Required if name.ends_with("METADATA") => format!("%{name}(envoy.lb:key)%"),
-        Arg::Required => format!("%{name}(x-test)%"),
+    COMMANDS.iter().flat_map(|(name, arg)| match arg {
+        Arg::None => vec![format!("%{name}%")],
+        Arg::Optional => vec![
+            format!("%{name}%"),
+            format!("%{name}({})%", optional_example(name)),
+        ],
+        Arg::Required => vec![format!("%{name}({})%", required_example(name))],
     })
+}
+
+/// A meaningful argument for each command whose argument is optional.
+fn optional_example(name: &str) -> &'static str {
+    match name {
+        n if TIME_FORMATS.contains(&n) => "%Y-%m-%dT%H:%M:%S.%3fZ",
+        "RESPONSE_CODE_DETAILS" => "ALLOW_WHITESPACES",
+        "REQUESTED_SERVER_NAME" => "SNI_FIRST:HOST",
+        "PATH" => "NQ:ORIG_OR_PATH",
+        "QUERY_PARAMS" => "DECODED",
+        "GRPC_STATUS" => "SNAKE_STRING",
+        _ => "MASK_PREFIX_LEN:16",
+    }
+}
+
+/// A valid argument for each command that requires one.
+fn required_example(name: &str) -> &'static str {
+    match name {
+        "ENVIRONMENT" => "HOME",
+        "FILTER_STATE" | "UPSTREAM_FILTER_STATE" => "envoy.string:PLAIN",
+        "COMMON_DURATION" => "DS_RX_BEG:US_TX_END:us",
+        "METADATA" => "ROUTE:envoy.lb:key",
+        "XFCC_VALUE" => "uri",
+        "CEL" => "request.headers['x-user']",
+        n if n.ends_with("METADATA") => "envoy.lb:key",
+        _ => "x-test",
+    }
 }
 
 /// Checks one format string; the error says what is wrong and where.
@@ -110,12 +327,16 @@ pub fn check(s: &str) -> Result<(), String> {
         };
         let mut arg_text = None;
         if b.get(i) == Some(&b'(') {
-            let close = s[i..].find(')').ok_or_else(|| format!("%{name}(: missing ')'"))?;
-            if close == 1 {
-                return Err(format!("%{name}(): empty argument"));
+            if !s[i..].contains(')') {
+                return Err(format!("%{name}(: missing ')'"));
             }
-            arg_text = Some(&s[i + 1..i + close]);
-            i += close + 1;
+            let close = closing_paren(b, i).ok_or_else(|| format!("%{name}: not closed by '%'"))?;
+            // Envoy's syntax check only asks whether the argument is
+            // empty: `%CMD()%` is `%CMD%`.
+            if close > i + 1 {
+                arg_text = Some(&s[i + 1..close]);
+            }
+            i = close + 1;
         }
         let has_arg = arg_text.is_some();
         let mut has_len = false;
@@ -153,13 +374,46 @@ pub fn check(s: &str) -> Result<(), String> {
         }
         if let Some(a) = arg_text {
             match name {
-                "REQ" | "RESP" | "TRAILER" => check_headers(name, a)?,
-                "FILTER_STATE" => check_filter_state(a)?,
+                "REQ" | "RESP" | "TRAILER" | "REQUEST_HEADER" | "RESPONSE_HEADER" | "RESPONSE_TRAILER"
+                | "STREAM_INFO_REQ" => check_headers(name, a)?,
+                "FILTER_STATE" | "UPSTREAM_FILTER_STATE" => check_filter_state(name, a)?,
+                n if TIME_FORMATS.contains(&n) => check_time_format(name, a)?,
+                "REQUESTED_SERVER_NAME" => check_server_name(a)?,
+                "PATH" => check_path(a)?,
+                "QUERY_PARAMS" => check_query_params(a)?,
+                "COMMON_DURATION" => check_common_duration(a)?,
+                "GRPC_STATUS" => check_grpc_status(a)?,
+                "METADATA" => check_metadata(a)?,
+                "XFCC_VALUE" => check_xfcc(a)?,
+                "CEL" => {
+                    crate::policy::cel::parse(a).map_err(|e| format!("%CEL({a})%: {e}"))?;
+                }
                 _ => {}
             }
         }
     }
     Ok(())
+}
+
+/// The `)` that ends the argument opened at `open`. Envoy's command regex
+/// takes the argument lazily (`\((.*?)\)(:[0-9]+)?%`): the first `)`
+/// followed by `%` or by `:digits%`, so an argument may hold `)`
+/// (`%START_TIME(a)b)%` is the format `a)b`). A length that then overflows
+/// does not make the regex look further: the command does not match.
+fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
+    (open + 1..b.len()).find(|&k| {
+        if b[k] != b')' {
+            return false;
+        }
+        match b.get(k + 1) {
+            Some(b'%') => true,
+            Some(b':') => {
+                let digits = b[k + 2..].iter().take_while(|c| c.is_ascii_digit()).count();
+                digits > 0 && b.get(k + 2 + digits) == Some(&b'%')
+            }
+            _ => false,
+        }
+    })
 }
 
 /// `REQ`/`RESP`/`TRAILER` take `header` or `header?alternative`. Envoy
@@ -196,28 +450,174 @@ fn is_tchar(c: u8) -> bool {
 /// other than PLAIN/TYPED/FIELD (or empty, the default), FIELD without a
 /// field name and a field name with any other type; parts after the
 /// field name are ignored (all confirmed against Envoy 1.40).
-fn check_filter_state(arg: &str) -> Result<(), String> {
+fn check_filter_state(name: &str, arg: &str) -> Result<(), String> {
     let mut parts = arg.split(':');
     let key = parts.next().unwrap_or("");
     let kind = parts.next().unwrap_or("");
     let field = parts.next().unwrap_or("");
     if key.is_empty() {
-        return Err(format!("%FILTER_STATE({arg})%: the key cannot be empty"));
+        return Err(format!("%{name}({arg})%: the key cannot be empty"));
     }
     match kind {
         "" | "PLAIN" | "TYPED" | "FIELD" => {}
         _ => {
             return Err(format!(
-                "%FILTER_STATE({arg})%: serialize type '{kind}' is not PLAIN, TYPED or FIELD"
+                "%{name}({arg})%: serialize type '{kind}' is not PLAIN, TYPED or FIELD"
             ));
         }
     }
     if (kind == "FIELD") == field.is_empty() {
         return Err(format!(
-            "%FILTER_STATE({arg})%: a field name goes with the FIELD type, and only with it (key:FIELD:name)"
+            "%{name}({arg})%: a field name goes with the FIELD type, and only with it (key:FIELD:name)"
         ));
     }
     Ok(())
+}
+
+/// `START_TIME(format)`: Envoy's `SystemTimeFormatter` refuses a format
+/// in which its regex `%[-_0^#]*[1-9]*(E|O)?n` finds a match (a strftime
+/// newline, whatever precedes the `%`: `%%n` too); any other text is
+/// accepted, unknown specifiers included.
+fn check_time_format(name: &str, arg: &str) -> Result<(), String> {
+    let b = arg.as_bytes();
+    for (at, _) in arg.match_indices('%') {
+        let mut j = at + 1;
+        // The classes are disjoint, so greedy matching is the regex's.
+        while j < b.len() && b"-_0^#".contains(&b[j]) {
+            j += 1;
+        }
+        while j < b.len() && (b'1'..=b'9').contains(&b[j]) {
+            j += 1;
+        }
+        if j < b.len() && (b[j] == b'E' || b[j] == b'O') {
+            j += 1;
+        }
+        if b.get(j) == Some(&b'n') {
+            return Err(format!(
+                "%{name}({arg})%: '{}' prints a newline, which a header value cannot hold",
+                &arg[at..=j]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `REQUESTED_SERVER_NAME(sni[:host])`: each option may be empty (the
+/// default) or one of Envoy's names, exactly; parts after the second are
+/// ignored (confirmed against Envoy 1.40).
+fn check_server_name(arg: &str) -> Result<(), String> {
+    let mut parts = arg.split(':');
+    let sni = parts.next().unwrap_or("");
+    let host = parts.next().unwrap_or("");
+    if !matches!(sni, "" | "SNI_ONLY" | "SNI_FIRST" | "HOST_FIRST") {
+        return Err(format!(
+            "%REQUESTED_SERVER_NAME({arg})%: option '{sni}' is not SNI_ONLY, SNI_FIRST or HOST_FIRST"
+        ));
+    }
+    if !matches!(host, "" | "ORIG_OR_HOST" | "HOST" | "ORIG") {
+        return Err(format!(
+            "%REQUESTED_SERVER_NAME({arg})%: host option '{host}' is not ORIG_OR_HOST, HOST or ORIG"
+        ));
+    }
+    Ok(())
+}
+
+/// `PATH(query[:source])`: each option may be empty (the default) or one
+/// of Envoy's names, exactly; parts after the second are ignored
+/// (confirmed against Envoy 1.40).
+fn check_path(arg: &str) -> Result<(), String> {
+    let mut parts = arg.split(':');
+    let query = parts.next().unwrap_or("");
+    let source = parts.next().unwrap_or("");
+    if !matches!(query, "" | "WQ" | "NQ") {
+        return Err(format!(
+            "%PATH({arg})%: option '{query}' is not WQ (with query) or NQ (no query)"
+        ));
+    }
+    if !matches!(source, "" | "ORIG" | "PATH" | "ORIG_OR_PATH") {
+        return Err(format!(
+            "%PATH({arg})%: option '{source}' is not ORIG, PATH or ORIG_OR_PATH"
+        ));
+    }
+    Ok(())
+}
+
+/// `QUERY_PARAMS(ORIG|DECODED)`: the whole argument, exactly.
+fn check_query_params(arg: &str) -> Result<(), String> {
+    if matches!(arg, "ORIG" | "DECODED") {
+        Ok(())
+    } else {
+        Err(format!("%QUERY_PARAMS({arg})%: option is not ORIG or DECODED"))
+    }
+}
+
+/// `COMMON_DURATION(start:end[:precision])`: two time points (any names:
+/// an unknown one is a custom downstream timing key) and an optional
+/// precision `ms`, `us` or `ns`, exactly (Envoy's
+/// `CommonDurationFormatter::create`).
+fn check_common_duration(arg: &str) -> Result<(), String> {
+    let parts: Vec<&str> = arg.split(':').collect();
+    if !(2..=3).contains(&parts.len()) {
+        return Err(format!(
+            "%COMMON_DURATION({arg})%: write start:end or start:end:precision"
+        ));
+    }
+    if let Some(p) = parts.get(2)
+        && !matches!(*p, "ms" | "us" | "ns")
+    {
+        return Err(format!(
+            "%COMMON_DURATION({arg})%: precision '{p}' is not ms, us or ns"
+        ));
+    }
+    Ok(())
+}
+
+/// `GRPC_STATUS(format)`: Envoy's `GrpcStatusFormatter::parseFormat`.
+fn check_grpc_status(arg: &str) -> Result<(), String> {
+    if matches!(arg, "CAMEL_STRING" | "SNAKE_STRING" | "NUMBER") {
+        Ok(())
+    } else {
+        Err(format!(
+            "%GRPC_STATUS({arg})%: format is not CAMEL_STRING, SNAKE_STRING or NUMBER"
+        ))
+    }
+}
+
+/// `METADATA(TYPE[:namespace[:path...]])` (the built-in metadata
+/// formatter): only the type is checked, exactly.
+fn check_metadata(arg: &str) -> Result<(), String> {
+    const TYPES: &[&str] = &[
+        "DYNAMIC",
+        "CLUSTER",
+        "ROUTE",
+        "UPSTREAM_HOST",
+        "LISTENER",
+        "LISTENER_FILTER_CHAIN",
+        "VIRTUAL_HOST",
+    ];
+    let kind = arg.split(':').next().unwrap_or("");
+    if TYPES.contains(&kind) {
+        Ok(())
+    } else {
+        Err(format!(
+            "%METADATA({arg})%: metadata type '{kind}' is not one of {}",
+            TYPES.join(", ")
+        ))
+    }
+}
+
+/// `XFCC_VALUE(key)`: an `x-forwarded-client-cert` element key, in any
+/// ASCII case (Envoy lowercases it).
+fn check_xfcc(arg: &str) -> Result<(), String> {
+    const KEYS: &[&str] = &["by", "hash", "cert", "chain", "subject", "uri", "dns"];
+    if KEYS.contains(&arg.to_ascii_lowercase().as_str()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "%XFCC_VALUE({arg})%: key is not one of {}",
+            KEYS.join(", ")
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -240,6 +640,21 @@ mod tests {
             "%FILTER_STATE(x:FIELD:y)%",
             "%FILTER_STATE(x:)%",
             "%ENVIRONMENT(HOME):3%",
+            "%START_TIME()%",
+            "%PROTOCOL()%",
+            "%START_TIME(%10n)%",
+            "%START_TIME(%EOn %)%",
+            "%RESPONSE_CODE_DETAILS(ALLOW_WHITESPACES)%",
+            "%RESPONSE_CODE_DETAILS(anything)%",
+            "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT(MASK_PREFIX_LEN:16)%",
+            "%DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT(x)%",
+            "%REQUESTED_SERVER_NAME(SNI_ONLY)%",
+            "%REQUESTED_SERVER_NAME(:ORIG)%",
+            "%REQUESTED_SERVER_NAME(HOST_FIRST:ORIG_OR_HOST:x)%",
+            "%START_TIME(a)b)%",
+            "%START_TIME(a):5)%",
+            "%ENVIRONMENT(a)b):5%",
+            "%RESPONSE_CODE_DETAILS())%",
         ] {
             assert_eq!(check(s), Ok(()), "{s}");
         }
@@ -267,6 +682,21 @@ mod tests {
             "%REQ(x y)%",
             "%REQ(::)%",
             "%RESP(\u{e9})%",
+            "%PROTOCOL():5%",
+            "%START_TIME(%n)%",
+            "%START_TIME(%%n)%",
+            "%START_TIME(%-_0^#19En)%",
+            "%RESPONSE_CODE_DETAILS:5%",
+            "%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT(MASK_PREFIX_LEN:16):5%",
+            "%UPSTREAM_REMOTE_ADDRESS(MASK_PREFIX_LEN:16)%",
+            "%REQUESTED_SERVER_NAME(sni_only)%",
+            "%REQUESTED_SERVER_NAME(:x)%",
+            "%REQUESTED_SERVER_NAME(SNI_ONLY :ORIG)%",
+            "%START_TIME(a)b%",
+            "%START_TIME(a)%b)%",
+            "%PROTOCOL()x)%",
+            "%ENVIRONMENT(a):99999999999999999999%)%",
+            "%REQUESTED_SERVER_NAME(SNI_ONLY)b)%",
         ] {
             assert!(check(s).is_err(), "{s}");
         }

@@ -9,11 +9,8 @@
 
 use envoy_types::pb::envoy::config::route::v3::{Route, RouteConfiguration, VirtualHost};
 use prost::Message;
-use prost::encoding::{WireType, encode_key, encode_varint};
 
-/// `RouteConfiguration.virtual_hosts` and `VirtualHost.routes` field numbers.
-const RC_VIRTUAL_HOSTS: u32 = 2;
-const VH_ROUTES: u32 = 3;
+use super::encoded::{self, HostParts};
 
 fn needs_care(r: &Route) -> bool {
     r.typed_per_filter_config.len() > 1
@@ -39,41 +36,36 @@ pub fn route(r: &Route) -> Vec<u8> {
     out
 }
 
-fn nested(field: u32, bytes: &[u8], out: &mut Vec<u8>) {
-    encode_key(field, WireType::LengthDelimited, out);
-    encode_varint(bytes.len() as u64, out);
-    out.extend_from_slice(bytes);
-}
-
-fn virtual_host(vh: &VirtualHost) -> Vec<u8> {
-    if !vh.routes.iter().any(needs_care) {
-        return vh.encode_to_vec();
-    }
-    let bare = VirtualHost {
-        routes: Vec::new(),
-        ..vh.clone()
-    };
-    let mut out = bare.encode_to_vec();
-    for r in &vh.routes {
-        nested(VH_ROUTES, &route(r), &mut out);
-    }
-    out
-}
-
-/// A whole route configuration.
+/// A whole route configuration, fields in field-number order.
 pub fn route_configuration(rc: &RouteConfiguration) -> Vec<u8> {
-    if !rc.virtual_hosts.iter().flat_map(|vh| &vh.routes).any(needs_care) {
-        return rc.encode_to_vec();
-    }
-    let bare = RouteConfiguration {
+    let head = RouteConfiguration {
+        name: rc.name.clone(),
+        ..Default::default()
+    };
+    let tail = RouteConfiguration {
+        name: String::new(),
         virtual_hosts: Vec::new(),
         ..rc.clone()
     };
-    let mut out = bare.encode_to_vec();
-    for vh in &rc.virtual_hosts {
-        nested(RC_VIRTUAL_HOSTS, &virtual_host(vh), &mut out);
-    }
-    out
+    let hosts = rc
+        .virtual_hosts
+        .iter()
+        .map(|vh| HostParts {
+            head: VirtualHost {
+                name: vh.name.clone(),
+                domains: vh.domains.clone(),
+                ..Default::default()
+            },
+            routes: vh.routes.iter().map(route).collect(),
+            tail: VirtualHost {
+                name: String::new(),
+                domains: Vec::new(),
+                routes: Vec::new(),
+                ..vh.clone()
+            },
+        })
+        .collect();
+    encoded::assemble(&head, hosts, &tail).into_bytes()
 }
 
 #[cfg(test)]

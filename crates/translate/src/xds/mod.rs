@@ -6,6 +6,7 @@
 
 pub mod canonical;
 pub mod cluster;
+pub mod encoded;
 pub mod listener;
 pub mod route;
 

@@ -1,36 +1,40 @@
-//! RouteConfigurations.
+//! RouteConfigurations, assembled from routes already encoded (see
+//! `encoded`).
 
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 use envoy_types::pb::google::protobuf::BoolValue;
 
+use super::encoded::{self, EncodedRouteConfiguration, HostParts};
 use crate::hostname;
 use crate::ir::{Chain, RouteStore};
 
-pub fn build(chain: Chain, store: &mut RouteStore) -> RouteConfiguration {
-    let virtual_hosts = chain
+pub fn build(chain: Chain, store: &mut RouteStore) -> EncodedRouteConfiguration {
+    let hosts = chain
         .virtual_hosts
         .into_values()
         .map(|mut vh| {
-            // Sort the small references, then move each ~2 KiB route once,
-            // into a vector sized up front (no growth slack in the output).
             vh.routes.sort_by_key(|(order, _)| *order);
-            let mut routes = Vec::with_capacity(vh.routes.len());
-            routes.extend(vh.routes.iter().filter_map(|(_, r)| store.take(*r)));
-            VirtualHost {
-                name: format!("{}/{}", chain.route_config, vh.hostname),
-                domains: hostname::envoy_domains(&vh.hostname),
-                routes,
-                ..Default::default()
+            HostParts {
+                head: VirtualHost {
+                    name: format!("{}/{}", chain.route_config, vh.hostname),
+                    domains: hostname::envoy_domains(&vh.hostname),
+                    ..Default::default()
+                },
+                routes: vh.routes.iter().filter_map(|(_, r)| store.take(*r)).collect(),
+                tail: VirtualHost::default(),
             }
         })
         .collect();
-    RouteConfiguration {
-        name: chain.route_config.clone(),
-        virtual_hosts,
+    let head = RouteConfiguration {
+        name: chain.route_config,
+        ..Default::default()
+    };
+    let tail = RouteConfiguration {
         // Routes may name clusters that do not exist (invalid backends
         // answer 500 through cluster_not_found_response_code).
         validate_clusters: Some(BoolValue { value: false }),
         ignore_port_in_host_matching: true,
         ..Default::default()
-    }
+    };
+    encoded::assemble(&head, hosts, &tail)
 }

@@ -278,7 +278,7 @@ pub fn sample_with_ports(http_port: u32, https_port: u32, backend_port: u32) -> 
             http_listener("default/gw/80", http_port, "default/gw/80"),
             https_listener("default/gw/443", https_port),
         ],
-        routes: vec![
+        routes: [
             route_config(
                 "default/gw/80",
                 &["*"],
@@ -299,7 +299,10 @@ pub fn sample_with_ports(http_port: u32, https_port: u32, backend_port: u32) -> 
                 &["api.example.com"],
                 vec![direct_500("api", "/")],
             ),
-        ],
+        ]
+        .iter()
+        .map(Into::into)
+        .collect(),
         clusters: vec![
             eds_cluster(BACKEND),
             eds_cluster(NO_ENDPOINTS),

@@ -1,0 +1,98 @@
+//! No Envoy outlives `portcullis serve`: neither the data-plane Envoy nor
+//! the resident STRICT validator Envoys, whether portcullis is stopped
+//! (SIGTERM) or killed outright (SIGKILL, where only the kernel can clean
+//! up: see `orphan_guard`).
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{envoy_children, free_port, manifests, pid_alive, start_with, wait_for};
+
+/// Starts `serve` in STRICT mode and waits until it runs the data-plane
+/// Envoy and at least one resident validator Envoy; returns the serve
+/// handle and those Envoys' pids.
+fn serve_with_envoys(name: &str) -> (common::Serve, Vec<u32>, echo::Handle) {
+    let a = echo::spawn(echo::Config {
+        namespace: "app".into(),
+        pod: "a-pod-1".into(),
+    })
+    .expect("echo");
+    let dir = std::env::temp_dir().join(format!("portcullis-shutdown-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
+    let (gw, xds, admin) = (free_port(), free_port(), free_port());
+    std::fs::write(
+        dir.join("manifests/all.yaml"),
+        manifests(gw, a.addr().port(), a.addr().port()),
+    )
+    .expect("write");
+    let serve = start_with(
+        &dir,
+        xds,
+        admin,
+        &[],
+        &[("PORTCULLIS_ROUTE_REPLACEMENT_MODE", "STRICT")],
+    );
+    let parent = serve.child.id();
+    let data_plane = serve.run_dir.join("infra_gw.pid");
+    let mut envoys = Vec::new();
+    wait_for(
+        "the data-plane Envoy and a resident validator Envoy",
+        Duration::from_secs(60),
+        || {
+            envoys = envoy_children(parent);
+            envoys.len() >= 2 && std::fs::read_to_string(&data_plane).is_ok()
+        },
+    );
+    let data_plane_pid: u32 = std::fs::read_to_string(&data_plane)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(
+        envoys.contains(&data_plane_pid),
+        "{envoys:?} holds the data plane {data_plane_pid}"
+    );
+    (serve, envoys, a)
+}
+
+fn assert_all_gone(envoys: &[u32], how: &str) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(15) {
+        if envoys.iter().all(|p| !pid_alive(&p.to_string())) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<&u32> = envoys.iter().filter(|p| pid_alive(&p.to_string())).collect();
+    // Orphans hold the test's output pipe open: kill them, or the whole
+    // run would hang instead of failing.
+    for p in &left {
+        let _ = Command::new("kill").args(["-KILL", &p.to_string()]).status();
+    }
+    panic!("Envoys {left:?} outlived portcullis after {how}");
+}
+
+/// Signals `serve` (running its Envoys) and expects every Envoy gone.
+fn signal_and_expect_no_envoy(name: &str, signal: &str) {
+    let (mut serve, envoys, _a) = serve_with_envoys(name);
+    Command::new("kill")
+        .args([&format!("-{signal}"), &serve.child.id().to_string()])
+        .status()
+        .expect("kill");
+    let _ = serve.child.wait();
+    assert_all_gone(&envoys, &format!("SIG{signal}"));
+}
+
+#[test]
+fn sigterm_stops_every_envoy() {
+    signal_and_expect_no_envoy("term", "TERM");
+}
+
+#[test]
+fn sigkill_takes_every_envoy_with_it() {
+    // No cleanup code runs: only the kernel's parent-death signal can act.
+    signal_and_expect_no_envoy("kill", "KILL");
+}
