@@ -304,7 +304,13 @@ async fn a_file_truncated_before_it_is_written_keeps_its_objects() {
     let dir = TempDir::new("truncate");
     dir.write("a.yaml", route("a"));
     dir.write("b.yaml", route("b"));
-    let (p, mut rx) = start(&dir);
+    // A grace period (max_delay) far beyond the 200 ms pause below, so a
+    // loaded machine's late wake-up cannot let the empty file through.
+    let options = Options {
+        max_delay: Duration::from_secs(2),
+        ..Options::default()
+    };
+    let (p, mut rx) = FileProvider::start(dir.path().to_path_buf(), options).expect("start");
     // Record every published route list.
     let seen = {
         let mut rx = p.subscribe();
