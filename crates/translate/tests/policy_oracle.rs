@@ -122,6 +122,45 @@ fn every_format_command_standard_accepts_envoy_accepts() {
     envoy_accepts(&bodies).expect("Envoy accepts every format command STANDARD accepts");
 }
 
+/// Every command STANDARD accepts is accepted by Envoy inside
+/// `COALESCE` too (with its example argument, and with a `max_length`
+/// where STANDARD allows one).
+#[test]
+fn every_format_command_inside_coalesce_envoy_accepts() {
+    if testkit::envoy::binary().is_err() {
+        eprintln!("SKIP: no Envoy binary");
+        return;
+    }
+    let mut bodies = Vec::new();
+    for c in format::known_commands() {
+        let inner = &c[1..c.len() - 1];
+        let (name, param) = match inner.split_once('(') {
+            Some((name, rest)) => (name, rest.strip_suffix(')').expect("argument closed")),
+            None => (inner, ""),
+        };
+        for max_length in [None, Some(5)] {
+            let mut op = serde_json::json!({"command": name});
+            if !param.is_empty() {
+                op["param"] = param.into();
+            }
+            if let Some(n) = max_length {
+                op["max_length"] = n.into();
+            }
+            let v = format!("%COALESCE({})%", serde_json::json!({"operators": [op]}));
+            match (format::check(&v), max_length) {
+                (Ok(()), _) => {}
+                (Err(e), None) => panic!("{v}: {e}"),
+                (Err(_), Some(_)) => continue,
+            }
+            bodies.push(format!(
+                "  transformation: {{request: {{set: [{{name: x-probe, value: {}}}]}}}}",
+                serde_json::to_string(&v).expect("json")
+            ));
+        }
+    }
+    envoy_accepts(&bodies).expect("Envoy accepts every command STANDARD accepts inside COALESCE");
+}
+
 /// Format strings on each edge of the argument and length rules of
 /// `policy/format.rs`: STANDARD's verdict must equal Envoy's.
 const FORMAT_EDGES: &[&str] = &[
@@ -368,6 +407,110 @@ const FORMAT_EDGES: &[&str] = &[
     "%CEL(1 +)%",
     "%CEL(foo(1))%",
     "%CEL()%",
+    // COALESCE(json): an object with a non-empty `operators` array.
+    r#"%COALESCE({"operators":["PROTOCOL"]})%"#,
+    r#"%COALESCE( {"operators" : [ "PROTOCOL" , "UNIQUE_ID" ] } )%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"]}):5%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"]}):0%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"]}):99999999999999999999%"#,
+    "%COALESCE()%",
+    "%COALESCE%",
+    "%COALESCE:5%",
+    "%COALESCE( )%",
+    r#"%COALESCE({"operators":[]})%"#,
+    r#"%COALESCE({"operators":"PROTOCOL"})%"#,
+    r#"%COALESCE({"operators":{}})%"#,
+    r#"%COALESCE({})%"#,
+    r#"%COALESCE(["PROTOCOL"])%"#,
+    // A scalar at the top level crashes Envoy 1.40 (segfault at load).
+    "%COALESCE(1)%",
+    r#"%COALESCE({"operators":["PROTOCOL"],})%"#,
+    r#"%COALESCE({'operators':['PROTOCOL']})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"]} x)%"#,
+    // Operators: a command name, or an object with `command`, optional
+    // `param` (a string; "" is none) and `max_length` (an integer > 0).
+    r#"%COALESCE({"operators":[{"command":"PROTOCOL"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x-a?x-b","max_length":5}]})%"#,
+    r#"%COALESCE({"operators":["DOWNSTREAM_REMOTE_ADDRESS",{"command":"RESP","param":"?x-b"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x-a?x-b?x-c"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"a b"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x\u0029%"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x)%"}]})%"#,
+    r#"%COALESCE({"operators":["REQ"]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":""}]})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL",{"command":"REQ"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"PROTOCOL","param":""}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"PROTOCOL","param":"x"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"PROTOCOL","param":null}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"PROTOCOL","param":1}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"PROTOCOL","max_length":5}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"START_TIME","max_length":5}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"START_TIME","param":"%s"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"START_TIME","param":"%n"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"FILTER_STATE","param":"x:PLAIN","max_length":3}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"FILTER_STATE","param":"x:BAD"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":1}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":9223372036854775807}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":0}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":-1}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":-0}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":1.0}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":1e2}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":"5"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":null}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":18446744073709551616}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"PROTOCOL","other":[1,{"a":null}]}]})%"#,
+    r#"%COALESCE({"operators":[1]})%"#,
+    r#"%COALESCE({"operators":[null]})%"#,
+    r#"%COALESCE({"operators":[["PROTOCOL"]]})%"#,
+    r#"%COALESCE({"operators":[{"command":1}]})%"#,
+    r#"%COALESCE({"operators":[{"param":"x"}]})%"#,
+    // Command names: exact, no `%`, no argument in the name.
+    r#"%COALESCE({"operators":["FOO"]})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL","FOO"]})%"#,
+    r#"%COALESCE({"operators":[""]})%"#,
+    r#"%COALESCE({"operators":["protocol"]})%"#,
+    r#"%COALESCE({"operators":["%PROTOCOL%"]})%"#,
+    r#"%COALESCE({"operators":["REQ(x)"]})%"#,
+    // Extension-looking commands and COALESCE itself are reachable inside.
+    r#"%COALESCE({"operators":[{"command":"CEL","param":"request.path","max_length":3}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"CEL","param":"1 +"}]})%"#,
+    r#"%COALESCE({"operators":["CEL"]})%"#,
+    r#"%COALESCE({"operators":[{"command":"METADATA","param":"ROUTE:a","max_length":3}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"METADATA","param":"HOST:a"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"XFCC_VALUE","param":"uri","max_length":3}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"XFCC_VALUE","param":"email"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"COALESCE","param":"{\"operators\":[\"PROTOCOL\"]}","max_length":3}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"COALESCE","param":"{\"operators\":[\"FOO\"]}"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"COALESCE","param":"{\"operators\":[]}"}]})%"#,
+    r#"%COALESCE({"operators":["COALESCE"]})%"#,
+    // Where serde_json and Envoy's JSON reader (nlohmann) could differ:
+    // duplicate keys (the last wins), a leading byte order mark (skipped),
+    // integers above i64::MAX within u64 (refused, wherever they are),
+    // larger ones (doubles), surrogates, control characters.
+    r#"%COALESCE({"operators":["PROTOCOL"],"operators":[]})%"#,
+    r#"%COALESCE({"operators":[],"operators":["PROTOCOL"]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","command":"PROTOCOL"}]})%"#,
+    r#"%COALESCE({"operators":[{"command":"REQ","param":"x","max_length":0,"max_length":5}]})%"#,
+    "%COALESCE(\u{feff}{\"operators\":[\"PROTOCOL\"]})%",
+    "%COALESCE( \u{feff}{\"operators\":[\"PROTOCOL\"]})%",
+    "%COALESCE(\u{feff}\u{feff}{\"operators\":[\"PROTOCOL\"]})%",
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":9223372036854775807})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":9223372036854775808})%"#,
+    r#"%COALESCE({"x":18446744073709551615,"x":1,"operators":["PROTOCOL"]})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":"9223372036854775808"})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":18446744073709551616})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":-9223372036854775809})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":[1E5,-0,1e-400]})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":1e400})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":01})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":"\ud800\udc00"})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":"\ud800"})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":"\udc00"})%"#,
+    r#"%COALESCE({"operators":["PROTOCOL"],"x":"\x"})%"#,
+    "%COALESCE({\"operators\":[\"PROTOCOL\"],\"x\":\"a\tb\"})%",
+    "%COALESCE({\"operators\":[\"PROTOCOL\"],\"x\":\"a\u{7f}b\"})%",
 ];
 
 /// Envoy's verdict on one format string alone, as a route's

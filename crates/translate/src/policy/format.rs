@@ -30,7 +30,17 @@
 //!   `METADATA(TYPE:…)`, `XFCC_VALUE(key)`, and `CEL(expr)` — the last
 //!   checked with this crate's CEL parser, a subset of what Envoy takes
 //!   (no comprehension macros), so STANDARD may refuse a CEL Envoy would
-//!   accept but never the reverse. `COALESCE(json)` is not supported.
+//!   accept but never the reverse.
+//! - `COALESCE(json)`, `:N` allowed: the JSON must be an object
+//!   with a non-empty `operators` array; each operator, a command name or
+//!   `{"command", "param", "max_length"}`, is checked by the same rules as
+//!   `%command(param):max_length%` (every command here is reachable from
+//!   inside, `COALESCE` itself included), except that `max_length` must be
+//!   an integer above 0 and `param`, if present, a string (`""` is no
+//!   argument). The JSON is read by serde_json, adjusted to Envoy's
+//!   nlohmann reader where they differ (`check_coalesce`); JSON nested
+//!   deeper than 127 levels is refused here though Envoy takes it. A
+//!   scalar at the top level crashes Envoy 1.40 at load (segfault).
 //!
 //! The command list was found by probing Envoy 1.40 (`--mode validate`)
 //! with every command-shaped string in its binary, `%NAME(x)%` each: an
@@ -48,7 +58,8 @@ enum Arg {
 
 /// The commands that accept a `:N` length limit (Envoy's `LENGTH_ALLOWED`
 /// syntax flag, or a parser that ignores the length: `CEL`, `METADATA`,
-/// `XFCC_VALUE`); every other command in `COMMANDS` refuses one, checked
+/// `XFCC_VALUE`; `COALESCE` truncates its result itself); every
+/// other command in `COMMANDS` refuses one, checked
 /// against Envoy 1.40 by `tests/policy_oracle.rs`.
 const LENGTH_ALLOWED: &[&str] = &[
     "REQ",
@@ -68,6 +79,7 @@ const LENGTH_ALLOWED: &[&str] = &[
     "CEL",
     "METADATA",
     "XFCC_VALUE",
+    "COALESCE",
 ];
 
 /// The `strftime`-style optional arguments (Envoy's `SystemTimeFormatter`).
@@ -86,8 +98,10 @@ const TIME_FORMATS: &[&str] = &[
 /// found by probing the binary's command-shaped strings, plus
 /// `XFCC_VALUE` from Envoy's source (not a separate string in the binary,
 /// so others could be missing the same way; see the module doc).
-/// Envoy's own `COALESCE(json)` is missing: its JSON argument is not
-/// checked here, so STANDARD refuses it.
+/// `COALESCE(json)` is checked in full: its JSON (`check_coalesce`) and
+/// each of its operators against this same table (`check_command`);
+/// every command here is reachable from inside it in Envoy 1.40,
+/// `COALESCE` itself, `CEL` and `METADATA` included.
 const COMMANDS: &[(&str, Arg)] = &[
     // Arguments: headers (`check_headers`).
     ("REQ", Arg::Required),
@@ -129,6 +143,7 @@ const COMMANDS: &[(&str, Arg)] = &[
     ("METADATA", Arg::Required),
     ("XFCC_VALUE", Arg::Required),
     ("CEL", Arg::Required),
+    ("COALESCE", Arg::Required),
     // No argument.
     ("ACCESS_LOG_TYPE", Arg::None),
     ("BYTES_RECEIVED", Arg::None),
@@ -292,6 +307,7 @@ fn required_example(name: &str) -> &'static str {
         "METADATA" => "ROUTE:envoy.lb:key",
         "XFCC_VALUE" => "uri",
         "CEL" => "request.headers['x-user']",
+        "COALESCE" => r#"{"operators":["PROTOCOL",{"command":"REQ","param":"x-a?x-b","max_length":5}]}"#,
         n if n.ends_with("METADATA") => "envoy.lb:key",
         _ => "x-test",
     }
@@ -322,10 +338,10 @@ pub fn check(s: &str) -> Result<(), String> {
                 "'%' at offset {start} does not start a command (write %% for a literal percent)"
             ));
         }
-        let Some((_, arg)) = COMMANDS.iter().find(|(n, _)| *n == name) else {
+        if !COMMANDS.iter().any(|(n, _)| *n == name) {
             return Err(format!("unknown format command %{name}%"));
-        };
-        let mut arg_text = None;
+        }
+        let mut arg = None;
         if b.get(i) == Some(&b'(') {
             if !s[i..].contains(')') {
                 return Err(format!("%{name}(: missing ')'"));
@@ -334,11 +350,10 @@ pub fn check(s: &str) -> Result<(), String> {
             // Envoy's syntax check only asks whether the argument is
             // empty: `%CMD()%` is `%CMD%`.
             if close > i + 1 {
-                arg_text = Some(&s[i + 1..close]);
+                arg = Some(&s[i + 1..close]);
             }
             i = close + 1;
         }
-        let has_arg = arg_text.is_some();
         let mut has_len = false;
         if b.get(i) == Some(&b':') {
             let digits_start = i + 1;
@@ -364,35 +379,48 @@ pub fn check(s: &str) -> Result<(), String> {
             return Err(format!("%{name}: not closed by '%'"));
         }
         i += 1;
-        match (arg, has_arg) {
-            (Arg::Required, false) => return Err(format!("%{name}% needs an argument, e.g. %{name}(x)%")),
-            (Arg::None, true) => return Err(format!("%{name}% takes no argument")),
-            _ => {}
-        }
-        if has_len && !LENGTH_ALLOWED.contains(&name) {
-            return Err(format!("%{name}% does not allow a length limit (':N')"));
-        }
-        if let Some(a) = arg_text {
-            match name {
-                "REQ" | "RESP" | "TRAILER" | "REQUEST_HEADER" | "RESPONSE_HEADER" | "RESPONSE_TRAILER"
-                | "STREAM_INFO_REQ" => check_headers(name, a)?,
-                "FILTER_STATE" | "UPSTREAM_FILTER_STATE" => check_filter_state(name, a)?,
-                n if TIME_FORMATS.contains(&n) => check_time_format(name, a)?,
-                "REQUESTED_SERVER_NAME" => check_server_name(a)?,
-                "PATH" => check_path(a)?,
-                "QUERY_PARAMS" => check_query_params(a)?,
-                "COMMON_DURATION" => check_common_duration(a)?,
-                "GRPC_STATUS" => check_grpc_status(a)?,
-                "METADATA" => check_metadata(a)?,
-                "XFCC_VALUE" => check_xfcc(a)?,
-                "CEL" => {
-                    crate::policy::cel::parse(a).map_err(|e| format!("%CEL({a})%: {e}"))?;
-                }
-                _ => {}
-            }
-        }
+        check_command(name, arg, has_len)?;
     }
     Ok(())
+}
+
+/// One command as Envoy's built-in command parsers see it: its name, its
+/// argument (`None` for none or an empty one: Envoy does not tell them
+/// apart) and whether a length limit comes with it. The format-string
+/// scanner (`check`) and `COALESCE`'s operators both end here.
+fn check_command(name: &str, arg: Option<&str>, has_len: bool) -> Result<(), String> {
+    let Some((_, kind)) = COMMANDS.iter().find(|(n, _)| *n == name) else {
+        return Err(format!("unknown format command %{name}%"));
+    };
+    match (kind, arg.is_some()) {
+        (Arg::Required, false) => return Err(format!("%{name}% needs an argument, e.g. %{name}(x)%")),
+        (Arg::None, true) => return Err(format!("%{name}% takes no argument")),
+        _ => {}
+    }
+    if has_len && !LENGTH_ALLOWED.contains(&name) {
+        return Err(format!("%{name}% does not allow a length limit (':N')"));
+    }
+    let Some(a) = arg else {
+        return Ok(());
+    };
+    match name {
+        "REQ" | "RESP" | "TRAILER" | "REQUEST_HEADER" | "RESPONSE_HEADER" | "RESPONSE_TRAILER"
+        | "STREAM_INFO_REQ" => check_headers(name, a),
+        "FILTER_STATE" | "UPSTREAM_FILTER_STATE" => check_filter_state(name, a),
+        n if TIME_FORMATS.contains(&n) => check_time_format(name, a),
+        "REQUESTED_SERVER_NAME" => check_server_name(a),
+        "PATH" => check_path(a),
+        "QUERY_PARAMS" => check_query_params(a),
+        "COMMON_DURATION" => check_common_duration(a),
+        "GRPC_STATUS" => check_grpc_status(a),
+        "METADATA" => check_metadata(a),
+        "XFCC_VALUE" => check_xfcc(a),
+        "CEL" => crate::policy::cel::parse(a)
+            .map(|_| ())
+            .map_err(|e| format!("%CEL({a})%: {e}")),
+        "COALESCE" => check_coalesce(a),
+        _ => Ok(()),
+    }
 }
 
 /// The `)` that ends the argument opened at `open`. Envoy's command regex
@@ -620,6 +648,133 @@ fn check_xfcc(arg: &str) -> Result<(), String> {
     }
 }
 
+/// `COALESCE(json)`, Envoy's `CoalesceFormatter::create`: the argument
+/// is JSON (nlohmann, strict RFC 8259) holding an object whose
+/// `operators` is a non-empty array; each operator is a command name or
+/// `{"command": …, "param": …, "max_length": …}`, created by Envoy's
+/// built-in command parsers, so it obeys the same rules as `%command%`
+/// (`check_command`). Where serde_json and Envoy's parser differ, this
+/// follows Envoy (each confirmed against 1.40):
+///
+/// - one leading byte order mark is skipped (nlohmann skips it);
+/// - an integer above `i64::MAX` that fits a `u64`, anywhere (even under
+///   a key later overwritten by a duplicate), fails Envoy's parse; larger
+///   integers become doubles there and here;
+/// - a duplicate key keeps its last value on both sides;
+/// - a scalar at the top level crashes Envoy 1.40 at load (it
+///   dereferences an empty root), an array is refused: both refused here.
+///
+/// One difference is left: serde_json refuses JSON nested deeper than 127
+/// levels, which Envoy takes; STANDARD refuses it (never the reverse).
+fn check_coalesce(arg: &str) -> Result<(), String> {
+    use serde_json::Value;
+    let text = arg.strip_prefix('\u{feff}').unwrap_or(arg);
+    let json: Value =
+        serde_json::from_str(text).map_err(|e| format!("%COALESCE: the argument is not valid JSON: {e}"))?;
+    if let Some(n) = int64_overflow(text) {
+        return Err(format!(
+            "%COALESCE: the JSON number {n} is larger than Envoy's JSON parser takes (at most {})",
+            i64::MAX
+        ));
+    }
+    let Value::Object(top) = &json else {
+        return Err("%COALESCE: the JSON must be an object with an 'operators' array".into());
+    };
+    let operators = match top.get("operators") {
+        Some(Value::Array(ops)) => ops,
+        Some(_) => return Err("%COALESCE: 'operators' must be an array".into()),
+        None => return Err("%COALESCE: the JSON has no 'operators' array".into()),
+    };
+    if operators.is_empty() {
+        return Err("%COALESCE: 'operators' must not be empty".into());
+    }
+    for (i, op) in operators.iter().enumerate() {
+        check_operator(op).map_err(|e| format!("%COALESCE: operators[{i}]: {e}"))?;
+    }
+    Ok(())
+}
+
+/// One entry of `COALESCE`'s `operators`, in Envoy's order: the command
+/// (a string), `param` (a string if present at all, `null` included; empty
+/// is no argument), `max_length` (an integer above 0 if present).
+fn check_operator(op: &serde_json::Value) -> Result<(), String> {
+    use serde_json::Value;
+    let (command, param, max_length) = match op {
+        Value::String(c) => (c.as_str(), None, None),
+        Value::Object(o) => {
+            let command = match o.get("command") {
+                Some(Value::String(c)) => c.as_str(),
+                Some(_) => return Err("'command' must be a string".into()),
+                None => return Err("an operator object needs a 'command'".into()),
+            };
+            let param = match o.get("param") {
+                Some(Value::String(p)) => Some(p.as_str()),
+                Some(_) => return Err(format!("'param' of '{command}' must be a string")),
+                None => None,
+            };
+            let max_length = match o.get("max_length") {
+                Some(Value::Number(n)) => match n.as_i64() {
+                    Some(v) if v > 0 => Some(v),
+                    Some(v) => return Err(format!("'max_length' of '{command}' is {v}: it must be above 0")),
+                    None => return Err(format!("'max_length' of '{command}' must be an integer")),
+                },
+                Some(_) => return Err(format!("'max_length' of '{command}' must be an integer")),
+                None => None,
+            };
+            (command, param, max_length)
+        }
+        _ => return Err("an operator is a command name (a string) or an object with a 'command'".into()),
+    };
+    let Some((_, kind)) = COMMANDS.iter().find(|(n, _)| *n == command) else {
+        return Err(format!("unknown command '{command}'"));
+    };
+    // `"param": ""` is no argument, as `%CMD()%` is `%CMD%`.
+    let param = param.filter(|p| !p.is_empty());
+    match (kind, param) {
+        (Arg::Required, None) => return Err(format!("'{command}' needs a non-empty 'param'")),
+        (Arg::None, Some(_)) => return Err(format!("'{command}' takes no 'param'")),
+        _ => {}
+    }
+    if max_length.is_some() && !LENGTH_ALLOWED.contains(&command) {
+        return Err(format!("'{command}' does not take a 'max_length'"));
+    }
+    check_command(command, param, max_length.is_some())
+}
+
+/// The first integer in `json` (already valid JSON) that nlohmann reads
+/// as unsigned and Envoy's JSON loader then refuses: above `i64::MAX`,
+/// within `u64` (a larger one is read as a double). Numbers are found by
+/// skipping strings; a negative one is never refused.
+fn int64_overflow(json: &str) -> Option<&str> {
+    let b = json.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    i += 1;
+                }
+                let token = &json[start..i];
+                if token.bytes().all(|c| c.is_ascii_digit())
+                    && token.parse::<u64>().is_ok_and(|v| v > i64::MAX as u64)
+                {
+                    return Some(token);
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::check;
@@ -700,5 +855,140 @@ mod tests {
         ] {
             assert!(check(s).is_err(), "{s}");
         }
+    }
+
+    fn coalesce(json: &str) -> String {
+        format!("%COALESCE({json})%")
+    }
+
+    #[test]
+    fn coalesce_accepts_what_envoy_accepts() {
+        for j in [
+            r#"{"operators":["PROTOCOL"]}"#,
+            r#" {"operators" : [ "PROTOCOL" ] } "#,
+            "\u{feff}{\"operators\":[\"PROTOCOL\"]}",
+            r#"{"operators":[{"command":"REQ","param":"x-a?x-b","max_length":5}]}"#,
+            r#"{"operators":[{"command":"PROTOCOL","param":""}]}"#,
+            r#"{"operators":[{"command":"PROTOCOL","other":[1,{"a":null}]}]}"#,
+            r#"{"operators":[],"operators":["PROTOCOL"]}"#,
+            r#"{"operators":[{"command":"REQ","param":"x","max_length":0,"max_length":9223372036854775807}]}"#,
+            r#"{"operators":["PROTOCOL"],"x":[18446744073709551616,-9223372036854775809,1e-400,1E5]}"#,
+            r#"{"operators":["PROTOCOL"],"x":"\ud800\udc00 9223372036854775808 \" 9223372036854775808"}"#,
+            r#"{"operators":[{"command":"CEL","param":"request.path","max_length":3}]}"#,
+            r#"{"operators":[{"command":"COALESCE","param":"{\"operators\":[\"PROTOCOL\"]}","max_length":3}]}"#,
+            r#"{"operators":[{"command":"START_TIME","param":"a\nb"}]}"#,
+        ] {
+            assert_eq!(check(&coalesce(j)), Ok(()), "{j}");
+        }
+        assert_eq!(check(r#"%COALESCE({"operators":["PROTOCOL"]}):0%"#), Ok(()));
+    }
+
+    #[test]
+    fn coalesce_rejects_what_envoy_rejects() {
+        for (j, want) in [
+            ("1", "must be an object"),
+            (r#"["PROTOCOL"]"#, "must be an object"),
+            ("{}", "no 'operators'"),
+            (r#"{"operators":[]}"#, "must not be empty"),
+            (r#"{"operators":"PROTOCOL"}"#, "must be an array"),
+            (
+                r#"{"operators":["PROTOCOL"],"operators":[]}"#,
+                "must not be empty",
+            ),
+            (r#"{"operators":["PROTOCOL"],}"#, "not valid JSON"),
+            (r#"{'operators':['PROTOCOL']}"#, "not valid JSON"),
+            (r#"{"operators":["PROTOCOL"],"x":"\ud800"}"#, "not valid JSON"),
+            (r#"{"operators":["PROTOCOL"],"x":1e400}"#, "not valid JSON"),
+            (" ", "not valid JSON"),
+            (" \u{feff}{\"operators\":[\"PROTOCOL\"]}", "not valid JSON"),
+            (
+                r#"{"operators":["PROTOCOL"],"x":9223372036854775808}"#,
+                "9223372036854775808 is larger",
+            ),
+            (
+                r#"{"x":9223372036854775808,"x":1,"operators":["PROTOCOL"]}"#,
+                "larger",
+            ),
+            (r#"{"operators":[1]}"#, "a command name"),
+            (r#"{"operators":[""]}"#, "operators[0]: unknown command ''"),
+            (
+                r#"{"operators":["PROTOCOL","FOO"]}"#,
+                "operators[1]: unknown command 'FOO'",
+            ),
+            (r#"{"operators":["REQ(x)"]}"#, "unknown command"),
+            (r#"{"operators":["REQ"]}"#, "'REQ' needs a non-empty 'param'"),
+            (
+                r#"{"operators":[{"command":"REQ","param":""}]}"#,
+                "needs a non-empty 'param'",
+            ),
+            (
+                r#"{"operators":[{"command":"PROTOCOL","param":"x"}]}"#,
+                "takes no 'param'",
+            ),
+            (
+                r#"{"operators":[{"command":"PROTOCOL","param":null}]}"#,
+                "must be a string",
+            ),
+            (
+                r#"{"operators":[{"command":"PROTOCOL","max_length":5}]}"#,
+                "does not take a 'max_length'",
+            ),
+            (
+                r#"{"operators":[{"command":"REQ","param":"x","max_length":0}]}"#,
+                "above 0",
+            ),
+            (
+                r#"{"operators":[{"command":"REQ","param":"x","max_length":-0}]}"#,
+                "max_length",
+            ),
+            (
+                r#"{"operators":[{"command":"REQ","param":"x","max_length":1.0}]}"#,
+                "must be an integer",
+            ),
+            (
+                r#"{"operators":[{"command":"REQ","param":"x","max_length":"5"}]}"#,
+                "must be an integer",
+            ),
+            (r#"{"operators":[{"command":1}]}"#, "'command' must be a string"),
+            (r#"{"operators":[{"param":"x"}]}"#, "needs a 'command'"),
+            (
+                r#"{"operators":[{"command":"REQ","param":"a b"}]}"#,
+                "not a valid header name",
+            ),
+            (
+                r#"{"operators":[{"command":"START_TIME","param":"%n"}]}"#,
+                "newline",
+            ),
+            (r#"{"operators":[{"command":"CEL","param":"1 +"}]}"#, "%CEL(1 +)%"),
+            (
+                r#"{"operators":[{"command":"COALESCE","param":"1"}]}"#,
+                "operators[0]: %COALESCE: the JSON must be",
+            ),
+        ] {
+            let got = check(&coalesce(j));
+            assert!(
+                got.as_ref().is_err_and(|e| e.contains(want)),
+                "{j}: {got:?}, want {want:?}"
+            );
+        }
+        for s in ["%COALESCE%", "%COALESCE()%", "%COALESCE:5%"] {
+            assert!(check(s).is_err(), "{s}");
+        }
+        // `)%` ends the argument, inside a JSON string too.
+        assert!(check(r#"%COALESCE({"operators":[{"command":"REQ","param":"x)%"}]})%"#).is_err());
+        // Nested too deep for serde_json (Envoy would take it): refused,
+        // without overflowing the stack.
+        let deep = format!(
+            r#"{{"operators":["PROTOCOL"],"x":{}{}}}"#,
+            "[".repeat(5000),
+            "]".repeat(5000)
+        );
+        assert!(check(&coalesce(&deep)).is_err());
+        let ok = format!(
+            r#"{{"operators":["PROTOCOL"],"x":{}{}}}"#,
+            "[".repeat(126),
+            "]".repeat(126)
+        );
+        assert_eq!(check(&coalesce(&ok)), Ok(()));
     }
 }
