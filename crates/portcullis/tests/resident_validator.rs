@@ -108,23 +108,34 @@ fn edit_first_route(
     });
 }
 
-/// Candidates Envoy must reject, each with a word of the reason.
-fn broken() -> Vec<(Candidate, &'static str)> {
-    let mut out = Vec::new();
-    let (_, base) = gateways("basic-http").into_iter().next().expect("a gateway");
-
-    let mut gw = partial(&base);
+/// `base`'s partial xDS with a request header added to its first route.
+fn with_header(base: &GatewayXds, key: &str, value: &str) -> GatewayXds {
+    let mut gw = partial(base);
     edit_first_route(&mut gw, |r| {
         r.request_headers_to_add.push(HeaderValueOption {
             header: Some(HeaderValue {
-                key: "x-bad\nname".into(),
-                value: "v".into(),
+                key: key.into(),
+                value: value.into(),
                 ..Default::default()
             }),
             ..Default::default()
         })
     });
-    out.push((candidate("header name with a newline", gw), ""));
+    gw
+}
+
+/// Candidates Envoy must reject, each with a word of the reason.
+fn broken() -> Vec<(Candidate, &'static str)> {
+    let mut out = Vec::new();
+    let (_, base) = gateways("basic-http").into_iter().next().expect("a gateway");
+
+    out.push((
+        candidate(
+            "header name with a newline",
+            with_header(&base, "x-bad\nname", "v"),
+        ),
+        "",
+    ));
 
     let mut gw = partial(&base);
     edit_first_route(&mut gw, |r| {
@@ -310,6 +321,33 @@ fn resident_and_process_validators_agree_recover_and_leave_nothing_behind() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     let later = resident.validate(&all[..1]);
     assert_eq!(kind(&later[0]), kind(&expected[0]));
+
+    // Envoy 1.40 segfaults loading `%COALESCE(1)%` (STANDARD refuses it,
+    // so this candidate is built by hand). A crash on a candidate is that
+    // candidate's fault: both backends reject it (the resident one through
+    // its process fallback) instead of calling it an environment error,
+    // which would let it through to the data plane. A clean candidate in
+    // the same batch, and after it, is still accepted.
+    let (_, base) = gateways("basic-http").into_iter().next().expect("a gateway");
+    let clean = candidate("clean", partial(&base));
+    let crash = candidate(
+        "a format string Envoy crashes on",
+        with_header(&base, "x-crash", "%COALESCE(1)%"),
+    );
+    for (name, v) in [("process", &process), ("resident", &resident)] {
+        let got = v.validate(&[crash.clone(), clean.clone()]);
+        match &got[0] {
+            Verdict::Rejected(m) => assert!(
+                m.contains("Envoy crashed loading it") && m.contains("Segmentation fault"),
+                "{name}: {m}"
+            ),
+            other => panic!("{name}: the crash is a rejection, got {other:?}"),
+        }
+        assert_eq!(kind(&got[1]), "accepted", "{name}: {:?}", got[1]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let after = resident.validate(std::slice::from_ref(&clean));
+    assert_eq!(kind(&after[0]), "accepted", "{:?}", after[0]);
 
     drop(resident);
     drop(process);

@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use translate::strict::Verdict;
 
-/// Runs Envoy on `text`; a timeout, a missing binary or a crash is
-/// `Unavailable`, exit code 1 is a rejection with Envoy's reason.
+/// Runs Envoy on `text`; exit code 1 is a rejection with Envoy's reason,
+/// and so is a fault Envoy caught while loading it (a crash the data plane
+/// would have too); a timeout, a missing binary or a kill from outside is
+/// `Unavailable`.
 pub(super) fn run(bin: &Path, path: &Path, text: &str, timeout: Duration) -> Verdict {
     if let Err(e) = std::fs::write(path, text) {
         return Verdict::Unavailable(format!("cannot write {}: {e}", path.display()));
@@ -61,12 +63,60 @@ pub(super) fn run(bin: &Path, path: &Path, text: &str, timeout: Duration) -> Ver
     match status {
         Err(e) => Verdict::Unavailable(e),
         Ok(s) if s.success() => Verdict::Accepted,
-        // Envoy exits 1 on a configuration it rejects; killed by a
-        // signal (no code) is a crash, an environment problem.
+        // Envoy exits 1 on a configuration it rejects.
         Ok(s) if s.code() == Some(1) => Verdict::Rejected(translate::strict::envoy_reason(&stderr)),
+        // A fault Envoy's own handler caught while loading the candidate
+        // (Envoy 1.40 segfaults on `%COALESCE(1)%`): the data-plane Envoy
+        // would crash on it too, so it is the candidate's fault, not the
+        // environment's, and is rejected (then isolated like a NACK).
+        Ok(s) if crashed_on_input(&s, &stderr) => {
+            Verdict::Rejected(format!("Envoy crashed loading it ({})", crash_line(&stderr)))
+        }
+        // Any other end (killed from outside, an odd exit code) is an
+        // environment problem.
         Ok(s) => Verdict::Unavailable(format!(
             "envoy --mode validate exited with {s}: {}",
             translate::strict::envoy_reason(&stderr)
         )),
+    }
+}
+
+/// Signals a fault inside Envoy raises; a kill from outside (SIGKILL,
+/// SIGTERM) is not one of them.
+const FAULT_SIGNALS: [i32; 5] = [
+    4,  /* ILL */
+    6,  /* ABRT */
+    7,  /* BUS */
+    8,  /* FPE */
+    11, /* SEGV */
+];
+
+/// Whether Envoy died of a fault its backtrace handler reported ("Caught
+/// Segmentation fault"), i.e. while loading the candidate.
+fn crashed_on_input(status: &std::process::ExitStatus, stderr: &str) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().is_some_and(|s| FAULT_SIGNALS.contains(&s)) && stderr.contains("Caught ")
+}
+
+/// Envoy's "Caught <signal>…" line, without the log prefix.
+fn crash_line(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find_map(|l| l.find("Caught ").map(|i| l[i..].trim()))
+        .unwrap_or("killed by a signal")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::crash_line;
+
+    #[test]
+    fn crash_line_drops_the_log_prefix() {
+        let stderr = "[2026-11-23 13:59:12.189][14364][critical][backtrace] [./source/server/backtrace.h:173] Caught Segmentation fault, suspect faulting address 0x0\n[x] Backtrace";
+        assert_eq!(
+            crash_line(stderr),
+            "Caught Segmentation fault, suspect faulting address 0x0"
+        );
+        assert_eq!(crash_line("nothing"), "killed by a signal");
     }
 }
