@@ -8,6 +8,8 @@
 //! sets the number of cases (default 500); `PORTCULLIS_PROPERTY_SEED` the seed.
 
 mod common;
+#[path = "support/fence.rs"]
+mod fence;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
@@ -55,6 +57,11 @@ fn hostile(rng: &mut Rng) -> Value {
         json!(":authority"),
         json!("Host"),
         json!("x\ny"),
+        // Control characters Envoy refuses in a virtual host's domains.
+        json!("a\nb.example.com"),
+        json!("a\rb.example.com"),
+        json!("a\u{0}b.example.com"),
+        json!("a\tb.example.com"),
         json!("*.example.com"),
         // Sizes and numbers at and past Envoy's and the CRDs' limits.
         json!("x".repeat(1025)),
@@ -149,7 +156,26 @@ fn mutate(doc: &mut Value, rng: &mut Rng) {
         return;
     }
     let path = all[rng.below(all.len())].clone();
-    let op = rng.below(6);
+    let op = rng.below(7);
+    if op == 6 {
+        // Explode a list past Envoy's count limits (1,000 header
+        // mutations on a route) and the u32 weight total: 1,001 copies of
+        // its first item, each with a CRD-maximum weight where it has one.
+        for cut in (0..path.len()).rev() {
+            if let PathSeg::Index(_) = path[cut]
+                && let Some(Value::Array(a)) = get_mut(doc, &path[..cut])
+                && let Some(mut first) = a.first().cloned()
+                && first.to_string().len() < 300
+            {
+                if let Some(w) = first.get_mut("weight") {
+                    *w = json!(1_000_000);
+                }
+                *a = vec![first; 1001];
+                return;
+            }
+        }
+        return;
+    }
     if op == 0 {
         // Delete the key / item.
         let (last, parent) = match path.split_last() {
@@ -232,6 +258,15 @@ fn mutated_inputs_never_panic_and_never_nack() {
     let mut rng = Rng(seed | 1);
     let mut failures = Vec::new();
     let mut validated = 0usize;
+    // Fenced means fenced on generated inputs too: the first cases whose
+    // output fences something are asked for through the real Envoy at
+    // every path variant (bounded: an Envoy start per case).
+    let fence_cases: usize = (cases / 10).max(10);
+    let mut fenced = fence::Tally::default();
+    let mut fence_checked = 0usize;
+    let backend = fence::responder();
+    let fence_dir = std::env::temp_dir().join(format!("portcullis-property-fence-{}", std::process::id()));
+    std::fs::create_dir_all(&fence_dir).expect("temp dir");
     for case in 0..cases {
         let mut docs = seeds[rng.below(seeds.len())].clone();
         for _ in 0..=rng.below(4) {
@@ -267,9 +302,26 @@ fn mutated_inputs_never_panic_and_never_nack() {
                 failures.push(format!(
                     "case {case}: Envoy rejected Gateway {key}: {e}\ninput: {text}"
                 ));
+            } else if fence_checked < fence_cases {
+                let before = fenced.asserted;
+                fence::check_gateway(&format!("case {case}"), key, gw, backend, &fence_dir, &mut fenced);
+                if fenced.asserted > before {
+                    fence_checked += 1;
+                }
             }
         }
     }
+    let _ = std::fs::remove_dir_all(&fence_dir);
+    println!(
+        "fence: {} fenced routes in {fence_checked} cases asserted with {} variants; skipped {:?}",
+        fenced.asserted, fenced.variants, fenced.skipped
+    );
+    println!(
+        "{} NACK/panic failures, {} requests escaped a fence",
+        failures.len(),
+        fenced.failures.len()
+    );
+    failures.extend(fenced.failures.iter().take(5).cloned());
     println!(
         "{cases} cases, {validated} Gateway outputs validated by Envoy, {} failures",
         failures.len()
