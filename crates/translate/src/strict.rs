@@ -15,9 +15,10 @@
 //! 4. the replaced configuration is validated again; when it still fails
 //!    (a virtual-host-level problem, or routes that only fail together),
 //!    each virtual host Envoy rejects on its own becomes a catch-all 500
-//!    keeping its name and domains; if that is not enough either (e.g. two
-//!    virtual hosts with one domain), the whole route configuration becomes
-//!    one catch-all 500 virtual host.
+//!    keeping its name and domains, minus the domains Envoy rejects even
+//!    there (a host left without a domain is removed); if that is not
+//!    enough either (e.g. two virtual hosts with one domain), the whole
+//!    route configuration becomes one catch-all 500 virtual host.
 //!
 //! A validator that cannot answer (binary missing, timeout, crash) is an
 //! `environment` error: reported, never by itself a reason to replace.
@@ -152,6 +153,14 @@ pub struct RejectedRoute {
     pub message: String,
 }
 
+/// A virtual host's domain that Envoy refuses to load at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DroppedDomain {
+    pub virtual_host: String,
+    pub domain: String,
+    pub message: String,
+}
+
 /// What the STRICT pass found for one Gateway.
 #[derive(Debug, Default)]
 pub struct GatewayFindings {
@@ -160,6 +169,9 @@ pub struct GatewayFindings {
     pub replaced_configs: Vec<(String, String)>,
     /// Virtual hosts replaced by a catch-all 500 (name, Envoy's message).
     pub replaced_virtual_hosts: Vec<(String, String)>,
+    /// Domains Envoy rejects even on a catch-all host, dropped from their
+    /// virtual host (removed when it has none left).
+    pub dropped_domains: Vec<DroppedDomain>,
     /// Problems outside any route: (message, is_environment).
     pub problems: Vec<(String, bool)>,
 }
@@ -440,10 +452,49 @@ fn isolate(
     }
 }
 
-/// Design §1.2, listener scope: each virtual host that Envoy rejects on its
-/// own becomes a catch-all 500 keeping its name and domains (the other
-/// hosts keep serving). `None` when that does not make the route
-/// configuration acceptable (e.g. two virtual hosts with one domain).
+/// A catch-all 500 route for one virtual host.
+fn catch_all_route(vh_name: &str) -> envoy_types::pb::envoy::config::route::v3::Route {
+    let mut route = envoy_types::pb::envoy::config::route::v3::Route {
+        name: format!("{vh_name}/replaced"),
+        r#match: Some(envoy_types::pb::envoy::config::route::v3::RouteMatch {
+            path_specifier: Some(
+                envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier::Prefix("/".into()),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    crate::replacement::replace(&mut route);
+    route
+}
+
+/// `vh` as a catch-all 500 keeping its name, on `domains`.
+fn fenced_host(vh: &VirtualHost, domains: Vec<String>) -> VirtualHost {
+    VirtualHost {
+        name: vh.name.clone(),
+        domains,
+        routes: vec![catch_all_route(&vh.name)],
+        ..Default::default()
+    }
+}
+
+/// `rc` holding only `vh`, as a candidate.
+fn host_candidate(gw: &GatewayXds, rc: &RouteConfiguration, vh: VirtualHost, label: String) -> Candidate {
+    let mut one = rc.clone();
+    one.virtual_hosts = vec![vh];
+    candidate(gw, vec![one], label)
+}
+
+/// Listener scope (README, "Modes"): each virtual host that Envoy rejects
+/// on its own becomes a catch-all 500 keeping its name and domains (the
+/// other hosts keep serving). When even that catch-all is rejected, its
+/// domains are the problem (e.g. a control character Envoy refuses in a
+/// domain): each domain is checked alone and only those Envoy rejects are
+/// dropped (no valid `Host` header can match a domain Envoy refuses to
+/// load, so dropping one changes no request's route); a host left without
+/// a domain is removed. `None` when that does not make the route
+/// configuration acceptable (e.g. two virtual hosts with one domain: a
+/// problem of several hosts, not of one).
 fn fence_virtual_hosts(
     gw: &GatewayXds,
     rc: &RouteConfiguration,
@@ -453,47 +504,104 @@ fn fence_virtual_hosts(
     let alone: Vec<Candidate> = rc
         .virtual_hosts
         .iter()
-        .map(|vh| {
-            let mut one = rc.clone();
-            one.virtual_hosts = vec![vh.clone()];
-            candidate(gw, vec![one], format!("{} virtual host {}", rc.name, vh.name))
-        })
+        .map(|vh| host_candidate(gw, rc, vh.clone(), format!("{} virtual host {}", rc.name, vh.name)))
         .collect();
     let verdicts = validator.validate(&alone);
-    let mut fenced = rc.clone();
-    let mut any = Vec::new();
-    for (vh, verdict) in fenced.virtual_hosts.iter_mut().zip(&verdicts) {
-        if let Verdict::Rejected(m) = verdict {
-            let mut route = envoy_types::pb::envoy::config::route::v3::Route {
-                name: format!("{}/replaced", vh.name),
-                r#match: Some(envoy_types::pb::envoy::config::route::v3::RouteMatch {
-                    path_specifier: Some(
-                        envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier::Prefix(
-                            "/".into(),
-                        ),
-                    ),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
-            crate::replacement::replace(&mut route);
-            *vh = VirtualHost {
-                name: vh.name.clone(),
-                domains: vh.domains.clone(),
-                routes: vec![route],
-                ..Default::default()
-            };
-            any.push((vh.name.clone(), m.clone()));
-        }
-    }
-    if any.is_empty() {
+    let rejected: Vec<(usize, String)> = verdicts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| match v {
+            Verdict::Rejected(m) => Some((i, m.clone())),
+            _ => None,
+        })
+        .collect();
+    if rejected.is_empty() {
         return None;
     }
+    // Each rejected host as a catch-all on its own domains.
+    let catch_alls: Vec<Candidate> = rejected
+        .iter()
+        .map(|&(i, _)| {
+            let vh = &rc.virtual_hosts[i];
+            host_candidate(
+                gw,
+                rc,
+                fenced_host(vh, vh.domains.clone()),
+                format!("{} virtual host {} fenced", rc.name, vh.name),
+            )
+        })
+        .collect();
+    let catch_all_verdicts = validator.validate(&catch_alls);
+    // Hosts whose catch-all is still rejected: each of their domains alone.
+    let mut domain_checks: Vec<(usize, String)> = Vec::new();
+    for (&(i, _), verdict) in rejected.iter().zip(&catch_all_verdicts) {
+        if matches!(verdict, Verdict::Rejected(_)) {
+            for d in &rc.virtual_hosts[i].domains {
+                domain_checks.push((i, d.clone()));
+            }
+        }
+    }
+    let domain_verdicts = validator.validate(
+        &domain_checks
+            .iter()
+            .map(|(i, d)| {
+                let vh = &rc.virtual_hosts[*i];
+                host_candidate(
+                    gw,
+                    rc,
+                    fenced_host(vh, vec![d.clone()]),
+                    format!("{} virtual host {} domain {d:?}", rc.name, vh.name),
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    if domain_verdicts.iter().any(|v| matches!(v, Verdict::Unavailable(_))) {
+        return None;
+    }
+    let mut fenced = rc.clone();
+    let mut any = Vec::new();
+    let mut dropped = Vec::new();
+    let mut removed = std::collections::BTreeSet::new();
+    for (&(i, ref message), verdict) in rejected.iter().zip(&catch_all_verdicts) {
+        let vh = &rc.virtual_hosts[i];
+        let domains = if matches!(verdict, Verdict::Rejected(_)) {
+            let mut kept = Vec::new();
+            for ((_, d), v) in domain_checks
+                .iter()
+                .zip(&domain_verdicts)
+                .filter(|((j, _), _)| *j == i)
+            {
+                match v {
+                    Verdict::Rejected(m) => dropped.push(DroppedDomain {
+                        virtual_host: vh.name.clone(),
+                        domain: d.clone(),
+                        message: m.clone(),
+                    }),
+                    _ => kept.push(d.clone()),
+                }
+            }
+            kept
+        } else {
+            vh.domains.clone()
+        };
+        if domains.is_empty() {
+            removed.insert(i);
+        } else {
+            fenced.virtual_hosts[i] = fenced_host(vh, domains);
+            any.push((vh.name.clone(), message.clone()));
+        }
+    }
+    let mut index = 0;
+    fenced.virtual_hosts.retain(|_| {
+        index += 1;
+        !removed.contains(&(index - 1))
+    });
     let recheck = validator.validate(&[candidate(gw, vec![fenced.clone()], format!("{} fenced", rc.name))]);
     if !matches!(recheck.first(), Some(Verdict::Accepted)) {
         return None;
     }
     findings.replaced_virtual_hosts.extend(any);
+    findings.dropped_domains.extend(dropped);
     Some(fenced)
 }
 
