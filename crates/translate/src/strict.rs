@@ -356,6 +356,24 @@ fn isolate(
     validator: &dyn Validator,
     findings: &mut GatewayFindings,
 ) {
+    // A domain Envoy refuses fails every subset that carries the virtual
+    // hosts, so bisecting over routes would blame them all: the envelope
+    // (the hosts without routes) is checked first and its rejected domains
+    // dropped; the routes are then bisected on what is left.
+    let rebuilt;
+    let (encoded, suspects) = match drop_rejected_domains(gw, target, validator, findings) {
+        Envelope::Accepted => (encoded, suspects),
+        Envelope::Rebuilt => {
+            rebuilt = EncodedRouteConfiguration::new(target);
+            let all = target.virtual_hosts.iter().map(|vh| vh.routes.len()).sum();
+            (&rebuilt, (0..all).collect())
+        }
+        // Rejected without any route (e.g. one domain in two hosts): no
+        // route is to blame, so none is bisected; the host fencing below
+        // decides.
+        Envelope::Rejected => (encoded, Vec::new()),
+        Envelope::Unavailable => return,
+    };
     let rc = target.clone();
     // Not our bytes (cannot happen): nothing to bisect, the re-check of
     // the whole configuration below decides.
@@ -396,7 +414,11 @@ fn isolate(
                         .push((format!("STRICT validation of {} unavailable: {m}", rc.name), true));
                 }
                 Verdict::Rejected(m) if set.len() == 1 => offenders.push((set[0], m)),
-                Verdict::Rejected(_) => pending.push(set),
+                Verdict::Rejected(_) if set.len() > 1 => pending.push(set),
+                // No route in the set: the hosts themselves are rejected,
+                // which bisecting cannot narrow (pushing it back would loop
+                // for ever); the re-check below decides.
+                Verdict::Rejected(_) => {}
             }
         }
         if unavailable {
@@ -452,6 +474,118 @@ fn isolate(
     }
 }
 
+/// What checking a route configuration's virtual hosts without routes
+/// found.
+enum Envelope {
+    /// Envoy takes them as they are.
+    Accepted,
+    /// Domains Envoy rejects were dropped (hosts left without one
+    /// removed) and the rest is accepted.
+    Rebuilt,
+    /// Rejected for something dropping domains does not fix.
+    Rejected,
+    /// The validator could not answer (reported).
+    Unavailable,
+}
+
+/// Drops from `rc` the domains Envoy rejects on their own (a virtual host
+/// left without a domain is removed): no valid `Host` header can match a
+/// domain Envoy refuses to load, so no request changes route.
+fn drop_rejected_domains(
+    gw: &GatewayXds,
+    rc: &mut RouteConfiguration,
+    validator: &dyn Validator,
+    findings: &mut GatewayFindings,
+) -> Envelope {
+    let bare = |vh: &VirtualHost, domains: Vec<String>| VirtualHost {
+        name: vh.name.clone(),
+        domains,
+        ..Default::default()
+    };
+    let mut envelope = rc.clone();
+    for vh in &mut envelope.virtual_hosts {
+        vh.routes.clear();
+    }
+    let unavailable = |findings: &mut GatewayFindings, m: &str| {
+        findings.problems.push((
+            format!("STRICT validation of {} unavailable: {m}", rc.name),
+            true,
+        ));
+        Envelope::Unavailable
+    };
+    match validator
+        .validate(&[candidate(gw, vec![envelope.clone()], format!("{} hosts", rc.name))])
+        .first()
+    {
+        Some(Verdict::Accepted) => return Envelope::Accepted,
+        Some(Verdict::Rejected(_)) => {}
+        Some(Verdict::Unavailable(m)) => return unavailable(findings, m),
+        None => return unavailable(findings, "the validator gave no verdict"),
+    }
+    // Each domain alone, on a bare host of its own.
+    let checks: Vec<(usize, String)> = envelope
+        .virtual_hosts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, vh)| vh.domains.iter().map(move |d| (i, d.clone())))
+        .collect();
+    let verdicts = validator.validate(
+        &checks
+            .iter()
+            .map(|(i, d)| {
+                let vh = &envelope.virtual_hosts[*i];
+                host_candidate(
+                    gw,
+                    &envelope,
+                    bare(vh, vec![d.clone()]),
+                    format!("{} virtual host {} domain {d:?}", rc.name, vh.name),
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    if let Some(Verdict::Unavailable(m)) = verdicts.iter().find(|v| matches!(v, Verdict::Unavailable(_))) {
+        return unavailable(findings, m);
+    }
+    let rejected: Vec<(usize, &String, &String)> = checks
+        .iter()
+        .zip(&verdicts)
+        .filter_map(|((i, d), v)| match v {
+            Verdict::Rejected(m) => Some((*i, d, m)),
+            _ => None,
+        })
+        .collect();
+    if rejected.is_empty() {
+        return Envelope::Rejected;
+    }
+    let mut fixed = rc.clone();
+    for &(i, d, _) in &rejected {
+        fixed.virtual_hosts[i].domains.retain(|x| x != d);
+    }
+    fixed.virtual_hosts.retain(|vh| !vh.domains.is_empty());
+    let mut fixed_envelope = fixed.clone();
+    for vh in &mut fixed_envelope.virtual_hosts {
+        vh.routes.clear();
+    }
+    match validator
+        .validate(&[candidate(gw, vec![fixed_envelope], format!("{} hosts without rejected domains", rc.name))])
+        .first()
+    {
+        Some(Verdict::Accepted) => {
+            findings
+                .dropped_domains
+                .extend(rejected.into_iter().map(|(i, d, m)| DroppedDomain {
+                    virtual_host: rc.virtual_hosts[i].name.clone(),
+                    domain: d.clone(),
+                    message: m.clone(),
+                }));
+            *rc = fixed;
+            Envelope::Rebuilt
+        }
+        Some(Verdict::Unavailable(m)) => unavailable(findings, m),
+        _ => Envelope::Rejected,
+    }
+}
+
 /// A catch-all 500 route for one virtual host.
 fn catch_all_route(vh_name: &str) -> envoy_types::pb::envoy::config::route::v3::Route {
     let mut route = envoy_types::pb::envoy::config::route::v3::Route {
@@ -492,7 +626,8 @@ fn host_candidate(gw: &GatewayXds, rc: &RouteConfiguration, vh: VirtualHost, lab
 /// domain): each domain is checked alone and only those Envoy rejects are
 /// dropped (no valid `Host` header can match a domain Envoy refuses to
 /// load, so dropping one changes no request's route); a host left without
-/// a domain is removed. `None` when that does not make the route
+/// a domain is removed, one whose routes Envoy takes on the remaining
+/// domains keeps them, any other is fenced on the remaining domains. `None` when that does not make the route
 /// configuration acceptable (e.g. two virtual hosts with one domain: a
 /// problem of several hosts, not of one).
 fn fence_virtual_hosts(
@@ -558,37 +693,73 @@ fn fence_virtual_hosts(
     if domain_verdicts.iter().any(|v| matches!(v, Verdict::Unavailable(_))) {
         return None;
     }
-    let mut fenced = rc.clone();
-    let mut any = Vec::new();
     let mut dropped = Vec::new();
-    let mut removed = std::collections::BTreeSet::new();
+    // Per rejected host: its domains (all of them, or those Envoy takes
+    // alone when the catch-all was rejected too) and whether some were
+    // dropped.
+    let mut kept: Vec<(usize, String, Vec<String>, bool)> = Vec::new();
     for (&(i, ref message), verdict) in rejected.iter().zip(&catch_all_verdicts) {
         let vh = &rc.virtual_hosts[i];
-        let domains = if matches!(verdict, Verdict::Rejected(_)) {
-            let mut kept = Vec::new();
-            for ((_, d), v) in domain_checks
-                .iter()
-                .zip(&domain_verdicts)
-                .filter(|((j, _), _)| *j == i)
-            {
-                match v {
-                    Verdict::Rejected(m) => dropped.push(DroppedDomain {
-                        virtual_host: vh.name.clone(),
-                        domain: d.clone(),
-                        message: m.clone(),
-                    }),
-                    _ => kept.push(d.clone()),
-                }
+        if !matches!(verdict, Verdict::Rejected(_)) {
+            kept.push((i, message.clone(), vh.domains.clone(), false));
+            continue;
+        }
+        let mut domains = Vec::new();
+        for ((_, d), v) in domain_checks
+            .iter()
+            .zip(&domain_verdicts)
+            .filter(|((j, _), _)| *j == i)
+        {
+            match v {
+                Verdict::Rejected(m) => dropped.push(DroppedDomain {
+                    virtual_host: vh.name.clone(),
+                    domain: d.clone(),
+                    message: m.clone(),
+                }),
+                _ => domains.push(d.clone()),
             }
-            kept
-        } else {
-            vh.domains.clone()
-        };
+        }
+        kept.push((i, message.clone(), domains, true));
+    }
+    // A host that lost domains may be fine on the rest with its own
+    // routes (the domains were its only problem): checked before fencing.
+    let retry: Vec<&(usize, String, Vec<String>, bool)> = kept
+        .iter()
+        .filter(|(_, _, domains, lost)| *lost && !domains.is_empty())
+        .collect();
+    let retry_verdicts = validator.validate(
+        &retry
+            .iter()
+            .map(|(i, _, domains, _)| {
+                let mut vh = rc.virtual_hosts[*i].clone();
+                vh.domains = domains.clone();
+                host_candidate(
+                    gw,
+                    rc,
+                    vh,
+                    format!("{} virtual host {} without rejected domains", rc.name, rc.virtual_hosts[*i].name),
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    let fine_without_dropped: std::collections::BTreeSet<usize> = retry
+        .iter()
+        .zip(&retry_verdicts)
+        .filter(|(_, v)| matches!(v, Verdict::Accepted))
+        .map(|((i, ..), _)| *i)
+        .collect();
+    let mut fenced = rc.clone();
+    let mut any = Vec::new();
+    let mut removed = std::collections::BTreeSet::new();
+    for (i, message, domains, _) in kept {
+        let vh = &rc.virtual_hosts[i];
         if domains.is_empty() {
             removed.insert(i);
+        } else if fine_without_dropped.contains(&i) {
+            fenced.virtual_hosts[i].domains = domains;
         } else {
             fenced.virtual_hosts[i] = fenced_host(vh, domains);
-            any.push((vh.name.clone(), message.clone()));
+            any.push((vh.name.clone(), message));
         }
     }
     let mut index = 0;
