@@ -37,6 +37,19 @@ spec:
     backendRefs: [{{name: a, port: 80}}]
   - backendRefs: [{{name: a, port: 80}}]
 ---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: hosted, namespace: app}}
+spec:
+  parentRefs: [{{name: gw, namespace: infra}}]
+  hostnames: [a.example.com]
+  rules:
+  - matches: [{{path: {{type: Exact, value: /private}}}}]
+    filters:
+    - type: RequestHeaderModifier
+      requestHeaderModifier: {{set: [{{name: "bad header", value: x}}]}}
+    backendRefs: [{{name: a, port: 80}}]
+---
 {svc}
 "#,
         gateway = gateway(gw_port),
@@ -86,7 +99,11 @@ fn fenced_paths_answer_500_under_every_normalization_variant() {
     std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
-    std::fs::write(dir.join("manifests/all.yaml"), fenced_manifests(gw_port, a.port())).expect("write");
+    std::fs::write(
+        dir.join("manifests/all.yaml"),
+        fenced_manifests(gw_port, a.port()),
+    )
+    .expect("write");
     let _serve = start(&dir, xds, admin);
     wait_for("Envoy to serve the catch-all", Duration::from_secs(60), || {
         http(gw_port, "x", "/public").is_some_and(|r| r.0 == 200)
@@ -126,6 +143,13 @@ fn fenced_paths_answer_500_under_every_normalization_variant() {
             (500, BODY),
             "{path} (via {hops:?}) must be fenced, never reach the backend"
         );
+    }
+    // A trailing dot names the same host: its fence holds (without
+    // stripping the dot the request matched only the `*` host, whose
+    // catch-all reaches the backend).
+    for host in ["a.example.com", "a.example.com.", "A.Example.COM."] {
+        let (status, _, body) = http(gw_port, host, "/private").expect("hosted");
+        assert_eq!((status, body.as_str()), (500, BODY), "Host: {host}");
     }
     // An escaped slash is a redirect, not a silent rewrite.
     let (status, head, _) = http(gw_port, "x", "/%2Fadmin").expect("escaped");
@@ -257,14 +281,23 @@ fn a_hostname_with_a_control_character_fences_only_its_route_or_listener() {
     // The route whose only hostname is invalid is no catch-all: another
     // host does not reach its backend.
     let status = http(gw_port, "elsewhere.example.com", "/").map(|r| r.0);
-    assert_eq!(status, Some(404), "an unmatched host must not reach the bad route's backend");
+    assert_eq!(
+        status,
+        Some(404),
+        "an unmatched host must not reach the bad route's backend"
+    );
 
     // The good tenant edits its route after the bad ones arrived: the edit
     // reaches Envoy (no NACK holds the listener's route configuration back).
     std::fs::write(&file, tenants(gw_port, a.port(), b.port(), "v2")).expect("edit");
-    wait_for("the good tenant's edit to reach Envoy", Duration::from_secs(30), || {
-        http(gw_port, "good.example.com", "/").is_some_and(|(_, head, _)| header(&head, "x-tenant") == Some("v2"))
-    });
+    wait_for(
+        "the good tenant's edit to reach Envoy",
+        Duration::from_secs(30),
+        || {
+            http(gw_port, "good.example.com", "/")
+                .is_some_and(|(_, head, _)| header(&head, "x-tenant") == Some("v2"))
+        },
+    );
 
     // Status names the offending fields.
     let (_, _, doc) = http(admin, "admin", "/api/status").expect("status");

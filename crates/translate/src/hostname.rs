@@ -158,7 +158,17 @@ mod tests {
         assert!(!is_valid("1.2.3.4", false));
         assert!(!is_valid("a..b", false));
         assert!(!is_valid("-a.com", false));
-        for bad in ["a\nb.example.com", "a\rb.com", "a\0b.com", "a b.com", "*", "*.*.com", "a.*.com", "", "a.com."] {
+        for bad in [
+            "a\nb.example.com",
+            "a\rb.com",
+            "a\0b.com",
+            "a b.com",
+            "*",
+            "*.*.com",
+            "a.*.com",
+            "",
+            "a.com.",
+        ] {
             assert!(!is_valid(bad, true), "{bad:?}");
         }
         assert!(!is_valid(&format!("{}.com", "a.".repeat(126)), true), "over 253");

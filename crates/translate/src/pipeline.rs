@@ -205,11 +205,8 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             .cloned()
             .chain(crate::hostname::route_hostname_problems(&route.hostnames))
         {
-            out.diagnostics.push(Diagnostic::error(
-                Some(route.display()),
-                Some(&route.source),
-                e,
-            ));
+            out.diagnostics
+                .push(Diagnostic::error(Some(route.display()), Some(&route.source), e));
         }
         for w in &report.warnings {
             out.diagnostics.push(Diagnostic::warning(

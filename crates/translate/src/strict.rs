@@ -507,14 +507,17 @@ fn drop_rejected_domains(
         vh.routes.clear();
     }
     let unavailable = |findings: &mut GatewayFindings, m: &str| {
-        findings.problems.push((
-            format!("STRICT validation of {} unavailable: {m}", rc.name),
-            true,
-        ));
+        findings
+            .problems
+            .push((format!("STRICT validation of {} unavailable: {m}", rc.name), true));
         Envelope::Unavailable
     };
     match validator
-        .validate(&[candidate(gw, vec![envelope.clone()], format!("{} hosts", rc.name))])
+        .validate(&[candidate(
+            gw,
+            vec![envelope.clone()],
+            format!("{} hosts", rc.name),
+        )])
         .first()
     {
         Some(Verdict::Accepted) => return Envelope::Accepted,
@@ -567,7 +570,11 @@ fn drop_rejected_domains(
         vh.routes.clear();
     }
     match validator
-        .validate(&[candidate(gw, vec![fixed_envelope], format!("{} hosts without rejected domains", rc.name))])
+        .validate(&[candidate(
+            gw,
+            vec![fixed_envelope],
+            format!("{} hosts without rejected domains", rc.name),
+        )])
         .first()
     {
         Some(Verdict::Accepted) => {
@@ -639,7 +646,14 @@ fn fence_virtual_hosts(
     let alone: Vec<Candidate> = rc
         .virtual_hosts
         .iter()
-        .map(|vh| host_candidate(gw, rc, vh.clone(), format!("{} virtual host {}", rc.name, vh.name)))
+        .map(|vh| {
+            host_candidate(
+                gw,
+                rc,
+                vh.clone(),
+                format!("{} virtual host {}", rc.name, vh.name),
+            )
+        })
         .collect();
     let verdicts = validator.validate(&alone);
     let rejected: Vec<(usize, String)> = verdicts
@@ -690,7 +704,10 @@ fn fence_virtual_hosts(
             })
             .collect::<Vec<_>>(),
     );
-    if domain_verdicts.iter().any(|v| matches!(v, Verdict::Unavailable(_))) {
+    if domain_verdicts
+        .iter()
+        .any(|v| matches!(v, Verdict::Unavailable(_)))
+    {
         return None;
     }
     let mut dropped = Vec::new();
@@ -737,7 +754,10 @@ fn fence_virtual_hosts(
                     gw,
                     rc,
                     vh,
-                    format!("{} virtual host {} without rejected domains", rc.name, rc.virtual_hosts[*i].name),
+                    format!(
+                        "{} virtual host {} without rejected domains",
+                        rc.name, rc.virtual_hosts[*i].name
+                    ),
                 )
             })
             .collect::<Vec<_>>(),

@@ -191,6 +191,14 @@ fn route_acceptance_rows() {
             accepted: ("False", "NotAllowedByListeners"),
         },
         Row {
+            name: "a route only on a listener with an invalid hostname is not accepted",
+            listeners: "  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}\n  - {name: bad, protocol: HTTP, port: 80, hostname: \"a\\nb.example.com\", allowedRoutes: {namespaces: {from: All}}}\n",
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra, sectionName: bad}",
+            hostnames: "[]",
+            accepted: ("False", "NotAllowedByListeners"),
+        },
+        Row {
             name: "a route only on a conflicted listener is not accepted",
             listeners: "  - {name: a, protocol: HTTP, port: 80, hostname: x.com, allowedRoutes: {namespaces: {from: All}}}\n  - {name: b, protocol: HTTP, port: 80, hostname: x.com, allowedRoutes: {namespaces: {from: All}}}\n",
             route_ns: "app",
@@ -251,8 +259,18 @@ fn attached_routes_counts_only_accepted_attachments() {
 #[test]
 fn invalid_route_hostnames_are_never_programmed_and_are_named() {
     let yaml = gateway(ALL_HTTP)
-        + &route("app", "mixed", "{name: gw, namespace: infra}", "[ok.example.com, \"a\\rb.example.com\"]")
-        + &route("app", "bad", "{name: gw, namespace: infra}", "[\"x\\ny.example.com\"]");
+        + &route(
+            "app",
+            "mixed",
+            "{name: gw, namespace: infra}",
+            "[ok.example.com, \"a\\rb.example.com\"]",
+        )
+        + &route(
+            "app",
+            "bad",
+            "{name: gw, namespace: infra}",
+            "[\"x\\ny.example.com\"]",
+        );
     let out = run(&yaml);
     let domains: Vec<String> = out.gateways["infra/gw"]
         .route_configurations()
@@ -260,9 +278,18 @@ fn invalid_route_hostnames_are_never_programmed_and_are_named() {
         .flat_map(|rc| rc.virtual_hosts)
         .flat_map(|vh| vh.domains)
         .collect();
-    assert_eq!(domains, ["ok.example.com"], "neither the bad hostname nor a catch-all is programmed");
+    assert_eq!(
+        domains,
+        ["ok.example.com"],
+        "neither the bad hostname nor a catch-all is programmed"
+    );
     let pi = parent_condition(&out, ("app", "mixed"), "gw", "PartiallyInvalid").expect("PartiallyInvalid");
-    assert!(pi["message"].as_str().is_some_and(|m| m.contains("spec.hostnames[1]")), "{pi}");
+    assert!(
+        pi["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("spec.hostnames[1]")),
+        "{pi}"
+    );
     assert_eq!(
         listener_status(&out, ("infra", "gw"), "http").map(|l| l["attachedRoutes"].clone()),
         Some(1.into()),
@@ -271,7 +298,8 @@ fn invalid_route_hostnames_are_never_programmed_and_are_named() {
     assert!(
         out.diagnostics
             .iter()
-            .any(|d| d.message.contains("spec.hostnames[0]") && d.object.as_deref() == Some("HTTPRoute app/bad")),
+            .any(|d| d.message.contains("spec.hostnames[0]")
+                && d.object.as_deref() == Some("HTTPRoute app/bad")),
         "{:?}",
         out.diagnostics
     );

@@ -224,7 +224,11 @@ fn a_bad_domain_beside_good_ones_is_dropped_and_its_host_keeps_serving() {
     let findings = check_gateway(&key, &mut gw, &envoy);
     assert!(findings.replaced_configs.is_empty(), "{findings:?}");
     assert!(findings.replaced_virtual_hosts.is_empty(), "{findings:?}");
-    let dropped: Vec<&str> = findings.dropped_domains.iter().map(|d| d.domain.as_str()).collect();
+    let dropped: Vec<&str> = findings
+        .dropped_domains
+        .iter()
+        .map(|d| d.domain.as_str())
+        .collect();
     assert_eq!(dropped, ["x\0y.example.com"]);
     assert_eq!(
         gw.routes[0].decode(),
@@ -254,7 +258,11 @@ fn a_bad_domain_on_a_host_with_a_bad_route_fences_that_host_only() {
     let envoy = RealEnvoy::default();
     let findings = check_gateway(&key, &mut gw, &envoy);
     assert!(findings.replaced_configs.is_empty(), "{findings:?}");
-    let dropped: Vec<&str> = findings.dropped_domains.iter().map(|d| d.domain.as_str()).collect();
+    let dropped: Vec<&str> = findings
+        .dropped_domains
+        .iter()
+        .map(|d| d.domain.as_str())
+        .collect();
     assert_eq!(dropped, ["x\ry.example.com"]);
     let after = gw.routes[0].decode();
     let vh = &after.virtual_hosts[0];

@@ -71,7 +71,8 @@ fn http_filters(gw: &Gateway, chain: &Chain) -> Vec<HttpFilter> {
 /// per-route policies and the upstream all see one spelling of the path: a
 /// fenced `/admin` cannot be reached as `/./admin`, `//admin` or `/%61dmin`
 /// (README, "Path normalization"). Case is not folded: Gateway API paths are
-/// case-sensitive.
+/// case-sensitive. A trailing dot in the Host is stripped for the same
+/// reason.
 fn hcm(gw: &Gateway, chain: &Chain, stat_prefix: &str) -> Filter {
     let hcm = HttpConnectionManager {
         stat_prefix: stat_prefix.into(),
@@ -79,6 +80,10 @@ fn hcm(gw: &Gateway, chain: &Chain, stat_prefix: &str) -> Filter {
         merge_slashes: true,
         path_with_escaped_slashes_action:
             http_connection_manager::PathWithEscapedSlashesAction::UnescapeAndRedirect as i32,
+        // `Host: a.example.com.` is the same name as `a.example.com`: without
+        // this it matches no host's domains and falls to a wildcard or `*`
+        // host, past the fences of its own.
+        strip_trailing_host_dot: true,
         codec_type: http_connection_manager::CodecType::Auto as i32,
         route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
             config_source: Some(super::ads()),
