@@ -4,7 +4,8 @@
 //!   and PathPrefix) answers 500 under every spelling Envoy normalizes to it
 //!   (`/./admin`, `/x/../admin`, `//admin`, `/%61dmin`, …), never the
 //!   catch-all backend; an escaped slash is redirected to its unescaped
-//!   form, which is fenced too; the backend sees the normalized path;
+//!   form, which is fenced too; a per-route RBAC policy selects and reads
+//!   the normalized path; the backend sees the normalized path;
 //! - hostnames with control characters: a tenant's route hostname with a LF
 //!   and a listener hostname with a LF do not stop the good tenant's host on
 //!   the same listener from serving and from receiving later edits.
@@ -35,7 +36,20 @@ spec:
     - type: RequestHeaderModifier
       requestHeaderModifier: {{set: [{{name: "bad header", value: x}}]}}
     backendRefs: [{{name: a, port: 80}}]
+  - name: guarded
+    matches: [{{path: {{type: PathPrefix, value: /guarded}}}}]
+    backendRefs: [{{name: a, port: 80}}]
   - backendRefs: [{{name: a, port: 80}}]
+---
+apiVersion: gateway.portcullis.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: guarded-by-path, namespace: app}}
+spec:
+  targetRefs:
+  - {{group: gateway.networking.k8s.io, kind: HTTPRoute, name: r, sectionName: guarded}}
+  rbac:
+    action: Allow
+    matchExpressions: ["request.path == '/guarded/open'"]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -150,6 +164,28 @@ fn fenced_paths_answer_500_under_every_normalization_variant() {
     for host in ["a.example.com", "a.example.com.", "A.Example.COM."] {
         let (status, _, body) = http(gw_port, host, "/private").expect("hosted");
         assert_eq!((status, body.as_str()), (500, BODY), "Host: {host}");
+    }
+    // A per-route policy sees the normalized path: its route is selected by
+    // it (every spelling of /guarded/x is denied, never the catch-all's
+    // 200) and its RBAC reads it (`request.path == '/guarded/open'`).
+    for path in [
+        "/guarded/x",
+        "/./guarded/x",
+        "//guarded/x",
+        "/%67uarded/x",
+        "/x/../guarded/x",
+    ] {
+        assert_eq!(fetch(gw_port, path).0, 403, "{path}");
+    }
+    for path in [
+        "/guarded/open",
+        "/guarded/./open",
+        "/guarded//open",
+        "/guarded/x/../%6Fpen",
+    ] {
+        let (status, body, _) = fetch(gw_port, path);
+        assert_eq!(status, 200, "{path}: {body}");
+        assert!(body.contains("\"path\": \"/guarded/open\""), "{path}: {body}");
     }
     // An escaped slash is a redirect, not a silent rewrite.
     let (status, head, _) = http(gw_port, "x", "/%2Fadmin").expect("escaped");
