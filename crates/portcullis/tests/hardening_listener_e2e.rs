@@ -342,3 +342,48 @@ fn a_hostname_with_a_control_character_fences_only_its_route_or_listener() {
     assert!(doc.contains("spec.listeners[1].hostname"), "{doc}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// STRICT with the resident validator (the default backend in `serve`): a
+/// virtual host domain Envoy refuses (bypassing STANDARD's hostname check
+/// by writing it into the xDS) drops only that domain; the route
+/// configuration is not replaced and the other hosts are untouched.
+#[test]
+fn strict_with_the_resident_validator_drops_only_the_rejected_domain() {
+    use portcullis::validator::{Backend, EnvoyValidator, Options, ValidatorMetrics};
+    let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
+    let validator = EnvoyValidator::new(
+        envoy,
+        Options {
+            backend: Backend::Resident,
+            parallelism: 2,
+            ..Options::default()
+        },
+        ValidatorMetrics::default(),
+    )
+    .expect("validator");
+    let text = testkit::generate::manifests(testkit::generate::Shape::with_routes(12));
+    let inputs = api::loader::load_str("generated.yaml", &text).inputs;
+    let out = translate::translate(&inputs, &translate::Settings::default());
+    let (key, mut gw) = out
+        .gateways
+        .into_iter()
+        .find(|(_, g)| {
+            g.routes
+                .first()
+                .is_some_and(|rc| rc.decode().virtual_hosts.len() >= 2)
+        })
+        .expect("a Gateway with two virtual hosts");
+    let before = gw.routes[0].decode();
+    let good = before.virtual_hosts[0].domains[0].clone();
+    gw.routes[0].edit(|rc| rc.virtual_hosts[0].domains = vec![good.clone(), "a\nb.example.com".into()]);
+    let findings = translate::strict::check_gateway(&key, &mut gw, &validator);
+    assert!(findings.replaced_configs.is_empty(), "{findings:?}");
+    assert!(findings.replaced_virtual_hosts.is_empty(), "{findings:?}");
+    let dropped: Vec<&str> = findings
+        .dropped_domains
+        .iter()
+        .map(|d| d.domain.as_str())
+        .collect();
+    assert_eq!(dropped, ["a\nb.example.com"], "{findings:?}");
+    assert_eq!(gw.routes[0].decode(), before, "only the rejected domain is gone");
+}
