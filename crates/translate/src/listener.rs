@@ -141,6 +141,18 @@ fn one(index: &Index<'_>, gateway_ns: &str, position: usize, spec: &GatewayListe
         ));
     }
 
+    if !is_valid_section_name(&spec.name) && not_accepted.is_none() {
+        // The name reaches Envoy (HTTPS route configuration names) and
+        // status; the API server would have refused it.
+        not_accepted = Some((
+            reason::UNSUPPORTED_VALUE,
+            format!(
+                "spec.listeners[{position}].name: {:?} is not a valid listener name (lower-case RFC 1123 subdomain, at most 253 characters)",
+                spec.name
+            ),
+        ));
+    }
+
     // Allowed kinds: explicit list filtered to what the protocol supports.
     let (kinds, bad_kinds): (Vec<_>, Vec<_>) =
         match spec.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) {
@@ -269,6 +281,21 @@ fn one(index: &Index<'_>, gateway_ns: &str, position: usize, spec: &GatewayListe
     }
 }
 
+/// The CRD's `SectionName`: `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`,
+/// at most 253 characters.
+fn is_valid_section_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
 /// Why `from: Selector` selects nothing: the spec requires a selector with
 /// `from: Selector`, so a missing one (a misspelt `selectr:` reads as
 /// missing) or one without any requirement is refused rather than read as
@@ -343,5 +370,32 @@ fn detect_conflicts(listeners: &mut [Listener]) {
             continue;
         }
         seen_hostnames.insert(key, l.name.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_valid_section_name;
+
+    #[test]
+    fn section_names_follow_the_crd_pattern() {
+        for good in ["http", "https-foo", "80", "a.b", "a-1.b-2"] {
+            assert!(is_valid_section_name(good), "{good:?}");
+        }
+        let long = "a".repeat(254);
+        for bad in [
+            "",
+            "HTTP",
+            "a_b",
+            "-a",
+            "a-",
+            "a..b",
+            ".a",
+            "a\nb",
+            "a/b",
+            long.as_str(),
+        ] {
+            assert!(!is_valid_section_name(bad), "{bad:?}");
+        }
     }
 }

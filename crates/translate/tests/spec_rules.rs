@@ -199,6 +199,14 @@ fn route_acceptance_rows() {
             accepted: ("False", "NotAllowedByListeners"),
         },
         Row {
+            name: "a route only on a listener with an invalid name is not accepted",
+            listeners: "  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}\n  - {name: Bad_Name, protocol: HTTP, port: 81, allowedRoutes: {namespaces: {from: All}}}\n",
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra, sectionName: Bad_Name}",
+            hostnames: "[]",
+            accepted: ("False", "NotAllowedByListeners"),
+        },
+        Row {
             name: "a route only on a conflicted listener is not accepted",
             listeners: "  - {name: a, protocol: HTTP, port: 80, hostname: x.com, allowedRoutes: {namespaces: {from: All}}}\n  - {name: b, protocol: HTTP, port: 80, hostname: x.com, allowedRoutes: {namespaces: {from: All}}}\n",
             route_ns: "app",
