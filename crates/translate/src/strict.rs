@@ -15,10 +15,16 @@
 //! 4. the replaced configuration is validated again; when it still fails
 //!    (a virtual-host-level problem, or routes that only fail together),
 //!    each virtual host Envoy rejects on its own becomes a catch-all 500
-//!    keeping its name and domains, minus the domains Envoy rejects even
-//!    there (a host left without a domain is removed); if that is not
-//!    enough either (e.g. two virtual hosts with one domain), the whole
-//!    route configuration becomes one catch-all 500 virtual host.
+//!    keeping its name and domains; if that is not enough either (e.g. two
+//!    virtual hosts with one domain), the whole route configuration
+//!    becomes one catch-all 500 virtual host.
+//!
+//! Before 3, a rejected configuration's virtual hosts are checked without
+//! routes: a domain Envoy rejects on its own (e.g. a control character)
+//! would fail every subset and blame every route, so it is dropped first
+//! (a host left without a domain is removed; no valid `Host` can match such
+//! a domain), and when the hosts are rejected for another reason no route
+//! is bisected at all.
 //!
 //! A validator that cannot answer (binary missing, timeout, crash) is an
 //! `environment` error: reported, never by itself a reason to replace.
@@ -169,8 +175,8 @@ pub struct GatewayFindings {
     pub replaced_configs: Vec<(String, String)>,
     /// Virtual hosts replaced by a catch-all 500 (name, Envoy's message).
     pub replaced_virtual_hosts: Vec<(String, String)>,
-    /// Domains Envoy rejects even on a catch-all host, dropped from their
-    /// virtual host (removed when it has none left).
+    /// Domains Envoy rejects on their own, dropped from their virtual host
+    /// (removed when it has none left).
     pub dropped_domains: Vec<DroppedDomain>,
     /// Problems outside any route: (message, is_environment).
     pub problems: Vec<(String, bool)>,
@@ -628,13 +634,8 @@ fn host_candidate(gw: &GatewayXds, rc: &RouteConfiguration, vh: VirtualHost, lab
 
 /// Listener scope (README, "Modes"): each virtual host that Envoy rejects
 /// on its own becomes a catch-all 500 keeping its name and domains (the
-/// other hosts keep serving). When even that catch-all is rejected, its
-/// domains are the problem (e.g. a control character Envoy refuses in a
-/// domain): each domain is checked alone and only those Envoy rejects are
-/// dropped (no valid `Host` header can match a domain Envoy refuses to
-/// load, so dropping one changes no request's route); a host left without
-/// a domain is removed, one whose routes Envoy takes on the remaining
-/// domains keeps them, any other is fenced on the remaining domains. `None` when that does not make the route
+/// other hosts keep serving; domains Envoy rejects were dropped before, by
+/// [`drop_rejected_domains`]). `None` when that does not make the route
 /// configuration acceptable (e.g. two virtual hosts with one domain: a
 /// problem of several hosts, not of one).
 fn fence_virtual_hosts(
@@ -656,143 +657,22 @@ fn fence_virtual_hosts(
         })
         .collect();
     let verdicts = validator.validate(&alone);
-    let rejected: Vec<(usize, String)> = verdicts
-        .iter()
-        .enumerate()
-        .filter_map(|(i, v)| match v {
-            Verdict::Rejected(m) => Some((i, m.clone())),
-            _ => None,
-        })
-        .collect();
-    if rejected.is_empty() {
-        return None;
-    }
-    // Each rejected host as a catch-all on its own domains.
-    let catch_alls: Vec<Candidate> = rejected
-        .iter()
-        .map(|&(i, _)| {
-            let vh = &rc.virtual_hosts[i];
-            host_candidate(
-                gw,
-                rc,
-                fenced_host(vh, vh.domains.clone()),
-                format!("{} virtual host {} fenced", rc.name, vh.name),
-            )
-        })
-        .collect();
-    let catch_all_verdicts = validator.validate(&catch_alls);
-    // Hosts whose catch-all is still rejected: each of their domains alone.
-    let mut domain_checks: Vec<(usize, String)> = Vec::new();
-    for (&(i, _), verdict) in rejected.iter().zip(&catch_all_verdicts) {
-        if matches!(verdict, Verdict::Rejected(_)) {
-            for d in &rc.virtual_hosts[i].domains {
-                domain_checks.push((i, d.clone()));
-            }
-        }
-    }
-    let domain_verdicts = validator.validate(
-        &domain_checks
-            .iter()
-            .map(|(i, d)| {
-                let vh = &rc.virtual_hosts[*i];
-                host_candidate(
-                    gw,
-                    rc,
-                    fenced_host(vh, vec![d.clone()]),
-                    format!("{} virtual host {} domain {d:?}", rc.name, vh.name),
-                )
-            })
-            .collect::<Vec<_>>(),
-    );
-    if domain_verdicts
-        .iter()
-        .any(|v| matches!(v, Verdict::Unavailable(_)))
-    {
-        return None;
-    }
-    let mut dropped = Vec::new();
-    // Per rejected host: its domains (all of them, or those Envoy takes
-    // alone when the catch-all was rejected too) and whether some were
-    // dropped.
-    let mut kept: Vec<(usize, String, Vec<String>, bool)> = Vec::new();
-    for (&(i, ref message), verdict) in rejected.iter().zip(&catch_all_verdicts) {
-        let vh = &rc.virtual_hosts[i];
-        if !matches!(verdict, Verdict::Rejected(_)) {
-            kept.push((i, message.clone(), vh.domains.clone(), false));
-            continue;
-        }
-        let mut domains = Vec::new();
-        for ((_, d), v) in domain_checks
-            .iter()
-            .zip(&domain_verdicts)
-            .filter(|((j, _), _)| *j == i)
-        {
-            match v {
-                Verdict::Rejected(m) => dropped.push(DroppedDomain {
-                    virtual_host: vh.name.clone(),
-                    domain: d.clone(),
-                    message: m.clone(),
-                }),
-                _ => domains.push(d.clone()),
-            }
-        }
-        kept.push((i, message.clone(), domains, true));
-    }
-    // A host that lost domains may be fine on the rest with its own
-    // routes (the domains were its only problem): checked before fencing.
-    let retry: Vec<&(usize, String, Vec<String>, bool)> = kept
-        .iter()
-        .filter(|(_, _, domains, lost)| *lost && !domains.is_empty())
-        .collect();
-    let retry_verdicts = validator.validate(
-        &retry
-            .iter()
-            .map(|(i, _, domains, _)| {
-                let mut vh = rc.virtual_hosts[*i].clone();
-                vh.domains = domains.clone();
-                host_candidate(
-                    gw,
-                    rc,
-                    vh,
-                    format!(
-                        "{} virtual host {} without rejected domains",
-                        rc.name, rc.virtual_hosts[*i].name
-                    ),
-                )
-            })
-            .collect::<Vec<_>>(),
-    );
-    let fine_without_dropped: std::collections::BTreeSet<usize> = retry
-        .iter()
-        .zip(&retry_verdicts)
-        .filter(|(_, v)| matches!(v, Verdict::Accepted))
-        .map(|((i, ..), _)| *i)
-        .collect();
     let mut fenced = rc.clone();
     let mut any = Vec::new();
-    let mut removed = std::collections::BTreeSet::new();
-    for (i, message, domains, _) in kept {
-        let vh = &rc.virtual_hosts[i];
-        if domains.is_empty() {
-            removed.insert(i);
-        } else if fine_without_dropped.contains(&i) {
-            fenced.virtual_hosts[i].domains = domains;
-        } else {
-            fenced.virtual_hosts[i] = fenced_host(vh, domains);
-            any.push((vh.name.clone(), message));
+    for (vh, verdict) in fenced.virtual_hosts.iter_mut().zip(&verdicts) {
+        if let Verdict::Rejected(m) = verdict {
+            *vh = fenced_host(vh, vh.domains.clone());
+            any.push((vh.name.clone(), m.clone()));
         }
     }
-    let mut index = 0;
-    fenced.virtual_hosts.retain(|_| {
-        index += 1;
-        !removed.contains(&(index - 1))
-    });
+    if any.is_empty() {
+        return None;
+    }
     let recheck = validator.validate(&[candidate(gw, vec![fenced.clone()], format!("{} fenced", rc.name))]);
     if !matches!(recheck.first(), Some(Verdict::Accepted)) {
         return None;
     }
     findings.replaced_virtual_hosts.extend(any);
-    findings.dropped_domains.extend(dropped);
     Some(fenced)
 }
 
