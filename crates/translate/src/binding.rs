@@ -4,8 +4,14 @@
 //! For each `parentRef`: the Gateway must be one of ours; `sectionName` and
 //! `port` narrow the candidate listeners (`NoMatchingParent` if none is
 //! left); the listener must allow the route's kind and namespace
-//! (`NotAllowedByListeners`); and the route's hostnames must intersect the
-//! listener's (`NoMatchingListenerHostname`).
+//! (`NotAllowedByListeners`), and be accepted and not conflicted (a route
+//! whose only candidates are refused listeners is not accepted either,
+//! `NotAllowedByListeners` naming their state); and the route's valid
+//! hostnames must intersect the listener's (`NoMatchingListenerHostname`).
+//! Invalid route hostnames (`hostname::route_hostname_problems`) are never
+//! programmed; a route whose hostnames are all invalid is refused
+//! (`UnsupportedValue`) rather than read as naming none, which would make
+//! it a catch-all for every host of the listener.
 
 use crate::gateway::GatewayState;
 use crate::hostname;
@@ -36,6 +42,12 @@ fn namespace_allowed(index: &Index<'_>, listener: &Listener, gateway_ns: &str, r
     match &listener.allowed_namespaces {
         AllowedNamespaces::Same => gateway_ns == route_ns,
         AllowedNamespaces::All => true,
+        // No requirement selects nothing (`listener::selector_problem`
+        // refuses such a listener too), never every namespace.
+        AllowedNamespaces::Selector {
+            match_labels,
+            expressions,
+        } if match_labels.as_ref().is_none_or(|m| m.is_empty()) && expressions.is_empty() => false,
         AllowedNamespaces::Selector {
             match_labels,
             expressions,
@@ -109,7 +121,37 @@ pub fn bind_one(
             format!("Gateway {}/{}: {what}", gw.namespace, gw.name),
         );
     }
-    let allowed: Vec<usize> = candidates
+    // A listener that is not accepted or is conflicted is not programmed:
+    // a route only on such listeners is not accepted (spec: AttachedRoutes
+    // counts routes with Accepted=True only).
+    let (usable, refused): (Vec<usize>, Vec<usize>) = candidates.into_iter().partition(|&i| {
+        let l = &gw.listeners[i];
+        l.not_accepted.is_none() && l.conflicted.is_none()
+    });
+    if usable.is_empty() {
+        let states: Vec<String> = refused
+            .iter()
+            .map(|&i| {
+                let l = &gw.listeners[i];
+                let r = match (&l.not_accepted, &l.conflicted) {
+                    (Some((r, _)), _) => format!("Accepted=False ({r})"),
+                    (None, Some((r, _))) => format!("Conflicted=True ({r})"),
+                    (None, None) => String::new(),
+                };
+                format!("{} is {r}", l.name)
+            })
+            .collect();
+        return refuse(
+            reason::NOT_ALLOWED_BY_LISTENERS,
+            format!(
+                "no listener of Gateway {}/{} can take routes: listener {}",
+                gw.namespace,
+                gw.name,
+                states.join(", listener ")
+            ),
+        );
+    }
+    let allowed: Vec<usize> = usable
         .into_iter()
         .filter(|&i| {
             let l = &gw.listeners[i];
@@ -128,10 +170,20 @@ pub fn bind_one(
             ),
         );
     }
+    let valid_hostnames = hostname::valid_route_hostnames(&route.hostnames);
+    if !route.hostnames.is_empty() && valid_hostnames.is_empty() {
+        return refuse(
+            reason::UNSUPPORTED_VALUE,
+            format!(
+                "no valid hostname: {}",
+                hostname::route_hostname_problems(&route.hostnames).join("; ")
+            ),
+        );
+    }
     let attachments: Vec<Attachment> = allowed
         .into_iter()
         .filter_map(|i| {
-            let hostnames = hostname::effective(gw.listeners[i].hostname.as_deref(), &route.hostnames);
+            let hostnames = hostname::effective(gw.listeners[i].hostname.as_deref(), &valid_hostnames);
             (!hostnames.is_empty()).then_some(Attachment {
                 listener: i,
                 hostnames,

@@ -38,6 +38,19 @@ impl GatewayState<'_> {
         }
     }
 
+    /// Why listeners are refused (Accepted=False), one line each, for the
+    /// diagnostics: a refused listener must not only show in status.
+    pub fn listener_problems(&self) -> Vec<String> {
+        self.listeners
+            .iter()
+            .filter_map(|l| {
+                l.not_accepted
+                    .as_ref()
+                    .map(|(r, m)| format!("listener {}: Accepted=False ({r}): {m}", l.name))
+            })
+            .collect()
+    }
+
     /// The Gateway's status stanza (after routes were attached).
     pub fn status(&self, time: &str, address: &str) -> StatusBody {
         let stamp = Stamp {

@@ -74,6 +74,28 @@ pub fn is_valid(hostname: &str, allow_wildcard: bool) -> bool {
         && !name.split('.').all(|l| l.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// The problems of a route's `spec.hostnames`, each naming its field: a
+/// hostname the CRD's pattern refuses (a control character such as LF, CR
+/// or NUL among them, which Envoy refuses in a virtual host's domains,
+/// rejecting the whole route configuration of the listener).
+pub fn route_hostname_problems(hostnames: &[String]) -> Vec<String> {
+    hostnames
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| !is_valid(h, true))
+        .map(|(i, h)| {
+            format!(
+                "spec.hostnames[{i}]: {h:?} is not a valid hostname (RFC 1123 DNS subdomain in lower case, an optional leading \"*.\" label, no IP address); not programmed"
+            )
+        })
+        .collect()
+}
+
+/// A route's valid hostnames, the only ones programmed.
+pub fn valid_route_hostnames(hostnames: &[String]) -> Vec<String> {
+    hostnames.iter().filter(|h| is_valid(h, true)).cloned().collect()
+}
+
 /// Envoy `domains` for one virtual host. Route configurations set
 /// `ignore_port_in_host_matching`, so `Host: foo.com:8080` matches too.
 pub fn envoy_domains(hostname: &str) -> Vec<String> {
@@ -136,5 +158,28 @@ mod tests {
         assert!(!is_valid("1.2.3.4", false));
         assert!(!is_valid("a..b", false));
         assert!(!is_valid("-a.com", false));
+        for bad in [
+            "a\nb.example.com",
+            "a\rb.com",
+            "a\0b.com",
+            "a b.com",
+            "*",
+            "*.*.com",
+            "a.*.com",
+            "",
+            "a.com.",
+        ] {
+            assert!(!is_valid(bad, true), "{bad:?}");
+        }
+        assert!(!is_valid(&format!("{}.com", "a.".repeat(126)), true), "over 253");
+    }
+
+    #[test]
+    fn route_hostnames_keep_the_valid_ones_and_name_the_others() {
+        let hs: Vec<String> = vec!["a.example.com".into(), "x\ny.example.com".into()];
+        assert_eq!(valid_route_hostnames(&hs), vec!["a.example.com".to_string()]);
+        let problems = route_hostname_problems(&hs);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].starts_with("spec.hostnames[1]: "), "{problems:?}");
     }
 }

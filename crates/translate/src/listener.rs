@@ -96,12 +96,16 @@ fn kind_by_name(group: &str, kind: &str) -> Option<RouteKind> {
 
 /// Builds and checks every listener of one Gateway.
 pub fn process(index: &Index<'_>, gateway_ns: &str, specs: &[GatewayListeners]) -> Vec<Listener> {
-    let mut listeners: Vec<Listener> = specs.iter().map(|l| one(index, gateway_ns, l)).collect();
+    let mut listeners: Vec<Listener> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, l)| one(index, gateway_ns, i, l))
+        .collect();
     detect_conflicts(&mut listeners);
     listeners
 }
 
-fn one(index: &Index<'_>, gateway_ns: &str, spec: &GatewayListeners) -> Listener {
+fn one(index: &Index<'_>, gateway_ns: &str, position: usize, spec: &GatewayListeners) -> Listener {
     let mut not_accepted = None;
     let mut unresolved = None;
     let protocol = match spec.protocol.as_str() {
@@ -125,11 +129,27 @@ fn one(index: &Index<'_>, gateway_ns: &str, spec: &GatewayListeners) -> Listener
         && !hostname::is_valid(h, true)
         && not_accepted.is_none()
     {
-        // No listener reason names a bad hostname; the API server's
-        // validation would have refused it, so the listener is unusable.
+        // The API server's validation would have refused it; Envoy would
+        // refuse a control character in a domain or SNI name (a NACK of the
+        // whole listener or route configuration), so only this listener is
+        // refused.
         not_accepted = Some((
-            reason::UNSUPPORTED_PROTOCOL,
-            format!("hostname {h:?} is not a valid DNS name"),
+            reason::UNSUPPORTED_VALUE,
+            format!(
+                "spec.listeners[{position}].hostname: {h:?} is not a valid hostname (RFC 1123 DNS subdomain in lower case, an optional leading \"*.\" label, no IP address)"
+            ),
+        ));
+    }
+
+    if !is_valid_section_name(&spec.name) && not_accepted.is_none() {
+        // The name reaches Envoy (HTTPS route configuration names) and
+        // status; the API server would have refused it.
+        not_accepted = Some((
+            reason::UNSUPPORTED_VALUE,
+            format!(
+                "spec.listeners[{position}].name: {:?} is not a valid listener name (lower-case RFC 1123 subdomain, at most 253 characters)",
+                spec.name
+            ),
         ));
     }
 
@@ -174,22 +194,32 @@ fn one(index: &Index<'_>, gateway_ns: &str, spec: &GatewayListeners) -> Listener
             Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => AllowedNamespaces::All,
             Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
                 let sel = ns.selector.as_ref();
+                let match_labels = sel.and_then(|s| s.match_labels.clone());
+                let expressions: Vec<(String, String, Vec<String>)> = sel
+                    .and_then(|s| s.match_expressions.as_ref())
+                    .map(|es| {
+                        es.iter()
+                            .map(|e| {
+                                (
+                                    e.key.clone(),
+                                    e.operator.clone(),
+                                    e.values.clone().unwrap_or_default(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if let Some(problem) = selector_problem(match_labels.as_ref(), &expressions)
+                    && not_accepted.is_none()
+                {
+                    not_accepted = Some((
+                        reason::UNSUPPORTED_VALUE,
+                        format!("spec.listeners[{position}].{problem}"),
+                    ));
+                }
                 AllowedNamespaces::Selector {
-                    match_labels: sel.and_then(|s| s.match_labels.clone()),
-                    expressions: sel
-                        .and_then(|s| s.match_expressions.as_ref())
-                        .map(|es| {
-                            es.iter()
-                                .map(|e| {
-                                    (
-                                        e.key.clone(),
-                                        e.operator.clone(),
-                                        e.values.clone().unwrap_or_default(),
-                                    )
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    match_labels,
+                    expressions,
                 }
             }
         },
@@ -251,6 +281,51 @@ fn one(index: &Index<'_>, gateway_ns: &str, spec: &GatewayListeners) -> Listener
     }
 }
 
+/// The CRD's `SectionName`: `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`,
+/// at most 253 characters.
+fn is_valid_section_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+/// Why `from: Selector` selects nothing: the spec requires a selector with
+/// `from: Selector`, so a missing one (a misspelt `selectr:` reads as
+/// missing) or one without any requirement is refused rather than read as
+/// Kubernetes' empty selector (every namespace): a typo must not open the
+/// listener to every tenant. An invalid `matchExpressions` entry is refused
+/// as the API server would. `None` when the selector is usable.
+fn selector_problem(
+    match_labels: Option<&BTreeMap<String, String>>,
+    expressions: &[(String, String, Vec<String>)],
+) -> Option<String> {
+    if match_labels.is_none_or(BTreeMap::is_empty) && expressions.is_empty() {
+        return Some(
+            "allowedRoutes.namespaces.selector: from: Selector needs a selector with at least one matchLabels or matchExpressions entry; no namespace is selected".into(),
+        );
+    }
+    let problems: Vec<String> = expressions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (key, operator, values))| {
+            crate::selector::requirement_problem(&crate::selector::Requirement {
+                key,
+                operator,
+                values,
+            })
+            .map(|p| format!("allowedRoutes.namespaces.selector.matchExpressions[{i}]: {p}"))
+        })
+        .collect();
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
 /// Listeners sharing a port must agree on the protocol, and must differ in
 /// hostname. The first listener (in spec order) on a port keeps it; later
 /// ones that conflict are marked Conflicted and not programmed. A repeated
@@ -295,5 +370,32 @@ fn detect_conflicts(listeners: &mut [Listener]) {
             continue;
         }
         seen_hostnames.insert(key, l.name.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_valid_section_name;
+
+    #[test]
+    fn section_names_follow_the_crd_pattern() {
+        for good in ["http", "https-foo", "80", "a.b", "a-1.b-2"] {
+            assert!(is_valid_section_name(good), "{good:?}");
+        }
+        let long = "a".repeat(254);
+        for bad in [
+            "",
+            "HTTP",
+            "a_b",
+            "-a",
+            "a-",
+            "a..b",
+            ".a",
+            "a\nb",
+            "a/b",
+            long.as_str(),
+        ] {
+            assert!(!is_valid_section_name(bad), "{bad:?}");
+        }
     }
 }

@@ -174,6 +174,13 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         if let Some(findings) = findings {
             absorb_strict(&key, findings, &routes, &mut reports, &mut out.diagnostics);
         }
+        for problem in gw.listener_problems() {
+            out.diagnostics.push(Diagnostic::error(
+                Some(format!("Gateway {key}")),
+                Some(&gw.gateway.source),
+                problem,
+            ));
+        }
         out.gateways.insert(key.clone(), built);
         out.status.push(crate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
@@ -192,12 +199,14 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         },
     );
     for (((route, bs), report), status) in routes.iter().zip(&bindings).zip(&reports).zip(route_statuses) {
-        for e in &route.errors {
-            out.diagnostics.push(Diagnostic::error(
-                Some(route.display()),
-                Some(&route.source),
-                e.clone(),
-            ));
+        for e in route
+            .errors
+            .iter()
+            .cloned()
+            .chain(crate::hostname::route_hostname_problems(&route.hostnames))
+        {
+            out.diagnostics
+                .push(Diagnostic::error(Some(route.display()), Some(&route.source), e));
         }
         for w in &report.warnings {
             out.diagnostics.push(Diagnostic::warning(
@@ -427,6 +436,16 @@ fn absorb_strict(
             object.clone(),
             None,
             format!("STRICT: virtual host {vh} replaced by a catch-all 500: rejected by Envoy: {message}"),
+        ));
+    }
+    for d in findings.dropped_domains {
+        diagnostics.push(Diagnostic::error(
+            object.clone(),
+            None,
+            format!(
+                "STRICT: domain {:?} dropped from virtual host {}: rejected by Envoy even on a catch-all: {}",
+                d.domain, d.virtual_host, d.message
+            ),
         ));
     }
     for (rc, message) in findings.replaced_configs {

@@ -75,14 +75,25 @@ pub fn render(
             stamp.condition("ResolvedRefs", false, r, msgs.join("; "))
         }
     };
-    let partially_invalid = (!report.replaced.is_empty()).then(|| {
-        let msg = report
-            .replaced
-            .iter()
-            .map(|(i, e)| format!("Replaced Rule ({i}): {e}"))
-            .collect::<Vec<_>>()
-            .join("; ");
-        stamp.condition(reason::PARTIALLY_INVALID, true, reason::UNSUPPORTED_VALUE, msg)
+    // Replaced rules and invalid hostnames (never programmed; the route
+    // serves its valid ones) make the route partially invalid.
+    let mut invalid: Vec<String> = report
+        .replaced
+        .iter()
+        .map(|(i, e)| format!("Replaced Rule ({i}): {e}"))
+        .collect();
+    // (With no valid hostname the route is not accepted at all, and its
+    // Accepted condition names them.)
+    if !crate::hostname::valid_route_hostnames(&route.hostnames).is_empty() {
+        invalid.extend(crate::hostname::route_hostname_problems(&route.hostnames));
+    }
+    let partially_invalid = (!invalid.is_empty()).then(|| {
+        stamp.condition(
+            reason::PARTIALLY_INVALID,
+            true,
+            reason::UNSUPPORTED_VALUE,
+            invalid.join("; "),
+        )
     });
     let parents = bindings
         .iter()

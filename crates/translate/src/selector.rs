@@ -9,6 +9,26 @@ pub struct Requirement<'a> {
     pub values: &'a [String],
 }
 
+/// Why a `matchExpressions` entry is invalid, as the API server's
+/// `LabelSelectorAsSelector` would refuse it, or `None` when it is valid.
+pub fn requirement_problem(r: &Requirement<'_>) -> Option<String> {
+    match r.operator {
+        "In" | "NotIn" if r.values.is_empty() => Some(format!(
+            "operator {} needs at least one value (key {:?})",
+            r.operator, r.key
+        )),
+        "Exists" | "DoesNotExist" if !r.values.is_empty() => Some(format!(
+            "operator {} takes no values (key {:?})",
+            r.operator, r.key
+        )),
+        "In" | "NotIn" | "Exists" | "DoesNotExist" => None,
+        other => Some(format!(
+            "unknown operator {other:?} (key {:?}; allowed: In, NotIn, Exists, DoesNotExist)",
+            r.key
+        )),
+    }
+}
+
 /// Whether `labels` satisfy the selector. An unknown operator matches
 /// nothing (fail closed: a typo must not open a listener to every namespace).
 pub fn matches(
@@ -89,5 +109,35 @@ mod tests {
             }],
             &l
         ));
+    }
+
+    #[test]
+    fn requirement_problems_follow_the_api_server() {
+        let vals = vec!["a".to_string()];
+        let req = |operator, values: &'static [String]| Requirement {
+            key: "k",
+            operator,
+            values,
+        };
+        assert!(requirement_problem(&req("In", &[])).is_some());
+        assert!(requirement_problem(&req("NotIn", &[])).is_some());
+        assert!(requirement_problem(&req("Bogus", &[])).is_some());
+        for op in ["In", "NotIn"] {
+            let r = Requirement {
+                key: "k",
+                operator: op,
+                values: &vals,
+            };
+            assert!(requirement_problem(&r).is_none());
+        }
+        for op in ["Exists", "DoesNotExist"] {
+            assert!(requirement_problem(&req(op, &[])).is_none());
+            let r = Requirement {
+                key: "k",
+                operator: op,
+                values: &vals,
+            };
+            assert!(requirement_problem(&r).is_some());
+        }
     }
 }

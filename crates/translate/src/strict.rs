@@ -16,8 +16,15 @@
 //!    (a virtual-host-level problem, or routes that only fail together),
 //!    each virtual host Envoy rejects on its own becomes a catch-all 500
 //!    keeping its name and domains; if that is not enough either (e.g. two
-//!    virtual hosts with one domain), the whole route configuration becomes
-//!    one catch-all 500 virtual host.
+//!    virtual hosts with one domain), the whole route configuration
+//!    becomes one catch-all 500 virtual host.
+//!
+//! Before 3, a rejected configuration's virtual hosts are checked without
+//! routes: a domain Envoy rejects on its own (e.g. a control character)
+//! would fail every subset and blame every route, so it is dropped first
+//! (a host left without a domain is removed; no valid `Host` can match such
+//! a domain), and when the hosts are rejected for another reason no route
+//! is bisected at all.
 //!
 //! A validator that cannot answer (binary missing, timeout, crash) is an
 //! `environment` error: reported, never by itself a reason to replace.
@@ -152,6 +159,14 @@ pub struct RejectedRoute {
     pub message: String,
 }
 
+/// A virtual host's domain that Envoy refuses to load at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DroppedDomain {
+    pub virtual_host: String,
+    pub domain: String,
+    pub message: String,
+}
+
 /// What the STRICT pass found for one Gateway.
 #[derive(Debug, Default)]
 pub struct GatewayFindings {
@@ -160,6 +175,9 @@ pub struct GatewayFindings {
     pub replaced_configs: Vec<(String, String)>,
     /// Virtual hosts replaced by a catch-all 500 (name, Envoy's message).
     pub replaced_virtual_hosts: Vec<(String, String)>,
+    /// Domains Envoy rejects on their own, dropped from their virtual host
+    /// (removed when it has none left).
+    pub dropped_domains: Vec<DroppedDomain>,
     /// Problems outside any route: (message, is_environment).
     pub problems: Vec<(String, bool)>,
 }
@@ -344,6 +362,24 @@ fn isolate(
     validator: &dyn Validator,
     findings: &mut GatewayFindings,
 ) {
+    // A domain Envoy refuses fails every subset that carries the virtual
+    // hosts, so bisecting over routes would blame them all: the envelope
+    // (the hosts without routes) is checked first and its rejected domains
+    // dropped; the routes are then bisected on what is left.
+    let rebuilt;
+    let (encoded, suspects) = match drop_rejected_domains(gw, target, validator, findings) {
+        Envelope::Accepted => (encoded, suspects),
+        Envelope::Rebuilt => {
+            rebuilt = EncodedRouteConfiguration::new(target);
+            let all = target.virtual_hosts.iter().map(|vh| vh.routes.len()).sum();
+            (&rebuilt, (0..all).collect())
+        }
+        // Rejected without any route (e.g. one domain in two hosts): no
+        // route is to blame, so none is bisected; the host fencing below
+        // decides.
+        Envelope::Rejected => (encoded, Vec::new()),
+        Envelope::Unavailable => return,
+    };
     let rc = target.clone();
     // Not our bytes (cannot happen): nothing to bisect, the re-check of
     // the whole configuration below decides.
@@ -384,7 +420,11 @@ fn isolate(
                         .push((format!("STRICT validation of {} unavailable: {m}", rc.name), true));
                 }
                 Verdict::Rejected(m) if set.len() == 1 => offenders.push((set[0], m)),
-                Verdict::Rejected(_) => pending.push(set),
+                Verdict::Rejected(_) if set.len() > 1 => pending.push(set),
+                // No route in the set: the hosts themselves are rejected,
+                // which bisecting cannot narrow (pushing it back would loop
+                // for ever); the re-check below decides.
+                Verdict::Rejected(_) => {}
             }
         }
         if unavailable {
@@ -440,10 +480,164 @@ fn isolate(
     }
 }
 
-/// Design §1.2, listener scope: each virtual host that Envoy rejects on its
-/// own becomes a catch-all 500 keeping its name and domains (the other
-/// hosts keep serving). `None` when that does not make the route
-/// configuration acceptable (e.g. two virtual hosts with one domain).
+/// What checking a route configuration's virtual hosts without routes
+/// found.
+enum Envelope {
+    /// Envoy takes them as they are.
+    Accepted,
+    /// Domains Envoy rejects were dropped (hosts left without one
+    /// removed) and the rest is accepted.
+    Rebuilt,
+    /// Rejected for something dropping domains does not fix.
+    Rejected,
+    /// The validator could not answer (reported).
+    Unavailable,
+}
+
+/// Drops from `rc` the domains Envoy rejects on their own (a virtual host
+/// left without a domain is removed): no valid `Host` header can match a
+/// domain Envoy refuses to load, so no request changes route.
+fn drop_rejected_domains(
+    gw: &GatewayXds,
+    rc: &mut RouteConfiguration,
+    validator: &dyn Validator,
+    findings: &mut GatewayFindings,
+) -> Envelope {
+    let bare = |vh: &VirtualHost, domains: Vec<String>| VirtualHost {
+        name: vh.name.clone(),
+        domains,
+        ..Default::default()
+    };
+    let mut envelope = rc.clone();
+    for vh in &mut envelope.virtual_hosts {
+        vh.routes.clear();
+    }
+    let unavailable = |findings: &mut GatewayFindings, m: &str| {
+        findings
+            .problems
+            .push((format!("STRICT validation of {} unavailable: {m}", rc.name), true));
+        Envelope::Unavailable
+    };
+    match validator
+        .validate(&[candidate(
+            gw,
+            vec![envelope.clone()],
+            format!("{} hosts", rc.name),
+        )])
+        .first()
+    {
+        Some(Verdict::Accepted) => return Envelope::Accepted,
+        Some(Verdict::Rejected(_)) => {}
+        Some(Verdict::Unavailable(m)) => return unavailable(findings, m),
+        None => return unavailable(findings, "the validator gave no verdict"),
+    }
+    // Each domain alone, on a bare host of its own.
+    let checks: Vec<(usize, String)> = envelope
+        .virtual_hosts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, vh)| vh.domains.iter().map(move |d| (i, d.clone())))
+        .collect();
+    let verdicts = validator.validate(
+        &checks
+            .iter()
+            .map(|(i, d)| {
+                let vh = &envelope.virtual_hosts[*i];
+                host_candidate(
+                    gw,
+                    &envelope,
+                    bare(vh, vec![d.clone()]),
+                    format!("{} virtual host {} domain {d:?}", rc.name, vh.name),
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    if let Some(Verdict::Unavailable(m)) = verdicts.iter().find(|v| matches!(v, Verdict::Unavailable(_))) {
+        return unavailable(findings, m);
+    }
+    let rejected: Vec<(usize, &String, &String)> = checks
+        .iter()
+        .zip(&verdicts)
+        .filter_map(|((i, d), v)| match v {
+            Verdict::Rejected(m) => Some((*i, d, m)),
+            _ => None,
+        })
+        .collect();
+    if rejected.is_empty() {
+        return Envelope::Rejected;
+    }
+    let mut fixed = rc.clone();
+    for &(i, d, _) in &rejected {
+        fixed.virtual_hosts[i].domains.retain(|x| x != d);
+    }
+    fixed.virtual_hosts.retain(|vh| !vh.domains.is_empty());
+    let mut fixed_envelope = fixed.clone();
+    for vh in &mut fixed_envelope.virtual_hosts {
+        vh.routes.clear();
+    }
+    match validator
+        .validate(&[candidate(
+            gw,
+            vec![fixed_envelope],
+            format!("{} hosts without rejected domains", rc.name),
+        )])
+        .first()
+    {
+        Some(Verdict::Accepted) => {
+            findings
+                .dropped_domains
+                .extend(rejected.into_iter().map(|(i, d, m)| DroppedDomain {
+                    virtual_host: rc.virtual_hosts[i].name.clone(),
+                    domain: d.clone(),
+                    message: m.clone(),
+                }));
+            *rc = fixed;
+            Envelope::Rebuilt
+        }
+        Some(Verdict::Unavailable(m)) => unavailable(findings, m),
+        _ => Envelope::Rejected,
+    }
+}
+
+/// A catch-all 500 route for one virtual host.
+fn catch_all_route(vh_name: &str) -> envoy_types::pb::envoy::config::route::v3::Route {
+    let mut route = envoy_types::pb::envoy::config::route::v3::Route {
+        name: format!("{vh_name}/replaced"),
+        r#match: Some(envoy_types::pb::envoy::config::route::v3::RouteMatch {
+            path_specifier: Some(
+                envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier::Prefix("/".into()),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    crate::replacement::replace(&mut route);
+    route
+}
+
+/// `vh` as a catch-all 500 keeping its name, on `domains`.
+fn fenced_host(vh: &VirtualHost, domains: Vec<String>) -> VirtualHost {
+    VirtualHost {
+        name: vh.name.clone(),
+        domains,
+        routes: vec![catch_all_route(&vh.name)],
+        ..Default::default()
+    }
+}
+
+/// `rc` holding only `vh`, as a candidate.
+fn host_candidate(gw: &GatewayXds, rc: &RouteConfiguration, vh: VirtualHost, label: String) -> Candidate {
+    let mut one = rc.clone();
+    one.virtual_hosts = vec![vh];
+    candidate(gw, vec![one], label)
+}
+
+/// Listener scope (README, "Modes"): each virtual host that Envoy rejects
+/// on its own becomes a catch-all 500 keeping its name and domains (the
+/// other hosts keep serving; domains Envoy rejects were dropped before, by
+/// [`drop_rejected_domains`]). `None` when that does not make the route
+/// configuration acceptable (e.g. two virtual hosts with one domain: a
+/// problem of several hosts, not of one).
 fn fence_virtual_hosts(
     gw: &GatewayXds,
     rc: &RouteConfiguration,
@@ -454,9 +648,12 @@ fn fence_virtual_hosts(
         .virtual_hosts
         .iter()
         .map(|vh| {
-            let mut one = rc.clone();
-            one.virtual_hosts = vec![vh.clone()];
-            candidate(gw, vec![one], format!("{} virtual host {}", rc.name, vh.name))
+            host_candidate(
+                gw,
+                rc,
+                vh.clone(),
+                format!("{} virtual host {}", rc.name, vh.name),
+            )
         })
         .collect();
     let verdicts = validator.validate(&alone);
@@ -464,25 +661,7 @@ fn fence_virtual_hosts(
     let mut any = Vec::new();
     for (vh, verdict) in fenced.virtual_hosts.iter_mut().zip(&verdicts) {
         if let Verdict::Rejected(m) = verdict {
-            let mut route = envoy_types::pb::envoy::config::route::v3::Route {
-                name: format!("{}/replaced", vh.name),
-                r#match: Some(envoy_types::pb::envoy::config::route::v3::RouteMatch {
-                    path_specifier: Some(
-                        envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier::Prefix(
-                            "/".into(),
-                        ),
-                    ),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
-            crate::replacement::replace(&mut route);
-            *vh = VirtualHost {
-                name: vh.name.clone(),
-                domains: vh.domains.clone(),
-                routes: vec![route],
-                ..Default::default()
-            };
+            *vh = fenced_host(vh, vh.domains.clone());
             any.push((vh.name.clone(), m.clone()));
         }
     }

@@ -150,6 +150,86 @@ fn route_acceptance_rows() {
             hostnames: "[]",
             accepted: ("False", "NotAllowedByListeners"),
         },
+        Row {
+            name: "from: Selector without a selector selects nothing (not every namespace)",
+            listeners: "  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: Selector}}}\n",
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra}",
+            hostnames: "[]",
+            accepted: ("False", "NotAllowedByListeners"),
+        },
+        Row {
+            name: "from: Selector with a misspelt selector selects nothing",
+            listeners: "  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: Selector, selectr: {matchLabels: {kubernetes.io/metadata.name: app}}}}}\n",
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra}",
+            hostnames: "[]",
+            accepted: ("False", "NotAllowedByListeners"),
+        },
+        Row {
+            name: "from: Selector with an empty selector selects nothing",
+            listeners: "  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: Selector, selector: {}}}}\n",
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra}",
+            hostnames: "[]",
+            accepted: ("False", "NotAllowedByListeners"),
+        },
+        Row {
+            name: "from: Selector with empty matchLabels selects nothing",
+            listeners: "  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {}}}}}\n",
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra}",
+            hostnames: "[]",
+            accepted: ("False", "NotAllowedByListeners"),
+        },
+        Row {
+            name: "a route only on an unaccepted listener is not accepted",
+            listeners: "  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}\n  - {name: tcp, protocol: TCP, port: 90, allowedRoutes: {namespaces: {from: All}}}\n",
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra, sectionName: tcp}",
+            hostnames: "[]",
+            accepted: ("False", "NotAllowedByListeners"),
+        },
+        Row {
+            name: "a route only on a listener with an invalid hostname is not accepted",
+            listeners: "  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}\n  - {name: bad, protocol: HTTP, port: 80, hostname: \"a\\nb.example.com\", allowedRoutes: {namespaces: {from: All}}}\n",
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra, sectionName: bad}",
+            hostnames: "[]",
+            accepted: ("False", "NotAllowedByListeners"),
+        },
+        Row {
+            name: "a route only on a listener with an invalid name is not accepted",
+            listeners: "  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}\n  - {name: Bad_Name, protocol: HTTP, port: 81, allowedRoutes: {namespaces: {from: All}}}\n",
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra, sectionName: Bad_Name}",
+            hostnames: "[]",
+            accepted: ("False", "NotAllowedByListeners"),
+        },
+        Row {
+            name: "a route only on a conflicted listener is not accepted",
+            listeners: "  - {name: a, protocol: HTTP, port: 80, hostname: x.com, allowedRoutes: {namespaces: {from: All}}}\n  - {name: b, protocol: HTTP, port: 80, hostname: x.com, allowedRoutes: {namespaces: {from: All}}}\n",
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra, sectionName: b}",
+            hostnames: "[]",
+            accepted: ("False", "NotAllowedByListeners"),
+        },
+        Row {
+            name: "a route whose only hostname has a LF is refused, not a catch-all",
+            listeners: ALL_HTTP,
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra}",
+            hostnames: "[\"a\\nb.example.com\"]",
+            accepted: ("False", "UnsupportedValue"),
+        },
+        Row {
+            name: "a route with one valid hostname beside an invalid one attaches",
+            listeners: ALL_HTTP,
+            route_ns: "app",
+            parent: "{name: gw, namespace: infra}",
+            hostnames: "[ok.example.com, \"a\\u0000b.example.com\"]",
+            accepted: ("True", "Accepted"),
+        },
     ];
     let mut failures = Vec::new();
     for row in &rows {
@@ -181,6 +261,55 @@ fn attached_routes_counts_only_accepted_attachments() {
     assert_eq!(
         listener_status(&out, ("infra", "gw"), "b").map(|l| l["attachedRoutes"].clone()),
         Some(0.into())
+    );
+}
+
+#[test]
+fn invalid_route_hostnames_are_never_programmed_and_are_named() {
+    let yaml = gateway(ALL_HTTP)
+        + &route(
+            "app",
+            "mixed",
+            "{name: gw, namespace: infra}",
+            "[ok.example.com, \"a\\rb.example.com\"]",
+        )
+        + &route(
+            "app",
+            "bad",
+            "{name: gw, namespace: infra}",
+            "[\"x\\ny.example.com\"]",
+        );
+    let out = run(&yaml);
+    let domains: Vec<String> = out.gateways["infra/gw"]
+        .route_configurations()
+        .into_iter()
+        .flat_map(|rc| rc.virtual_hosts)
+        .flat_map(|vh| vh.domains)
+        .collect();
+    assert_eq!(
+        domains,
+        ["ok.example.com"],
+        "neither the bad hostname nor a catch-all is programmed"
+    );
+    let pi = parent_condition(&out, ("app", "mixed"), "gw", "PartiallyInvalid").expect("PartiallyInvalid");
+    assert!(
+        pi["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("spec.hostnames[1]")),
+        "{pi}"
+    );
+    assert_eq!(
+        listener_status(&out, ("infra", "gw"), "http").map(|l| l["attachedRoutes"].clone()),
+        Some(1.into()),
+        "the refused route is not counted"
+    );
+    assert!(
+        out.diagnostics
+            .iter()
+            .any(|d| d.message.contains("spec.hostnames[0]")
+                && d.object.as_deref() == Some("HTTPRoute app/bad")),
+        "{:?}",
+        out.diagnostics
     );
 }
 

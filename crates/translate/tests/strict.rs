@@ -184,6 +184,97 @@ fn a_rejected_match_fences_only_its_virtual_host() {
 }
 
 #[test]
+fn a_domain_envoy_rejects_drops_only_that_host() {
+    // STANDARD refuses such a hostname (`hostname::route_hostname_problems`),
+    // so the domain is written into the xDS directly: this exercises the
+    // STRICT path for whatever reaches a virtual host's domains unchecked.
+    let (key, mut gw) = generated_gateway();
+    let before = gw.routes[0].decode();
+    let rc_name = before.name.clone();
+    let bad_host = before.virtual_hosts[0].name.clone();
+    gw.routes[0].edit(|rc| rc.virtual_hosts[0].domains = vec!["a\nb.example.com".into()]);
+    let envoy = RealEnvoy::default();
+    let findings = check_gateway(&key, &mut gw, &envoy);
+    assert!(
+        findings.replaced_configs.is_empty(),
+        "the route configuration {rc_name} must not be replaced whole: {findings:?}"
+    );
+    assert_eq!(findings.dropped_domains.len(), 1, "{findings:?}");
+    assert_eq!(findings.dropped_domains[0].virtual_host, bad_host);
+    assert_eq!(findings.dropped_domains[0].domain, "a\nb.example.com");
+    let after = gw.routes[0].decode();
+    assert_eq!(
+        after.virtual_hosts[..],
+        before.virtual_hosts[1..],
+        "the host left without a domain is removed, the others are untouched"
+    );
+    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
+    testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");
+}
+
+#[test]
+fn a_bad_domain_beside_good_ones_is_dropped_and_its_host_keeps_serving() {
+    let (key, mut gw) = generated_gateway();
+    let before = gw.routes[0].decode();
+    let good = before.virtual_hosts[0].domains[0].clone();
+    gw.routes[0].edit(|rc| {
+        rc.virtual_hosts[0].domains = vec![good.clone(), "x\0y.example.com".into()];
+    });
+    let envoy = RealEnvoy::default();
+    let findings = check_gateway(&key, &mut gw, &envoy);
+    assert!(findings.replaced_configs.is_empty(), "{findings:?}");
+    assert!(findings.replaced_virtual_hosts.is_empty(), "{findings:?}");
+    let dropped: Vec<&str> = findings
+        .dropped_domains
+        .iter()
+        .map(|d| d.domain.as_str())
+        .collect();
+    assert_eq!(dropped, ["x\0y.example.com"]);
+    assert_eq!(
+        gw.routes[0].decode(),
+        before,
+        "only the rejected domain is gone: the host keeps its routes on its valid domain"
+    );
+    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
+    testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");
+}
+
+#[test]
+fn a_bad_domain_on_a_host_with_a_bad_route_fences_that_host_only() {
+    use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
+    use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
+    let (key, mut gw) = generated_gateway();
+    let before = gw.routes[0].decode();
+    let good = before.virtual_hosts[0].domains[0].clone();
+    gw.routes[0].edit(|rc| {
+        rc.virtual_hosts[0].domains = vec![good.clone(), "x\ry.example.com".into()];
+        if let Some(m) = rc.virtual_hosts[0].routes[0].r#match.as_mut() {
+            m.path_specifier = Some(PathSpecifier::SafeRegex(RegexMatcher {
+                regex: "(a)\\1".into(),
+                ..Default::default()
+            }));
+        }
+    });
+    let envoy = RealEnvoy::default();
+    let findings = check_gateway(&key, &mut gw, &envoy);
+    assert!(findings.replaced_configs.is_empty(), "{findings:?}");
+    let dropped: Vec<&str> = findings
+        .dropped_domains
+        .iter()
+        .map(|d| d.domain.as_str())
+        .collect();
+    assert_eq!(dropped, ["x\ry.example.com"]);
+    let after = gw.routes[0].decode();
+    let vh = &after.virtual_hosts[0];
+    assert_eq!(vh.domains, [good], "the valid domain stays, fenced");
+    assert_eq!(vh.routes.len(), 1);
+    assert!(matches!(&vh.routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
+    assert_eq!(after.virtual_hosts[1..], before.virtual_hosts[1..]);
+    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
+    testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");
+}
+
+#[test]
 fn hosts_that_only_fail_together_replace_the_route_configuration() {
     let (key, mut gw) = generated_gateway();
     let rc_name = gw.routes[0].name.clone();
@@ -200,6 +291,56 @@ fn hosts_that_only_fail_together_replace_the_route_configuration() {
     assert!(matches!(&routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
     let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
     testkit::envoy::validate(&bootstrap).expect("the replaced configuration is accepted by Envoy");
+}
+
+/// The real Envoy with the cache a serving validator keeps: content it
+/// accepted once is not checked again.
+#[derive(Default)]
+struct Remembering {
+    envoy: RealEnvoy,
+    good: std::sync::Mutex<std::collections::HashSet<u64>>,
+}
+
+impl Validator for Remembering {
+    fn validate(&self, batch: &[Candidate]) -> Vec<Verdict> {
+        self.envoy.validate(batch)
+    }
+    fn known_good(&self, key: u64) -> bool {
+        self.good.lock().is_ok_and(|g| g.contains(&key))
+    }
+    fn remember_good(&self, keys: &[u64]) {
+        if let Ok(mut g) = self.good.lock() {
+            g.extend(keys.iter().copied());
+        }
+    }
+}
+
+#[test]
+fn a_host_level_rejection_with_every_route_known_good_terminates() {
+    // An edit that only breaks the hosts (here one domain in two hosts)
+    // while every route was accepted before leaves no route to bisect: the
+    // bisection once pushed the empty set back for ever.
+    let (key, mut gw) = generated_gateway();
+    let validator = std::sync::Arc::new(Remembering::default());
+    let findings = check_gateway(&key, &mut gw, validator.as_ref());
+    assert!(findings.replaced_configs.is_empty(), "{findings:?}");
+    gw.routes[0].edit(|rc| rc.virtual_hosts[1].domains = rc.virtual_hosts[0].domains.clone());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let v = validator.clone();
+    std::thread::spawn(move || {
+        let findings = check_gateway(&key, &mut gw, v.as_ref());
+        let _ = tx.send((findings, gw));
+    });
+    let (findings, gw) = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the STRICT check must terminate");
+    assert_eq!(findings.replaced_configs.len(), 1, "{findings:?}");
+    assert!(
+        findings.rejected_routes.is_empty(),
+        "no route is to blame for a host-level rejection: {findings:?}"
+    );
+    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, "gw", &Default::default());
+    testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");
 }
 
 #[test]

@@ -61,9 +61,29 @@ fn http_filters(gw: &Gateway, chain: &Chain) -> Vec<HttpFilter> {
     out
 }
 
+/// Every HCM portcullis generates (HTTP and HTTPS, xDS and static
+/// bootstrap, which keeps the HCM and only inlines its routes) normalizes
+/// the request path before any HTTP filter or routing sees it, as Envoy's
+/// edge-proxy best practices recommend: RFC 3986 normalization (`.` and `..`
+/// segments resolved, percent-encoded unreserved characters decoded), adjacent
+/// slashes merged, and a path with an escaped slash (`%2F`, `%5C`) answered
+/// with a redirect to its unescaped form, so that route matching, guards,
+/// per-route policies and the upstream all see one spelling of the path: a
+/// fenced `/admin` cannot be reached as `/./admin`, `//admin` or `/%61dmin`
+/// (README, "Path normalization"). Case is not folded: Gateway API paths are
+/// case-sensitive. A trailing dot in the Host is stripped for the same
+/// reason.
 fn hcm(gw: &Gateway, chain: &Chain, stat_prefix: &str) -> Filter {
     let hcm = HttpConnectionManager {
         stat_prefix: stat_prefix.into(),
+        normalize_path: Some(envoy_types::pb::google::protobuf::BoolValue { value: true }),
+        merge_slashes: true,
+        path_with_escaped_slashes_action:
+            http_connection_manager::PathWithEscapedSlashesAction::UnescapeAndRedirect as i32,
+        // `Host: a.example.com.` is the same name as `a.example.com`: without
+        // this it matches no host's domains and falls to a wildcard or `*`
+        // host, past the fences of its own.
+        strip_trailing_host_dot: true,
         codec_type: http_connection_manager::CodecType::Auto as i32,
         route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
             config_source: Some(super::ads()),
