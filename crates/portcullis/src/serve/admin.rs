@@ -23,6 +23,7 @@ pub fn router(state: Arc<State>) -> Router {
 }
 
 async fn metrics(AxState(state): AxState<Arc<State>>) -> Response {
+    state.refresh_provider_metrics();
     (
         [(
             header::CONTENT_TYPE,
@@ -34,14 +35,9 @@ async fn metrics(AxState(state): AxState<Arc<State>>) -> Response {
 }
 
 async fn readyz(AxState(state): AxState<Arc<State>>) -> Response {
-    if state.read().ready {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the initial configuration is not served yet\n",
-        )
-            .into_response()
+    match state.readiness() {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")).into_response(),
     }
 }
 

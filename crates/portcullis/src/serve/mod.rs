@@ -60,7 +60,11 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    rt.block_on(serve(args))?;
+    let result = rt.block_on(serve(args));
+    // Dropping a runtime waits for every blocking task; one stuck in the
+    // kernel (a read on a hung mount) must not keep a stopped serve alive.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    result?;
     Ok(std::process::ExitCode::SUCCESS)
 }
 
@@ -104,10 +108,23 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
         .map_err(anyhow::Error::msg)?;
     tracing::info!(%mode, "route replacement mode");
 
-    // Nothing is served before the initial load is translated.
-    let (provider, mut inputs) =
-        provider::FileProvider::start(args.dir.clone(), provider::Options::default())
-            .with_context(|| format!("cannot watch {}", args.dir.display()))?;
+    // Nothing is served before the initial load is translated. The load
+    // runs off the async workers and races the shutdown signal, so a stop
+    // is honoured even while it runs.
+    let mut shutdown = std::pin::pin!(shutdown);
+    let dir = args.dir.clone();
+    let starting =
+        tokio::task::spawn_blocking(move || provider::FileProvider::start(dir, provider::Options::default()));
+    let (provider, mut inputs) = tokio::select! {
+        started = starting => started
+            .context("the file provider's initial load failed")?
+            .with_context(|| format!("cannot watch {}", args.dir.display()))?,
+        () = &mut shutdown => {
+            tracing::info!("stopped during the initial load");
+            return Ok(());
+        }
+    };
+    let _ = state.provider.set(provider.health());
 
     let xds_listener = tokio::net::TcpListener::bind(args.xds_address)
         .await
@@ -226,7 +243,6 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
     let admin_task = tokio::spawn(axum::serve(admin_listener, admin::router(state.clone())).into_future());
     tracing::info!(xds = %args.xds_address, admin = %args.admin_address, dir = %args.dir.display(), "portcullis is serving");
 
-    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
             changed = inputs.changed() => {

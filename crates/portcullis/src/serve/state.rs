@@ -2,7 +2,8 @@
 //! observer and the admin API.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
 
 use translate::status::StatusBody;
 
@@ -31,6 +32,26 @@ pub struct Current {
 pub struct State {
     pub current: RwLock<Current>,
     pub metrics: Metrics,
+    /// The file provider's health, once it has started.
+    pub provider: OnceLock<provider::Health>,
+}
+
+/// A provider busy with one burst for longer than this is stuck: edits
+/// are not being applied, so `/readyz` says not ready. Each file read has
+/// a deadline of `provider::READ_DEADLINE` (5 s), so a healthy provider
+/// never comes close.
+pub const PROVIDER_STUCK_AFTER: Duration = Duration::from_secs(15);
+
+/// Why `serve` is not ready.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    #[error("the initial configuration is not served yet")]
+    Initial,
+    #[error(
+        "the file provider has been processing one change for {0} s (limit {limit} s): edits are not being applied",
+        limit = PROVIDER_STUCK_AFTER.as_secs()
+    )]
+    ProviderStuck(u64),
 }
 
 impl State {
@@ -38,7 +59,35 @@ impl State {
         Arc::new(Self {
             current: RwLock::new(Current::default()),
             metrics: Metrics::new(),
+            provider: OnceLock::new(),
         })
+    }
+
+    /// Ready once the first snapshot is served, and while the file
+    /// provider keeps up.
+    pub fn readiness(&self) -> Result<(), NotReady> {
+        if !self.read().ready {
+            return Err(NotReady::Initial);
+        }
+        let busy = self.provider.get().and_then(provider::Health::busy_for);
+        match busy {
+            Some(busy) if busy >= PROVIDER_STUCK_AFTER => Err(NotReady::ProviderStuck(busy.as_secs())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Brings the provider gauges up to date (before `/metrics` renders).
+    pub fn refresh_provider_metrics(&self) {
+        let Some(health) = self.provider.get() else { return };
+        let busy = health.busy_for().unwrap_or_default();
+        self.metrics.provider_busy_seconds.set(busy.as_secs_f64());
+        let stuck = i64::from(busy >= PROVIDER_STUCK_AFTER);
+        self.metrics.provider_stuck.set(stuck);
+        let timeouts = health.read_timeouts();
+        let counted = self.metrics.provider_read_timeouts.get();
+        if timeouts > counted {
+            self.metrics.provider_read_timeouts.inc_by(timeouts - counted);
+        }
     }
 
     pub fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
