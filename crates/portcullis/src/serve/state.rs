@@ -193,11 +193,14 @@ impl xds::Observer for Observer {
             .xds_nacks
             .get_or_create(&labels(node, type_url))
             .inc();
+        // Without the proto dump Envoy may append: it can hold a rejected
+        // Secret's key, and logs must not.
+        let reason = translate::strict::envoy_reason(message);
         tracing::error!(
             gateway = node,
             type_url,
             version,
-            message,
+            message = reason.as_str(),
             "Envoy rejected configuration (NACK)"
         );
         self.0.write().nacks.entry(node.to_string()).or_default().insert(
@@ -205,8 +208,7 @@ impl xds::Observer for Observer {
             Nack {
                 type_url: type_url.into(),
                 version: version.into(),
-                // Without the proto dump Envoy appends.
-                message: translate::strict::envoy_reason(message),
+                message: reason,
             },
         );
     }
