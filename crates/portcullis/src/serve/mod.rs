@@ -151,10 +151,35 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
         ..Default::default()
     };
     let mut loopbacks: BTreeMap<String, String> = BTreeMap::new();
+    // The data plane must not reach the control plane: tenants' endpoints
+    // may not name these listeners (see translate::endpoint_guard).
+    let mut reserved = vec![
+        translate::endpoint_guard::Reserved {
+            address: admin_listener.local_addr()?,
+            what: "portcullis's admin API".into(),
+        },
+        translate::endpoint_guard::Reserved {
+            address: xds_listener.local_addr()?,
+            what: "portcullis's xDS server".into(),
+        },
+    ];
+    if let Some(address) = validator.as_ref().and_then(|v| v.xds_address()) {
+        reserved.push(translate::endpoint_guard::Reserved {
+            address,
+            what: "the STRICT validator's xDS server".into(),
+        });
+    }
+    let refuse_loopback = args.mode.refuse_loopback_endpoints()?;
 
     let mut apply = |snapshot: &Arc<provider::Snapshot>, supervisor: &mut Option<envoy::Supervisor>| {
         let started = Instant::now();
         settings.transition_time = now_rfc3339();
+        // Read again each time: the host's addresses may change.
+        settings.endpoint_guard = translate::endpoint_guard::EndpointGuard {
+            refuse_loopback,
+            reserved: reserved.clone(),
+            local_addresses: local_addresses(),
+        };
         if args.loopback_per_gateway {
             for g in &snapshot.loaded.inputs.gateways {
                 let key = format!(
@@ -261,6 +286,36 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
     xds_task.abort();
     admin_task.abort();
     Ok(())
+}
+
+/// The host's own addresses (Linux: `/proc/net/fib_trie` and
+/// `/proc/net/if_inet6`), for reserved listeners bound to an unspecified
+/// address; `None` when they cannot be read (the guard then refuses such
+/// a listener's port on every address).
+fn local_addresses() -> Option<Vec<std::net::IpAddr>> {
+    let trie = std::fs::read_to_string("/proc/net/fib_trie").ok()?;
+    let mut out = Vec::new();
+    let mut previous = "";
+    for line in trie.lines() {
+        // "|-- 10.0.0.5" followed by "/32 host LOCAL": an address of the host.
+        if line.trim() == "/32 host LOCAL"
+            && let Some(ip) = previous.trim().strip_prefix("|-- ")
+            && let Ok(ip) = ip.parse::<std::net::Ipv4Addr>()
+        {
+            out.push(std::net::IpAddr::V4(ip));
+        }
+        previous = line;
+    }
+    // Without IPv6 the file is absent: no IPv6 address then.
+    for line in std::fs::read_to_string("/proc/net/if_inet6").unwrap_or_default().lines() {
+        let Some(hex) = line.split_whitespace().next() else { continue };
+        if let Ok(bits) = u128::from_str_radix(hex, 16) {
+            out.push(std::net::IpAddr::V6(std::net::Ipv6Addr::from(bits)));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Some(out)
 }
 
 /// Current UTC time as RFC 3339 (seconds), without a date crate.
