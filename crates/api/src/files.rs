@@ -108,7 +108,9 @@ impl Root {
         let real = match fs::canonicalize(path) {
             Ok(real) => real,
             // Nothing there at all, not even a dangling link: gone.
-            Err(source) if source.kind() == io::ErrorKind::NotFound && fs::symlink_metadata(path).is_err() => {
+            Err(source)
+                if source.kind() == io::ErrorKind::NotFound && fs::symlink_metadata(path).is_err() =>
+            {
                 return Err(FileError::Io { source });
             }
             Err(source) if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
@@ -184,7 +186,9 @@ fn open_nonblocking(path: &Path) -> Result<File, FileError> {
 fn read_capped(file: File) -> Result<Vec<u8>, FileError> {
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     if len > MAX_FILE_BYTES {
-        return Err(FileError::TooLarge { limit: MAX_FILE_BYTES });
+        return Err(FileError::TooLarge {
+            limit: MAX_FILE_BYTES,
+        });
     }
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
     // The file may grow while it is read: never take more than the cap + 1.
@@ -192,7 +196,9 @@ fn read_capped(file: File) -> Result<Vec<u8>, FileError> {
         .read_to_end(&mut bytes)
         .map_err(|source| FileError::Io { source })?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(FileError::TooLarge { limit: MAX_FILE_BYTES });
+        return Err(FileError::TooLarge {
+            limit: MAX_FILE_BYTES,
+        });
     }
     Ok(bytes)
 }

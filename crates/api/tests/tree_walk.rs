@@ -52,7 +52,10 @@ fn diagnostics(loaded: &Loaded, dir: &Path) -> Vec<(String, String)> {
         .map(|d| {
             assert_eq!(d.severity, Severity::Error, "{d:?}");
             let file = d.file.clone().unwrap_or_default();
-            (file.strip_prefix(&prefix).unwrap_or(&file).to_string(), d.message.clone())
+            (
+                file.strip_prefix(&prefix).unwrap_or(&file).to_string(),
+                d.message.clone(),
+            )
         })
         .collect()
 }
@@ -81,7 +84,10 @@ fn a_fifo_or_a_device_named_yaml_is_reported_and_the_rest_loads() {
     let fifo = "not a regular file (a FIFO); only regular files are read".to_string();
     assert_eq!(
         diagnostics(&loaded, dir.path()),
-        [("fifo.yaml".to_string(), fifo.clone()), ("sub/pipe.json".to_string(), fifo)]
+        [
+            ("fifo.yaml".to_string(), fifo.clone()),
+            ("sub/pipe.json".to_string(), fifo)
+        ]
     );
 }
 
@@ -186,7 +192,10 @@ fn root_read_refuses_what_the_walk_would_refuse() {
         let _ = tx.send(r.read(&fifo));
     });
     let fifo = rx.recv_timeout(DEADLINE).expect("reading a FIFO must not block");
-    assert!(matches!(fifo, Err(FileError::NotRegular { kind: "a FIFO" })), "{fifo:?}");
+    assert!(
+        matches!(fifo, Err(FileError::NotRegular { kind: "a FIFO" })),
+        "{fifo:?}"
+    );
     let link = root.read(&dir.path().join("link.yaml"));
     assert!(matches!(link, Err(FileError::Escapes { .. })), "{link:?}");
     let gone = root.read(&dir.path().join("gone.yaml"));

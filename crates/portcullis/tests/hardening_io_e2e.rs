@@ -78,15 +78,20 @@ fn a_fifo_in_the_watched_directory_does_not_freeze_serve() {
     std::os::unix::fs::symlink("/dev/zero", manifests.join("zero.yaml")).expect("symlink");
 
     let mut serve = start(&dir, xds, admin);
-    wait_for("Envoy to serve /a beside the FIFO", Duration::from_secs(60), || {
-        http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200)
-    });
+    wait_for(
+        "Envoy to serve /a beside the FIFO",
+        Duration::from_secs(60),
+        || http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200),
+    );
     let (_, _, status) = http(admin, "admin", "/api/status").expect("status");
     assert!(
         status.contains("fifo.yaml") && status.contains("not a regular file (a FIFO)"),
         "{status}"
     );
-    assert!(status.contains("zero.yaml") && status.contains("/dev/zero"), "{status}");
+    assert!(
+        status.contains("zero.yaml") && status.contains("/dev/zero"),
+        "{status}"
+    );
 
     // A later edit of a valid file is applied: a new route reaches Envoy.
     assert_eq!(http(gw_port, "x", "/new").map(|r| r.0), Some(404));
@@ -227,7 +232,11 @@ fn the_admin_api_never_returns_a_private_key() {
             .args(["--admin", &admin_address])
             .output()
             .expect("run portcullis");
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         responses.push((
             format!("portcullis {}", args.join(" ")),
             format!(
@@ -337,7 +346,10 @@ endpoints: [{{addresses: ["169.254.169.254"]}}]
             !body.contains("\"generation\"") && !body.contains("\"gateways\""),
             "admin content through the Gateway:\n{body}"
         );
-        assert_eq!(status, 503, "no endpoint left: Envoy's answer for a backend without endpoints");
+        assert_eq!(
+            status, 503,
+            "no endpoint left: Envoy's answer for a backend without endpoints"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(http(gw_port, "x", "/api/status").map(|r| r.0), Some(503));

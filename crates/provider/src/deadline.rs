@@ -81,7 +81,10 @@ impl Reader {
             .name("portcullis-read".into())
             .spawn(move || {
                 let _ = done.send(read());
-                registry.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+                registry
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&key);
             });
         if let Err(error) = spawned {
             in_flight().remove(path);

@@ -593,7 +593,10 @@ fn start_with_deadline(dir: &TempDir) -> (FileProvider, watch::Receiver<Arc<Snap
 }
 
 fn mkfifo(path: &Path) {
-    let status = std::process::Command::new("mkfifo").arg(path).status().expect("run mkfifo");
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
     assert!(status.success(), "mkfifo {}", path.display());
 }
 
@@ -613,7 +616,10 @@ async fn a_fifo_in_the_directory_is_reported_and_does_not_freeze_the_provider() 
     let s = rx.borrow().clone();
     assert_eq!(names(&s), ["a"]);
     let d = diagnostic_for(&s, &dir.name("fifo.yaml")).expect("the FIFO is reported");
-    assert_eq!(d.message, "not a regular file (a FIFO); only regular files are read");
+    assert_eq!(
+        d.message,
+        "not a regular file (a FIFO); only regular files are read"
+    );
 
     // Edits are still applied: the provider is not stuck on the FIFO.
     dir.write("a.yaml", route("a2"));
@@ -652,8 +658,10 @@ async fn links_out_of_the_directory_are_not_followed() {
     for (link, target) in [("escape.yaml", out.join("x.yaml")), ("escape-dir", out.join("d"))] {
         let d = diagnostic_for(&s, &dir.name(link)).unwrap_or_else(|| panic!("{link} reported"));
         assert!(
-            d.message
-                .starts_with(&format!("symbolic link to {}, outside the directory", target.display())),
+            d.message.starts_with(&format!(
+                "symbolic link to {}, outside the directory",
+                target.display()
+            )),
             "{}",
             d.message
         );

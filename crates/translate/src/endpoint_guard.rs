@@ -296,7 +296,16 @@ mod tests {
         ] {
             assert_eq!(g.judge(ip(addr), 80), Some(why), "{addr}");
         }
-        for addr in ["10.0.0.1", "192.168.1.1", "8.8.8.8", "127.0.0.1", "::1", "fd00::1", "2001:db8::1", "fec0::1"] {
+        for addr in [
+            "10.0.0.1",
+            "192.168.1.1",
+            "8.8.8.8",
+            "127.0.0.1",
+            "::1",
+            "fd00::1",
+            "2001:db8::1",
+            "fec0::1",
+        ] {
             assert_eq!(g.judge(ip(addr), 80), None, "{addr}");
         }
     }
@@ -304,12 +313,19 @@ mod tests {
     #[test]
     fn ipv4_embedded_in_ipv6_is_judged_as_the_ipv4() {
         let g = EndpointGuard::default();
-        for addr in ["::ffff:169.254.169.254", "::169.254.169.254", "64:ff9b::169.254.169.254"] {
+        for addr in [
+            "::ffff:169.254.169.254",
+            "::169.254.169.254",
+            "64:ff9b::169.254.169.254",
+        ] {
             assert_eq!(g.judge(ip(addr), 80), Some(Refusal::LinkLocal), "{addr}");
         }
         assert_eq!(g.judge(ip("::ffff:0.0.0.0"), 80), Some(Refusal::Unspecified));
         assert_eq!(g.judge(ip("::ffff:224.0.0.1"), 80), Some(Refusal::Multicast));
-        assert_eq!(g.judge(ip("::ffff:255.255.255.255"), 80), Some(Refusal::Broadcast));
+        assert_eq!(
+            g.judge(ip("::ffff:255.255.255.255"), 80),
+            Some(Refusal::Broadcast)
+        );
         let strict = EndpointGuard {
             refuse_loopback: true,
             ..EndpointGuard::default()
@@ -347,7 +363,14 @@ mod tests {
         assert!(!reserved("127.0.0.1", 19001));
         assert!(!reserved("10.1.2.3", 19000));
         // Bound to 0.0.0.0:18000: every loopback and local address.
-        for addr in ["127.0.0.1", "127.0.0.2", "::1", "10.1.2.3", "fd00::5", "::ffff:10.1.2.3"] {
+        for addr in [
+            "127.0.0.1",
+            "127.0.0.2",
+            "::1",
+            "10.1.2.3",
+            "fd00::5",
+            "::ffff:10.1.2.3",
+        ] {
             assert!(reserved(addr, 18000), "{addr}");
         }
         assert!(!reserved("10.9.9.9", 18000));

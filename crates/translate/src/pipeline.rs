@@ -26,7 +26,8 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     let mut out = Output::default();
     let mut index = Index::new(inputs);
     index.endpoint_guard = settings.endpoint_guard.clone();
-    out.diagnostics.extend(crate::endpoint_guard::diagnostics(inputs, &index));
+    out.diagnostics
+        .extend(crate::endpoint_guard::diagnostics(inputs, &index));
     let classes = gatewayclass::process(
         inputs,
         &settings.controller_name,

@@ -307,8 +307,13 @@ fn local_addresses() -> Option<Vec<std::net::IpAddr>> {
         previous = line;
     }
     // Without IPv6 the file is absent: no IPv6 address then.
-    for line in std::fs::read_to_string("/proc/net/if_inet6").unwrap_or_default().lines() {
-        let Some(hex) = line.split_whitespace().next() else { continue };
+    for line in std::fs::read_to_string("/proc/net/if_inet6")
+        .unwrap_or_default()
+        .lines()
+    {
+        let Some(hex) = line.split_whitespace().next() else {
+            continue;
+        };
         if let Ok(bits) = u128::from_str_radix(hex, 16) {
             out.push(std::net::IpAddr::V6(std::net::Ipv6Addr::from(bits)));
         }
