@@ -32,6 +32,8 @@ pub enum ReadFailure {
     StillReading,
     #[error("cannot start a thread to read the file: {0}")]
     Thread(std::io::Error),
+    #[error("reading the file failed unexpectedly (the reading thread panicked); not read")]
+    Panicked,
 }
 
 /// Runs reads with a deadline; counts the ones that overran.
@@ -97,7 +99,7 @@ impl Reader {
                 Err(ReadFailure::Timeout(self.deadline))
             }
             // The thread ended without an answer (it panicked).
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(ReadFailure::Timeout(Duration::ZERO)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(ReadFailure::Panicked),
         }
     }
 }

@@ -210,7 +210,17 @@ pub fn diagnostics(inputs: &api::Inputs, index: &Index<'_>) -> Vec<Diagnostic> {
                 continue;
             }
             for (j, addr) in ep.addresses.iter().enumerate() {
-                let Ok(ip) = addr.parse::<IpAddr>() else { continue };
+                let Ok(ip) = addr.parse::<IpAddr>() else {
+                    // `backend::endpoints` leaves these out too.
+                    out.push(Diagnostic::warning(
+                        Some(label.clone()),
+                        Some(&slice.source),
+                        format!(
+                            "endpoints[{i}].addresses[{j}]: endpoint {addr:?} is not used: not an IP address (FQDN endpoints are not supported)"
+                        ),
+                    ));
+                    continue;
+                };
                 let mut refused: Vec<(Option<u16>, Refusal)> = Vec::new();
                 for &port in &ports {
                     if let Some(r) = guard.judge(ip, port) {

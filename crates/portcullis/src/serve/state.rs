@@ -66,14 +66,8 @@ impl State {
     /// Ready once the first snapshot is served, and while the file
     /// provider keeps up.
     pub fn readiness(&self) -> Result<(), NotReady> {
-        if !self.read().ready {
-            return Err(NotReady::Initial);
-        }
         let busy = self.provider.get().and_then(provider::Health::busy_for);
-        match busy {
-            Some(busy) if busy >= PROVIDER_STUCK_AFTER => Err(NotReady::ProviderStuck(busy.as_secs())),
-            _ => Ok(()),
-        }
+        readiness(self.read().ready, busy)
     }
 
     /// Brings the provider gauges up to date (before `/metrics` renders).
@@ -140,6 +134,18 @@ impl State {
             }
         }
         serde_json::json!({ "status": status, "diagnostics": out.diagnostics })
+    }
+}
+
+/// Ready once the first snapshot is served (`served`), and while the
+/// provider has not been busy with one change for [`PROVIDER_STUCK_AFTER`].
+fn readiness(served: bool, provider_busy: Option<Duration>) -> Result<(), NotReady> {
+    if !served {
+        return Err(NotReady::Initial);
+    }
+    match provider_busy {
+        Some(busy) if busy >= PROVIDER_STUCK_AFTER => Err(NotReady::ProviderStuck(busy.as_secs())),
+        _ => Ok(()),
     }
 }
 
@@ -218,5 +224,29 @@ fn labels(node: &str, type_url: &str) -> XdsLabels {
     XdsLabels {
         gateway: node.into(),
         type_url: xds::types::short(type_url).into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stuck_provider_makes_serve_not_ready() {
+        assert_eq!(readiness(false, None), Err(NotReady::Initial));
+        assert_eq!(readiness(true, None), Ok(()));
+        assert_eq!(readiness(true, Some(Duration::from_secs(2))), Ok(()));
+        let stuck = readiness(true, Some(PROVIDER_STUCK_AFTER + Duration::from_secs(1)));
+        assert_eq!(
+            stuck,
+            Err(NotReady::ProviderStuck(PROVIDER_STUCK_AFTER.as_secs() + 1))
+        );
+        assert_eq!(
+            stuck.err().map(|e| e.to_string()),
+            Some(
+                "the file provider has been processing one change for 16 s (limit 15 s): edits are not being applied"
+                    .to_string()
+            )
+        );
     }
 }
