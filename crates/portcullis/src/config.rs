@@ -115,6 +115,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn refuse_loopback_endpoints_from_flag_or_file() {
+        let dir = std::env::temp_dir().join(format!("portcullis-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let on = dir.join("on.yaml");
+        std::fs::write(&on, "refuseLoopbackEndpoints: true\n").expect("write");
+        let off = dir.join("off.yaml");
+        std::fs::write(&off, "routeReplacementMode: STANDARD\n").expect("write");
+        let args = |config: Option<&Path>, flag: bool| ModeArgs {
+            config: config.map(Path::to_path_buf),
+            route_replacement_mode: None,
+            refuse_loopback_endpoints: flag,
+        };
+        assert!(!args(None, false).refuse_loopback_endpoints().expect("default"));
+        assert!(args(None, true).refuse_loopback_endpoints().expect("flag"));
+        assert!(args(Some(&on), false).refuse_loopback_endpoints().expect("file"));
+        assert!(
+            !args(Some(&off), false)
+                .refuse_loopback_endpoints()
+                .expect("file without it")
+        );
+        assert!(
+            args(Some(&off), true)
+                .refuse_loopback_endpoints()
+                .expect("flag wins")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn precedence_and_errors() {
         let file = ConfigFile {
             route_replacement_mode: Some("STRICT".into()),
