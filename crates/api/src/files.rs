@@ -23,13 +23,15 @@
 //!   `..data -> ..2024_…`). A link loop is reported, never followed
 //!   ([`FileError::Unresolvable`]). The file is then opened by its
 //!   canonical path with `O_NOFOLLOW`, so a last component swapped for a
-//!   link after the check is refused rather than followed. A directory
-//!   component swapped for a link in that window is not caught (that
-//!   needs `openat2(RESOLVE_BENEATH)`, which the standard library does not
-//!   offer and `unsafe_code = "forbid"` rules out calling directly).
+//!   link after the check is refused rather than followed, and the path
+//!   the kernel actually opened (`/proc/self/fd/N`) is checked against the
+//!   root again, which catches a directory component swapped for a link in
+//!   that window (without `/proc` only the checks before the open remain;
+//!   `openat2(RESOLVE_BENEATH)` would need `unsafe`, which is forbidden).
 
 use std::fs::{self, File, Metadata};
 use std::io::{self, Read};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -149,6 +151,17 @@ impl Root {
     pub fn read(&self, path: &Path) -> Result<Vec<u8>, FileError> {
         let real = self.resolve(path)?;
         let file = open_nonblocking(&real)?;
+        // Where the kernel actually opened it (Linux): a directory swapped
+        // for a link between `resolve` and the open shows here.
+        if let Ok(opened) = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            && opened.is_absolute()
+            && !opened.starts_with(&self.canonical)
+        {
+            return Err(FileError::Escapes {
+                target: opened,
+                root: self.canonical.clone(),
+            });
+        }
         read_capped(file)
     }
 }

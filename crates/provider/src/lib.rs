@@ -255,13 +255,18 @@ impl FileProvider {
         let mut watcher = {
             let shared = shared.clone();
             let queue = queue.clone();
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            let handler = move |event: notify::Result<notify::Event>| {
                 if let Some(paths) = classify(event) {
                     let at = Instant::now();
                     shared.forward(&queue, Signal { at, paths });
                 }
-            })
-            .map_err(watch_error)?
+            };
+            // Links are not followed by the watch: a tenant's link to `/`
+            // would otherwise add a watch for every directory of the file
+            // system (or fail the start on the first unreadable one). Links
+            // inside the root lead to directories that are watched anyway.
+            let config = notify::Config::default().with_follow_symlinks(false);
+            notify::RecommendedWatcher::new(handler, config).map_err(watch_error)?
         };
         watcher
             .watch(&dir, RecursiveMode::Recursive)
