@@ -9,6 +9,7 @@
 //! document is still loaded.
 
 pub mod diagnostic;
+pub mod files;
 pub mod inputs;
 pub mod loader;
 pub mod policy;

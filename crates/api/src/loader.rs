@@ -40,6 +40,7 @@ use std::path::{Path, PathBuf};
 
 use serde_saphyr::{MessageFormatter, NonFiniteFloatPolicy, UserMessageFormatter};
 
+use crate::files::{self, Entry, FileError, Root};
 use crate::{Diagnostic, Inputs, Severity, Source};
 use objects::Sink;
 use tree::Node;
@@ -81,17 +82,21 @@ pub fn load_path(path: &Path) -> Result<Loaded, LoadError> {
     let metadata = fs::metadata(path).map_err(read_error)?;
     let mut sink = Sink::default();
     if metadata.is_dir() {
+        let root = Root::new(path).map_err(read_error)?;
         let mut files = Vec::new();
         let mut visited = HashSet::new();
-        walk(path, true, &mut files, &mut visited, &mut sink).map_err(read_error)?;
+        walk(&root, path, true, &mut files, &mut visited, &mut sink).map_err(read_error)?;
         files.sort();
         on_large_stack(|| {
             for file in files {
-                load_file_into(&mut sink, &file);
+                load_file_into(&mut sink, &root, &file);
             }
         });
     } else {
-        let bytes = fs::read(path).map_err(read_error)?;
+        let bytes = files::read_file(path).map_err(|e| match e {
+            FileError::Io { source } | FileError::Unresolvable { source } => read_error(source),
+            other => read_error(io::Error::other(other)),
+        })?;
         on_large_stack(|| load_bytes_into(&mut sink, &path.display().to_string(), &bytes));
     }
     Ok(finish(sink))
@@ -190,8 +195,11 @@ fn path_error(path: &Path, message: String) -> Diagnostic {
 }
 
 /// Collects manifest files under `dir`. Only a failure to read `dir` itself
-/// when `top` is an error; everything below becomes a diagnostic.
+/// when `top` is an error; everything below becomes a diagnostic. Entries
+/// are judged by [`Root::entry`]: links are followed only inside the root,
+/// and a manifest name on anything but a regular file is reported.
 fn walk(
+    root: &Root,
     dir: &Path,
     top: bool,
     files: &mut Vec<PathBuf>,
@@ -231,17 +239,21 @@ fn walk(
         if hidden {
             continue;
         }
-        match fs::metadata(&path) {
-            Ok(metadata) if metadata.is_dir() => walk(&path, false, files, visited, sink)?,
-            Ok(_) => {
+        match root.entry(&path) {
+            Entry::Dir { .. } => walk(root, &path, false, files, visited, sink)?,
+            Entry::File => {
                 if is_manifest_file(&path) {
                     files.push(path);
                 }
             }
-            Err(error) => {
+            // A link out of the root is reported whatever its name: it may
+            // be a directory of manifests that is silently not read.
+            Entry::Refused(error @ FileError::Escapes { .. }) => {
+                sink.diagnostics.push(path_error(&path, error.to_string()));
+            }
+            Entry::Refused(error) => {
                 if is_manifest_file(&path) {
-                    sink.diagnostics
-                        .push(path_error(&path, format!("cannot read file: {error}")));
+                    sink.diagnostics.push(path_error(&path, error.to_string()));
                 }
             }
         }
@@ -249,12 +261,10 @@ fn walk(
     Ok(())
 }
 
-fn load_file_into(sink: &mut Sink, path: &Path) {
-    match fs::read(path) {
+fn load_file_into(sink: &mut Sink, root: &Root, path: &Path) {
+    match root.read(path) {
         Ok(bytes) => load_bytes_into(sink, &path.display().to_string(), &bytes),
-        Err(error) => sink
-            .diagnostics
-            .push(path_error(path, format!("cannot read file: {error}"))),
+        Err(error) => sink.diagnostics.push(path_error(path, error.to_string())),
     }
 }
 

@@ -3,11 +3,14 @@
 //!
 //! ```yaml
 //! routeReplacementMode: STRICT   # or STANDARD (the default)
+//! refuseLoopbackEndpoints: true  # default false (file mode)
 //! ```
 //!
 //! Precedence: flag, then `PORTCULLIS_ROUTE_REPLACEMENT_MODE`, then the
 //! file, then the default. Any other value is a startup error listing the
-//! allowed ones.
+//! allowed ones. `refuseLoopbackEndpoints` (or the flag
+//! `--refuse-loopback-endpoints`) refuses loopback endpoint addresses, as
+//! the Kubernetes API server does (see `translate::endpoint_guard`).
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +23,7 @@ pub const MODE_ENV: &str = "PORTCULLIS_ROUTE_REPLACEMENT_MODE";
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigFile {
     pub route_replacement_mode: Option<String>,
+    pub refuse_loopback_endpoints: Option<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,9 +79,22 @@ pub struct ModeArgs {
     /// STANDARD (default) or STRICT (also validate with the real Envoy).
     #[arg(long)]
     pub route_replacement_mode: Option<String>,
+    /// Refuse loopback endpoint addresses in EndpointSlices (as Kubernetes
+    /// does); file mode allows them by default.
+    #[arg(long)]
+    pub refuse_loopback_endpoints: bool,
 }
 
 impl ModeArgs {
+    /// Whether loopback endpoints are refused: the flag, else the file.
+    pub fn refuse_loopback_endpoints(&self) -> Result<bool, ConfigError> {
+        if self.refuse_loopback_endpoints {
+            return Ok(true);
+        }
+        let file = self.config.as_deref().map(load).transpose()?;
+        Ok(file.and_then(|f| f.refuse_loopback_endpoints).unwrap_or(false))
+    }
+
     pub fn resolve(&self) -> Result<ReplacementMode, ConfigError> {
         let file = self
             .config
@@ -98,9 +115,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn refuse_loopback_endpoints_from_flag_or_file() {
+        let dir = std::env::temp_dir().join(format!("portcullis-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let on = dir.join("on.yaml");
+        std::fs::write(&on, "refuseLoopbackEndpoints: true\n").expect("write");
+        let off = dir.join("off.yaml");
+        std::fs::write(&off, "routeReplacementMode: STANDARD\n").expect("write");
+        let args = |config: Option<&Path>, flag: bool| ModeArgs {
+            config: config.map(Path::to_path_buf),
+            route_replacement_mode: None,
+            refuse_loopback_endpoints: flag,
+        };
+        assert!(!args(None, false).refuse_loopback_endpoints().expect("default"));
+        assert!(args(None, true).refuse_loopback_endpoints().expect("flag"));
+        assert!(args(Some(&on), false).refuse_loopback_endpoints().expect("file"));
+        assert!(
+            !args(Some(&off), false)
+                .refuse_loopback_endpoints()
+                .expect("file without it")
+        );
+        assert!(
+            args(Some(&off), true)
+                .refuse_loopback_endpoints()
+                .expect("flag wins")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn precedence_and_errors() {
         let file = ConfigFile {
             route_replacement_mode: Some("STRICT".into()),
+            ..Default::default()
         };
         let p = Path::new("portcullis.yaml");
         assert_eq!(
@@ -126,6 +173,7 @@ mod tests {
         );
         let bad = ConfigFile {
             route_replacement_mode: Some("LENIENT".into()),
+            ..Default::default()
         };
         let e = replacement_mode(None, None, Some((p, &bad))).expect_err("unknown value");
         assert!(

@@ -54,16 +54,21 @@
 //! visible file may be a symbolic link into it, as in a Kubernetes
 //! ConfigMap volume) or [`FileProvider::reload_now`] rescans everything.
 //! Files whose bytes did not change are not parsed again, and a burst that
-//! changes no file's objects or diagnostics publishes nothing. Edits to
-//! the target of a symbolic link that points outside the directory are
-//! only seen on such a rescan.
+//! changes no file's objects or diagnostics publishes nothing.
 //!
 //! Reading and parsing run on tokio's blocking pool, never on the async
-//! workers. The snapshot records the time from the first event of its
+//! workers. Only regular files inside the directory are read (links are
+//! followed only when their target is inside it; FIFOs, devices and files
+//! over 16 MiB are reported, see `api::files`), and each read has a
+//! deadline ([`READ_DEADLINE`]), so no single file can stall the provider;
+//! [`Health`] tells how long the current burst has been processing. The snapshot records the time from the first event of its
 //! burst to publication ([`Snapshot::debounce_latency`]), the latency this
 //! coalescing costs.
 
+mod deadline;
 mod tree;
+
+pub use deadline::READ_DEADLINE;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -157,6 +162,9 @@ struct Shared {
     overflow: AtomicBool,
     events: AtomicU64,
     stats: Mutex<Stats>,
+    /// When the burst being processed now started processing; `None` when
+    /// the provider is idle (waiting for events).
+    busy_since: Mutex<Option<Instant>>,
 }
 
 impl Shared {
@@ -178,8 +186,37 @@ pub struct FileProvider {
     watcher: Option<notify::RecommendedWatcher>,
     queue: mpsc::Sender<Signal>,
     shared: Arc<Shared>,
+    reader: deadline::Reader,
     snapshots: watch::Receiver<Arc<Snapshot>>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// Whether the provider is keeping up, for readiness and metrics; cheap to
+/// clone and to query from any thread.
+#[derive(Clone)]
+pub struct Health {
+    shared: Arc<Shared>,
+    reader: deadline::Reader,
+}
+
+impl Health {
+    /// How long the burst being processed now has been running; `None`
+    /// when the provider is idle. Reads have a deadline
+    /// ([`READ_DEADLINE`] per file), so this stays short unless something
+    /// unforeseen blocks the provider: a caller should treat a long busy
+    /// time as a stuck provider (edits are not being applied).
+    pub fn busy_for(&self) -> Option<Duration> {
+        self.shared
+            .busy_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .map(|since| since.elapsed())
+    }
+
+    /// File reads abandoned after [`READ_DEADLINE`] so far.
+    pub fn read_timeouts(&self) -> u64 {
+        self.reader.timeouts()
+    }
 }
 
 impl FileProvider {
@@ -208,6 +245,7 @@ impl FileProvider {
                 generation: 1,
                 ..Stats::default()
             }),
+            busy_since: Mutex::new(None),
         });
         let (queue, signals) = mpsc::channel(QUEUE);
         let watch_error = |source| ProviderError::Watch {
@@ -217,19 +255,25 @@ impl FileProvider {
         let mut watcher = {
             let shared = shared.clone();
             let queue = queue.clone();
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            let handler = move |event: notify::Result<notify::Event>| {
                 if let Some(paths) = classify(event) {
                     let at = Instant::now();
                     shared.forward(&queue, Signal { at, paths });
                 }
-            })
-            .map_err(watch_error)?
+            };
+            // Links are not followed by the watch: a tenant's link to `/`
+            // would otherwise add a watch for every directory of the file
+            // system (or fail the start on the first unreadable one). Links
+            // inside the root lead to directories that are watched anyway.
+            let config = notify::Config::default().with_follow_symlinks(false);
+            notify::RecommendedWatcher::new(handler, config).map_err(watch_error)?
         };
         watcher
             .watch(&dir, RecursiveMode::Recursive)
             .map_err(watch_error)?;
 
         tree.rescan().map_err(read_error)?;
+        let reader = tree.reader();
         let loaded = tree.loaded();
         tracing::info!(
             dir = %dir.display(),
@@ -256,6 +300,7 @@ impl FileProvider {
             watcher: Some(watcher),
             queue,
             shared,
+            reader,
             snapshots: snapshots.clone(),
             task,
         };
@@ -275,6 +320,14 @@ impl FileProvider {
     /// Another receiver of the snapshots.
     pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
         self.snapshots.clone()
+    }
+
+    /// A handle on whether the provider keeps up.
+    pub fn health(&self) -> Health {
+        Health {
+            shared: self.shared.clone(),
+            reader: self.reader.clone(),
+        }
     }
 
     /// The provider's counters.
@@ -366,6 +419,7 @@ async fn run(
         }
 
         let tree = tree.clone();
+        *shared.busy_since.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
         let processed = tokio::task::spawn_blocking(move || {
             let mut tree = tree.lock().unwrap_or_else(PoisonError::into_inner);
             let changed = tree.apply(&batch);
@@ -373,6 +427,7 @@ async fn run(
             (loaded, tree.take_rechecks())
         })
         .await;
+        *shared.busy_since.lock().unwrap_or_else(PoisonError::into_inner) = None;
         let (changed, rechecks) = match processed {
             Ok(processed) => processed,
             Err(error) => {

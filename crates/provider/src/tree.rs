@@ -13,8 +13,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use api::files::{Entry, FileError, Root};
 use api::loader::{self, Loaded};
 use api::{Diagnostic, Source};
+
+use crate::deadline::{self, Reader};
 
 /// What a burst of file-system events asks to look at again.
 #[derive(Debug, Default)]
@@ -85,6 +88,14 @@ pub(crate) struct Tree {
     /// Directories below the root that could not be read, keyed by their
     /// relative path. Files tracked below them keep their last state.
     dir_errors: BTreeMap<PathBuf, Diagnostic>,
+    /// Entries that are not followed because they lead out of the root
+    /// (not manifest files themselves: those are tracked in `files` with
+    /// the refusal as their read error), keyed by relative path.
+    escapes: BTreeMap<PathBuf, Diagnostic>,
+    /// The root as judged for containment; `None` until it resolves.
+    root: Option<Root>,
+    /// Reads files off this thread, with a deadline.
+    reader: Reader,
     /// How long an emptied file keeps its objects (see `reload`).
     empty_grace: Duration,
     /// Files to read again, and when (absolute paths).
@@ -99,15 +110,24 @@ impl Tree {
             std::env::current_dir()?.join(&dir)
         };
         let canonical = fs::canonicalize(&absolute).ok();
+        let root = Root::new(&absolute).ok();
         Ok(Self {
             dir,
             absolute,
             canonical,
             files: BTreeMap::new(),
             dir_errors: BTreeMap::new(),
+            escapes: BTreeMap::new(),
+            root,
+            reader: Reader::new(deadline::READ_DEADLINE),
             empty_grace,
             rechecks: Vec::new(),
         })
+    }
+
+    /// The reader (its counters are the provider's health).
+    pub fn reader(&self) -> Reader {
+        self.reader.clone()
     }
 
     /// Files that must be read again later, with when.
@@ -124,9 +144,10 @@ impl Tree {
     /// be read, and then changes nothing. Returns whether the output changed.
     pub fn rescan(&mut self) -> io::Result<bool> {
         fs::read_dir(&self.absolute)?;
-        if let Ok(canonical) = fs::canonicalize(&self.absolute) {
-            self.canonical = Some(canonical);
-        }
+        // The root may itself be a link that was retargeted.
+        let root = Root::new(&self.absolute)?;
+        self.canonical = Some(root.canonical().to_path_buf());
+        self.root = Some(root);
         Ok(self.reconcile_dir(Path::new("")))
     }
 
@@ -163,10 +184,15 @@ impl Tree {
     /// file's version on disk.
     pub fn loaded(&self) -> Loaded {
         let mut parts = Vec::with_capacity(self.files.len() + 1);
-        if !self.dir_errors.is_empty() {
+        if !self.dir_errors.is_empty() || !self.escapes.is_empty() {
             parts.push(Loaded {
                 inputs: Default::default(),
-                diagnostics: self.dir_errors.values().cloned().collect(),
+                diagnostics: self
+                    .dir_errors
+                    .values()
+                    .chain(self.escapes.values())
+                    .cloned()
+                    .collect(),
             });
         }
         for (rel, state) in &self.files {
@@ -233,25 +259,47 @@ impl Tree {
     /// Brings the state of one path (a file, a directory, or something
     /// gone) in line with the disk.
     fn reconcile(&mut self, rel: &Path) -> bool {
+        let Some(root) = self.root.clone() else {
+            // The root did not resolve: only a rescan can tell more.
+            return false;
+        };
         let path = self.absolute.join(rel);
-        match fs::metadata(&path) {
-            Ok(metadata) if metadata.is_dir() => self.reconcile_dir(rel),
-            Ok(_) => {
+        let manifest = loader::is_manifest_file(rel);
+        let previous_escape = self.escapes.remove(rel);
+        let mut changed = previous_escape.is_some();
+        match root.entry(&path) {
+            Entry::Dir { .. } => changed | self.reconcile_dir(rel),
+            Entry::File => {
                 // It may have been a directory before.
-                let mut changed = self.forget_below(rel, false);
-                if loader::is_manifest_file(rel) {
+                changed |= self.forget_below(rel, false);
+                if manifest {
                     changed |= self.reload(rel);
                 }
                 changed
             }
-            Err(_) if loader::is_manifest_file(rel) => {
-                // Gone (reload forgets it), or there but unreadable (reload
-                // reports it), possibly a directory before.
-                self.forget_below(rel, false) | self.reload(rel)
+            // Gone (reload forgets it), or there but not readable (reload
+            // reports why), possibly a directory before.
+            Entry::Refused(_) if manifest => changed | self.forget_below(rel, false) | self.reload(rel),
+            Entry::Refused(error @ FileError::Escapes { .. }) => {
+                let diagnostic = self.refusal(rel, &error);
+                let changed = self.forget_below(rel, true) || previous_escape.as_ref() != Some(&diagnostic);
+                self.escapes.insert(rel.to_path_buf(), diagnostic);
+                changed
             }
-            Err(error) if error.kind() == io::ErrorKind::NotFound => self.forget_below(rel, true),
+            Entry::Refused(error) if error.is_not_found() => changed | self.forget_below(rel, true),
+            Entry::Refused(FileError::NotRegular { .. }) => changed | self.forget_below(rel, true),
             // Cannot tell what is there now: keep what was read last.
-            Err(_) => false,
+            Entry::Refused(_) => changed,
+        }
+    }
+
+    /// The diagnostic for an entry that is not followed or not read.
+    fn refusal(&self, rel: &Path, error: &FileError) -> Diagnostic {
+        Diagnostic {
+            severity: api::Severity::Error,
+            object: None,
+            file: Some(self.name(rel)),
+            message: error.to_string(),
         }
     }
 
@@ -260,15 +308,23 @@ impl Tree {
     fn reconcile_dir(&mut self, rel: &Path) -> bool {
         let mut found = BTreeSet::new();
         let mut dir_errors = BTreeMap::new();
+        let mut escapes = BTreeMap::new();
         // A link back up to an ancestor is a loop, as in a walk from the root.
         let mut visited: HashSet<PathBuf> = rel
             .ancestors()
             .skip(1)
             .filter_map(|a| fs::canonicalize(self.absolute.join(a)).ok())
             .collect();
-        self.walk(rel, &mut found, &mut dir_errors, &mut visited);
+        self.walk(rel, &mut found, &mut dir_errors, &mut escapes, &mut visited);
 
         let mut changed = false;
+        let old_escapes: Vec<PathBuf> = below(&self.escapes, rel).cloned().collect();
+        for key in old_escapes {
+            changed |= escapes.get(&key) != self.escapes.get(&key);
+            self.escapes.remove(&key);
+        }
+        changed |= escapes.keys().any(|k| !self.escapes.contains_key(k));
+        self.escapes.extend(escapes);
         // A file that was here before the directory was replaced.
         if !rel.as_os_str().is_empty() {
             changed |= self.files.remove(rel).is_some();
@@ -299,15 +355,18 @@ impl Tree {
     }
 
     /// Collects the manifest files under `rel` the way `load_path` does:
-    /// hidden entries skipped, symbolic links followed, each real directory
-    /// visited once. A directory that cannot be read becomes a diagnostic.
+    /// hidden entries skipped, symbolic links followed only inside the root
+    /// (see `api::files`), each real directory visited once. A directory
+    /// that cannot be read, or a link out of the root, becomes a diagnostic.
     fn walk(
         &self,
         rel: &Path,
         found: &mut BTreeSet<PathBuf>,
         dir_errors: &mut BTreeMap<PathBuf, Diagnostic>,
+        escapes: &mut BTreeMap<PathBuf, Diagnostic>,
         visited: &mut HashSet<PathBuf>,
     ) {
+        let Some(root) = &self.root else { return };
         let path = self.absolute.join(rel);
         if let Ok(real) = fs::canonicalize(&path)
             && !visited.insert(real)
@@ -342,14 +401,20 @@ impl Tree {
                 continue;
             }
             let child = rel.join(&name);
-            match fs::metadata(self.absolute.join(&child)) {
-                Ok(metadata) if metadata.is_dir() => self.walk(&child, found, dir_errors, visited),
-                // Unreadable entries are listed too: reading them reports why.
-                _ => {
-                    if loader::is_manifest_file(&child) {
-                        found.insert(child);
-                    }
+            let manifest = loader::is_manifest_file(&child);
+            match root.entry(&self.absolute.join(&child)) {
+                Entry::Dir { .. } => self.walk(&child, found, dir_errors, escapes, visited),
+                // Refused manifest files are listed too: reading them
+                // reports why (and keeps their last good version).
+                Entry::File | Entry::Refused(_) if manifest => {
+                    found.insert(child);
                 }
+                // A link out of the root is reported whatever its name: it
+                // may be a directory of manifests that is not read.
+                Entry::Refused(error @ FileError::Escapes { .. }) => {
+                    escapes.insert(child.clone(), self.refusal(&child, &error));
+                }
+                Entry::File | Entry::Refused(_) => {}
             }
         }
     }
@@ -362,12 +427,19 @@ impl Tree {
             .cloned()
             .collect();
         let errors: Vec<PathBuf> = below(&self.dir_errors, rel).cloned().collect();
-        let changed = !files.is_empty() || !errors.is_empty();
+        let escapes: Vec<PathBuf> = below(&self.escapes, rel)
+            .filter(|p| itself || p.as_path() != rel)
+            .cloned()
+            .collect();
+        let changed = !files.is_empty() || !errors.is_empty() || !escapes.is_empty();
         for path in files {
             self.files.remove(&path);
         }
         for path in errors {
             self.dir_errors.remove(&path);
+        }
+        for path in escapes {
+            self.escapes.remove(&path);
         }
         changed
     }
@@ -379,7 +451,13 @@ impl Tree {
         let name = self.name(rel);
         let previous = self.files.get(rel);
         let good = previous.and_then(|p| p.good.as_ref());
-        let next = match fs::read(&path) {
+        let read = match &self.root {
+            Some(root) => self.reader.read(root, &path),
+            None => Err(deadline::ReadFailure::File(FileError::Io {
+                source: io::Error::other("the watched directory cannot be resolved"),
+            })),
+        };
+        let next = match read {
             Ok(bytes) => {
                 let digest = Digest::of(&bytes);
                 if previous.is_some_and(|p| p.digest == Some(digest)) {
@@ -451,11 +529,11 @@ impl Tree {
                 }
             }
             // Absent (and not a dangling link): the file was deleted.
-            Err(error) if error.kind() == io::ErrorKind::NotFound && fs::symlink_metadata(&path).is_err() => {
+            Err(deadline::ReadFailure::File(error)) if error.is_not_found() => {
                 return self.files.remove(rel).is_some();
             }
             Err(error) => {
-                tracing::warn!(file = %name, %error, "cannot read file; its last good version stays in force");
+                tracing::warn!(file = %name, %error, "file not read; its last good version stays in force");
                 FileState {
                     digest: None,
                     good: good.cloned(),
@@ -464,7 +542,7 @@ impl Tree {
                         severity: api::Severity::Error,
                         object: None,
                         file: Some(name),
-                        message: format!("cannot read file: {error}"),
+                        message: error.to_string(),
                     }]),
                     empty_since: None,
                 }

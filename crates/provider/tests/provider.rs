@@ -575,3 +575,131 @@ async fn a_broken_new_policy_is_published_to_fail_closed() {
     let s = until(&mut rx, "the error", |s| !errors(s).is_empty()).await;
     assert_eq!(policies(&s), [("guard".to_string(), true)]);
 }
+
+/// `start`, failing the test (instead of hanging it) if the initial load
+/// does not return in time. It runs on a plain thread: a blocking-pool task
+/// that never returns would also hang the test runtime's shutdown.
+fn start_with_deadline(dir: &TempDir) -> (FileProvider, watch::Receiver<Arc<Snapshot>>) {
+    let handle = tokio::runtime::Handle::current();
+    let path = dir.path().to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _guard = handle.enter();
+        let _ = tx.send(FileProvider::start(path, Options::default()));
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the initial load must not block on a file")
+        .expect("start")
+}
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+fn diagnostic_for<'a>(s: &'a Snapshot, file: &str) -> Option<&'a api::Diagnostic> {
+    s.loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.file.as_deref() == Some(file) && d.severity == Severity::Error)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_in_the_directory_is_reported_and_does_not_freeze_the_provider() {
+    let dir = TempDir::new("fifo");
+    dir.write("a.yaml", route("a"));
+    mkfifo(&dir.path().join("fifo.yaml"));
+    let (p, mut rx) = start_with_deadline(&dir);
+    let s = rx.borrow().clone();
+    assert_eq!(names(&s), ["a"]);
+    let d = diagnostic_for(&s, &dir.name("fifo.yaml")).expect("the FIFO is reported");
+    assert_eq!(
+        d.message,
+        "not a regular file (a FIFO); only regular files are read"
+    );
+
+    // Edits are still applied: the provider is not stuck on the FIFO.
+    dir.write("a.yaml", route("a2"));
+    until(&mut rx, "the edit beside the FIFO", |s| names(s) == ["a2"]).await;
+    // A FIFO created later (an event on it) is not read either.
+    mkfifo(&dir.path().join("late.yml"));
+    dir.write("b.yaml", route("b"));
+    let s = until(&mut rx, "the late FIFO reported and b added", |s| {
+        names(s) == ["a2", "b"] && diagnostic_for(s, &dir.name("late.yml")).is_some()
+    })
+    .await;
+    assert!(diagnostic_for(&s, &dir.name("fifo.yaml")).is_some());
+    // A full rescan too.
+    settled(&p).await;
+    assert_eq!(p.health().busy_for(), None);
+    assert_eq!(p.health().read_timeouts(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_out_of_the_directory_are_not_followed() {
+    let outside = TempDir::new("outside");
+    outside.write("x.yaml", route("outside-file"));
+    outside.write("d/y.yaml", route("outside-dir"));
+    let dir = TempDir::new("links");
+    dir.write("a.yaml", route("a"));
+    dir.write(".data/cm.yaml", route("inside-link"));
+    std::os::unix::fs::symlink(".data/cm.yaml", dir.path().join("cm.yaml")).expect("symlink");
+    std::os::unix::fs::symlink(outside.path().join("x.yaml"), dir.path().join("escape.yaml"))
+        .expect("symlink");
+    std::os::unix::fs::symlink(outside.path().join("d"), dir.path().join("escape-dir")).expect("symlink");
+    std::os::unix::fs::symlink("loop.yaml", dir.path().join("loop.yaml")).expect("symlink");
+    // A link to `/`: neither read nor watched (watching would walk and
+    // add an inotify watch for every directory of the file system).
+    std::os::unix::fs::symlink("/", dir.path().join("everything")).expect("symlink");
+    let started = Instant::now();
+    let (p, mut rx) = start_with_deadline(&dir);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "start took {:?}",
+        started.elapsed()
+    );
+    let s = rx.borrow().clone();
+    assert_eq!(names(&s), ["a", "inside-link"]);
+    let out = std::fs::canonicalize(outside.path()).expect("canonical");
+    for (link, target) in [("escape.yaml", out.join("x.yaml")), ("escape-dir", out.join("d"))] {
+        let d = diagnostic_for(&s, &dir.name(link)).unwrap_or_else(|| panic!("{link} reported"));
+        assert!(
+            d.message.starts_with(&format!(
+                "symbolic link to {}, outside the directory",
+                target.display()
+            )),
+            "{}",
+            d.message
+        );
+    }
+    assert!(diagnostic_for(&s, &dir.name("loop.yaml")).is_some());
+
+    // Links added while watching, and an inside link retargeted outside
+    // (atomically, as `ln -sfn` through a rename): never followed out.
+    std::os::unix::fs::symlink(outside.path().join("x.yaml"), dir.path().join("later.yaml"))
+        .expect("symlink");
+    std::os::unix::fs::symlink(outside.path().join("d"), dir.path().join(".tmp-link")).expect("symlink");
+    std::fs::rename(dir.path().join(".tmp-link"), dir.path().join("later-dir")).expect("rename");
+    std::os::unix::fs::symlink(outside.path().join("x.yaml"), dir.path().join(".tmp-cm")).expect("symlink");
+    std::fs::rename(dir.path().join(".tmp-cm"), dir.path().join("cm.yaml")).expect("rename");
+    dir.write("b.yaml", route("b"));
+    let s = until(&mut rx, "the new links reported", |s| {
+        names(s).contains(&"b".to_string())
+            && diagnostic_for(s, &dir.name("later.yaml")).is_some()
+            && diagnostic_for(s, &dir.name("later-dir")).is_some()
+            && diagnostic_for(s, &dir.name("cm.yaml")).is_some()
+    })
+    .await;
+    // The retargeted link keeps its last version read inside the root.
+    assert_eq!(names(&s), ["a", "b", "inside-link"]);
+    settled(&p).await;
+    let s = rx.borrow().clone();
+    assert!(
+        !names(&s).iter().any(|n| n.starts_with("outside")),
+        "{:?}",
+        names(&s)
+    );
+}

@@ -162,7 +162,8 @@ pub fn service_cluster(
 }
 
 /// Ready endpoints of a Service port. EndpointSlice ports are matched by the
-/// Service port's name, as kube-proxy does.
+/// Service port's name, as kube-proxy does. Addresses the endpoint guard
+/// refuses ([`crate::endpoint_guard`]) are left out.
 fn endpoints(
     index: &Index<'_>,
     ns: &str,
@@ -203,7 +204,13 @@ fn endpoints(
                 continue;
             }
             for addr in &ep.addresses {
-                if addr.parse::<std::net::IpAddr>().is_ok() {
+                let Ok(ip) = addr.parse::<std::net::IpAddr>() else {
+                    continue;
+                };
+                // Refused addresses (the control plane, link-local, ...) are
+                // left out; `endpoint_guard::diagnostics` reports them.
+                let port = u16::try_from(slice_port).unwrap_or(0);
+                if index.endpoint_guard.judge(ip, port).is_none() {
                     out.push((addr.clone(), slice_port));
                 }
             }

@@ -30,6 +30,8 @@ pub struct Index<'a> {
     /// and each route (built on any thread) would otherwise walk the
     /// EndpointSlices again.
     pub endpoints_memo: std::sync::Mutex<EndpointsMemo<'a>>,
+    /// Which endpoint addresses may be used (from the settings).
+    pub endpoint_guard: crate::endpoint_guard::EndpointGuard,
 }
 
 pub type EndpointsMemo<'a> = HashMap<(&'a str, &'a str, i32), std::sync::Arc<Vec<(String, u32)>>>;
@@ -66,6 +68,7 @@ impl<'a> Index<'a> {
             secrets: by_namespace(inputs.secrets.iter().map(|s| (&s.object.metadata, &s.object))),
             reference_grants: inputs.reference_grants.iter().map(|g| &g.object).collect(),
             endpoints_memo: Default::default(),
+            endpoint_guard: Default::default(),
         }
     }
 

@@ -18,6 +18,7 @@ pub mod backend;
 pub mod binding;
 pub mod default_gateway;
 pub mod duration;
+pub mod endpoint_guard;
 pub mod error;
 pub mod gateway;
 pub mod gatewayclass;

@@ -24,7 +24,10 @@ pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
 /// With a validator: STRICT mode (see [`crate::strict`]).
 pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&dyn Validator>) -> Output {
     let mut out = Output::default();
-    let index = Index::new(inputs);
+    let mut index = Index::new(inputs);
+    index.endpoint_guard = settings.endpoint_guard.clone();
+    out.diagnostics
+        .extend(crate::endpoint_guard::diagnostics(inputs, &index));
     let classes = gatewayclass::process(
         inputs,
         &settings.controller_name,

@@ -23,6 +23,11 @@ pub struct Settings {
     /// take ~0.7x the time for ~+6 MiB; with glibc malloc they gained ~10%
     /// and kept ~100 MiB more (per-thread arenas).
     pub parallelism: Option<usize>,
+    /// Which endpoint addresses tenants' EndpointSlices may use (see
+    /// [`crate::endpoint_guard`]). The default refuses unspecified,
+    /// multicast, broadcast and link-local addresses and allows loopback;
+    /// `serve` adds its own listeners as reserved.
+    pub endpoint_guard: crate::endpoint_guard::EndpointGuard,
 }
 
 impl Settings {
@@ -44,6 +49,7 @@ impl Default for Settings {
             transition_time: "1970-01-01T00:00:00Z".into(),
             gateway_addresses: BTreeMap::new(),
             parallelism: None,
+            endpoint_guard: Default::default(),
         }
     }
 }

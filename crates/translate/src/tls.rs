@@ -180,9 +180,10 @@ fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
                 closed = true;
                 break;
             }
+            // The line is not quoted: it may be key material.
             if l.contains(':') {
                 return Err(format!(
-                    "PEM block {label} has a header line ({l:?}); Envoy does not accept PEM headers"
+                    "PEM block {label} has a header line (a line with ':'); Envoy does not accept PEM headers"
                 ));
             }
             // BoringSSL's base64 skips spaces and tabs inside a block.

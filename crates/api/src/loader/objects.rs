@@ -477,6 +477,14 @@ impl Document<'_> {
                 let path = segments(error.path());
                 let at = self.at(&path);
                 let reason = error.inner().to_string();
+                // serde quotes the offending value ("invalid type: string
+                // \"…\""); a Secret's values are key material, and
+                // diagnostics reach status, logs and the admin API.
+                let reason = if T::KIND == "Secret" {
+                    without_values(&reason)
+                } else {
+                    reason
+                };
                 // serde says "missing field `x`" about the enclosing object;
                 // name the field itself, like the loader's own checks do.
                 let missing = reason
@@ -595,5 +603,19 @@ fn unknown_fields(input: &Value, parsed: &Value, path: &mut Vec<Segment>, out: &
             }
         }
         _ => {}
+    }
+}
+
+/// A serde error message without the value it quotes: only what was
+/// expected, and that the value is not shown.
+fn without_values(reason: &str) -> String {
+    if reason.starts_with("missing field `") {
+        return reason.to_string();
+    }
+    match reason.rsplit_once(", expected ") {
+        Some((_, expected)) => {
+            format!("invalid value (not shown: Secret data is never quoted); expected {expected}")
+        }
+        None => "invalid value (not shown: Secret data is never quoted)".to_string(),
     }
 }

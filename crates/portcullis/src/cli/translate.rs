@@ -47,6 +47,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let loaded = api::loader::load_path(&args.path).with_context(|| "cannot read inputs")?;
     let settings = translate::Settings {
         controller_name: args.controller_name.clone(),
+        endpoint_guard: translate::endpoint_guard::EndpointGuard {
+            refuse_loopback: args.mode.refuse_loopback_endpoints()?,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut output = translate::translate_with(

@@ -1,5 +1,10 @@
 //! The admin HTTP API: `/metrics`, `/healthz`, `/readyz`, `/api/status`,
-//! `/api/config_dump`.
+//! `/api/config_dump`, `/api/views`.
+//!
+//! Nothing here returns key material: `/api/config_dump` passes every
+//! resource through `translate::output::redact` (every field Envoy marks
+//! sensitive, as Envoy's own dump), and the other endpoints are built from
+//! status, diagnostics and views, which never quote Secret data.
 
 use std::sync::Arc;
 
@@ -23,6 +28,7 @@ pub fn router(state: Arc<State>) -> Router {
 }
 
 async fn metrics(AxState(state): AxState<Arc<State>>) -> Response {
+    state.refresh_provider_metrics();
     (
         [(
             header::CONTENT_TYPE,
@@ -34,14 +40,9 @@ async fn metrics(AxState(state): AxState<Arc<State>>) -> Response {
 }
 
 async fn readyz(AxState(state): AxState<Arc<State>>) -> Response {
-    if state.read().ready {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the initial configuration is not served yet\n",
-        )
-            .into_response()
+    match state.readiness() {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")).into_response(),
     }
 }
 
@@ -57,7 +58,11 @@ async fn config_dump(AxState(state): AxState<Arc<State>>) -> Json<serde_json::Va
         .map(|o| {
             o.gateways
                 .iter()
-                .map(|(k, g)| (k.clone(), translate::output::gateway_xds_to_json(g)))
+                // Key material is redacted as in Envoy's own config dump.
+                .map(|(k, g)| {
+                    let redacted = translate::output::redact::gateway(g);
+                    (k.clone(), translate::output::gateway_xds_to_json(&redacted))
+                })
                 .collect()
         })
         .unwrap_or_default();

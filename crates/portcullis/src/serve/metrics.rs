@@ -53,6 +53,12 @@ pub struct Metrics {
     pub replaced_now: Family<ReplacementLabels, Gauge>,
     pub policy_failures: Family<PolicyLabels, Counter>,
     pub validator: crate::validator::ValidatorMetrics,
+    /// How long the file provider has been processing its current burst
+    /// (0 when idle).
+    pub provider_busy_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// 1 while the provider has been busy longer than `PROVIDER_STUCK_AFTER`.
+    pub provider_stuck: Gauge,
+    pub provider_read_timeouts: Counter,
 }
 
 impl Metrics {
@@ -142,6 +148,24 @@ impl Metrics {
             "Duration of one STRICT validation by Envoy",
             validator.duration.clone(),
         );
+        let provider_busy_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "provider_busy_seconds",
+            "How long the file provider has been processing the current change (0 when idle)",
+            provider_busy_seconds.clone(),
+        );
+        let provider_stuck = Gauge::default();
+        registry.register(
+            "provider_stuck",
+            "1 while the file provider has been processing one change for too long (edits are not applied; /readyz fails)",
+            provider_stuck.clone(),
+        );
+        let provider_read_timeouts = Counter::default();
+        registry.register(
+            "provider_read_timeouts",
+            "Manifest file reads abandoned after their deadline (a hung file system)",
+            provider_read_timeouts.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             translation_seconds,
@@ -156,6 +180,9 @@ impl Metrics {
             replaced_now,
             policy_failures,
             validator,
+            provider_busy_seconds,
+            provider_stuck,
+            provider_read_timeouts,
         }
     }
 

@@ -60,7 +60,11 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    rt.block_on(serve(args))?;
+    let result = rt.block_on(serve(args));
+    // Dropping a runtime waits for every blocking task; one stuck in the
+    // kernel (a read on a hung mount) must not keep a stopped serve alive.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    result?;
     Ok(std::process::ExitCode::SUCCESS)
 }
 
@@ -104,10 +108,23 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
         .map_err(anyhow::Error::msg)?;
     tracing::info!(%mode, "route replacement mode");
 
-    // Nothing is served before the initial load is translated.
-    let (provider, mut inputs) =
-        provider::FileProvider::start(args.dir.clone(), provider::Options::default())
-            .with_context(|| format!("cannot watch {}", args.dir.display()))?;
+    // Nothing is served before the initial load is translated. The load
+    // runs off the async workers and races the shutdown signal, so a stop
+    // is honoured even while it runs.
+    let mut shutdown = std::pin::pin!(shutdown);
+    let dir = args.dir.clone();
+    let starting =
+        tokio::task::spawn_blocking(move || provider::FileProvider::start(dir, provider::Options::default()));
+    let (provider, mut inputs) = tokio::select! {
+        started = starting => started
+            .context("the file provider's initial load failed")?
+            .with_context(|| format!("cannot watch {}", args.dir.display()))?,
+        () = &mut shutdown => {
+            tracing::info!("stopped during the initial load");
+            return Ok(());
+        }
+    };
+    let _ = state.provider.set(provider.health());
 
     let xds_listener = tokio::net::TcpListener::bind(args.xds_address)
         .await
@@ -134,10 +151,35 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
         ..Default::default()
     };
     let mut loopbacks: BTreeMap<String, String> = BTreeMap::new();
+    // The data plane must not reach the control plane: tenants' endpoints
+    // may not name these listeners (see translate::endpoint_guard).
+    let mut reserved = vec![
+        translate::endpoint_guard::Reserved {
+            address: admin_listener.local_addr()?,
+            what: "portcullis's admin API".into(),
+        },
+        translate::endpoint_guard::Reserved {
+            address: xds_listener.local_addr()?,
+            what: "portcullis's xDS server".into(),
+        },
+    ];
+    if let Some(address) = validator.as_ref().and_then(|v| v.xds_address()) {
+        reserved.push(translate::endpoint_guard::Reserved {
+            address,
+            what: "the STRICT validator's xDS server".into(),
+        });
+    }
+    let refuse_loopback = args.mode.refuse_loopback_endpoints()?;
 
     let mut apply = |snapshot: &Arc<provider::Snapshot>, supervisor: &mut Option<envoy::Supervisor>| {
         let started = Instant::now();
         settings.transition_time = now_rfc3339();
+        // Read again each time: the host's addresses may change.
+        settings.endpoint_guard = translate::endpoint_guard::EndpointGuard {
+            refuse_loopback,
+            reserved: reserved.clone(),
+            local_addresses: local_addresses(),
+        };
         if args.loopback_per_gateway {
             for g in &snapshot.loaded.inputs.gateways {
                 let key = format!(
@@ -226,7 +268,6 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
     let admin_task = tokio::spawn(axum::serve(admin_listener, admin::router(state.clone())).into_future());
     tracing::info!(xds = %args.xds_address, admin = %args.admin_address, dir = %args.dir.display(), "portcullis is serving");
 
-    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         tokio::select! {
             changed = inputs.changed() => {
@@ -245,6 +286,41 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
     xds_task.abort();
     admin_task.abort();
     Ok(())
+}
+
+/// The host's own addresses (Linux: `/proc/net/fib_trie` and
+/// `/proc/net/if_inet6`), for reserved listeners bound to an unspecified
+/// address; `None` when they cannot be read (the guard then refuses such
+/// a listener's port on every address).
+fn local_addresses() -> Option<Vec<std::net::IpAddr>> {
+    let trie = std::fs::read_to_string("/proc/net/fib_trie").ok()?;
+    let mut out = Vec::new();
+    let mut previous = "";
+    for line in trie.lines() {
+        // "|-- 10.0.0.5" followed by "/32 host LOCAL": an address of the host.
+        if line.trim() == "/32 host LOCAL"
+            && let Some(ip) = previous.trim().strip_prefix("|-- ")
+            && let Ok(ip) = ip.parse::<std::net::Ipv4Addr>()
+        {
+            out.push(std::net::IpAddr::V4(ip));
+        }
+        previous = line;
+    }
+    // Without IPv6 the file is absent: no IPv6 address then.
+    for line in std::fs::read_to_string("/proc/net/if_inet6")
+        .unwrap_or_default()
+        .lines()
+    {
+        let Some(hex) = line.split_whitespace().next() else {
+            continue;
+        };
+        if let Ok(bits) = u128::from_str_radix(hex, 16) {
+            out.push(std::net::IpAddr::V6(std::net::Ipv6Addr::from(bits)));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Some(out)
 }
 
 /// Current UTC time as RFC 3339 (seconds), without a date crate.

@@ -2,7 +2,8 @@
 //! observer and the admin API.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
 
 use translate::status::StatusBody;
 
@@ -31,6 +32,26 @@ pub struct Current {
 pub struct State {
     pub current: RwLock<Current>,
     pub metrics: Metrics,
+    /// The file provider's health, once it has started.
+    pub provider: OnceLock<provider::Health>,
+}
+
+/// A provider busy with one burst for longer than this is stuck: edits
+/// are not being applied, so `/readyz` says not ready. Each file read has
+/// a deadline of `provider::READ_DEADLINE` (5 s), so a healthy provider
+/// never comes close.
+pub const PROVIDER_STUCK_AFTER: Duration = Duration::from_secs(15);
+
+/// Why `serve` is not ready.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    #[error("the initial configuration is not served yet")]
+    Initial,
+    #[error(
+        "the file provider has been processing one change for {0} s (limit {limit} s): edits are not being applied",
+        limit = PROVIDER_STUCK_AFTER.as_secs()
+    )]
+    ProviderStuck(u64),
 }
 
 impl State {
@@ -38,7 +59,29 @@ impl State {
         Arc::new(Self {
             current: RwLock::new(Current::default()),
             metrics: Metrics::new(),
+            provider: OnceLock::new(),
         })
+    }
+
+    /// Ready once the first snapshot is served, and while the file
+    /// provider keeps up.
+    pub fn readiness(&self) -> Result<(), NotReady> {
+        let busy = self.provider.get().and_then(provider::Health::busy_for);
+        readiness(self.read().ready, busy)
+    }
+
+    /// Brings the provider gauges up to date (before `/metrics` renders).
+    pub fn refresh_provider_metrics(&self) {
+        let Some(health) = self.provider.get() else { return };
+        let busy = health.busy_for().unwrap_or_default();
+        self.metrics.provider_busy_seconds.set(busy.as_secs_f64());
+        let stuck = i64::from(busy >= PROVIDER_STUCK_AFTER);
+        self.metrics.provider_stuck.set(stuck);
+        let timeouts = health.read_timeouts();
+        let counted = self.metrics.provider_read_timeouts.get();
+        if timeouts > counted {
+            self.metrics.provider_read_timeouts.inc_by(timeouts - counted);
+        }
     }
 
     pub fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
@@ -94,6 +137,18 @@ impl State {
     }
 }
 
+/// Ready once the first snapshot is served (`served`), and while the
+/// provider has not been busy with one change for [`PROVIDER_STUCK_AFTER`].
+fn readiness(served: bool, provider_busy: Option<Duration>) -> Result<(), NotReady> {
+    if !served {
+        return Err(NotReady::Initial);
+    }
+    match provider_busy {
+        Some(busy) if busy >= PROVIDER_STUCK_AFTER => Err(NotReady::ProviderStuck(busy.as_secs())),
+        _ => Ok(()),
+    }
+}
+
 /// Feeds xDS events into metrics and the NACK overlay.
 pub struct Observer(pub Arc<State>);
 
@@ -144,11 +199,14 @@ impl xds::Observer for Observer {
             .xds_nacks
             .get_or_create(&labels(node, type_url))
             .inc();
+        // Without the proto dump Envoy may append: it can hold a rejected
+        // Secret's key, and logs must not.
+        let reason = translate::strict::envoy_reason(message);
         tracing::error!(
             gateway = node,
             type_url,
             version,
-            message,
+            message = reason.as_str(),
             "Envoy rejected configuration (NACK)"
         );
         self.0.write().nacks.entry(node.to_string()).or_default().insert(
@@ -156,8 +214,7 @@ impl xds::Observer for Observer {
             Nack {
                 type_url: type_url.into(),
                 version: version.into(),
-                // Without the proto dump Envoy appends.
-                message: translate::strict::envoy_reason(message),
+                message: reason,
             },
         );
     }
@@ -167,5 +224,29 @@ fn labels(node: &str, type_url: &str) -> XdsLabels {
     XdsLabels {
         gateway: node.into(),
         type_url: xds::types::short(type_url).into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stuck_provider_makes_serve_not_ready() {
+        assert_eq!(readiness(false, None), Err(NotReady::Initial));
+        assert_eq!(readiness(true, None), Ok(()));
+        assert_eq!(readiness(true, Some(Duration::from_secs(2))), Ok(()));
+        let stuck = readiness(true, Some(PROVIDER_STUCK_AFTER + Duration::from_secs(1)));
+        assert_eq!(
+            stuck,
+            Err(NotReady::ProviderStuck(PROVIDER_STUCK_AFTER.as_secs() + 1))
+        );
+        assert_eq!(
+            stuck.err().map(|e| e.to_string()),
+            Some(
+                "the file provider has been processing one change for 16 s (limit 15 s): edits are not being applied"
+                    .to_string()
+            )
+        );
     }
 }

@@ -145,6 +145,15 @@ pub struct EnvoyValidator {
 }
 
 impl EnvoyValidator {
+    /// The address of the resident Envoys' xDS server, if there is one: it
+    /// serves candidates (keys included) to whoever connects, so `serve`
+    /// reserves it from tenants' endpoints.
+    pub fn xds_address(&self) -> Option<std::net::SocketAddr> {
+        self.resident
+            .as_ref()
+            .map(|r| std::net::SocketAddr::from(([127, 0, 0, 1], r.port())))
+    }
+
     /// Fails when `bin` is not a file: STRICT without Envoy is a startup
     /// error.
     pub fn new(bin: PathBuf, options: Options, metrics: ValidatorMetrics) -> Result<Self, String> {

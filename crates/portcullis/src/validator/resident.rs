@@ -105,6 +105,12 @@ pub(super) struct Resident {
 }
 
 impl Resident {
+    /// The port of its xDS server on 127.0.0.1 (reserved: tenants'
+    /// endpoints must not reach it).
+    pub(super) fn port(&self) -> u16 {
+        self.port
+    }
+
     /// Starts the xDS server; Envoys start on first use.
     pub(super) fn new(bin: &Path, dir: &Path, slots: usize, timeout: Duration) -> Result<Self, String> {
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -5,6 +5,7 @@
 
 pub mod bootstrap;
 pub mod json;
+pub mod redact;
 
 pub use bootstrap::{AdminAddress, BootstrapOptions, ads_bootstrap, static_bootstrap};
 pub use json::{
