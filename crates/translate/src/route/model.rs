@@ -477,3 +477,41 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
         labels: route.metadata.labels.as_ref(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(name: Option<&str>) -> Rule<'static> {
+        Rule {
+            name: name.map(str::to_string),
+            matches: Cow::Owned(vec![default_match()]),
+            filters: Cow::Owned(Vec::new()),
+            backends: Vec::new(),
+            timeouts: None,
+            retry: None,
+            match_errors: Vec::new(),
+            unsupported: Vec::new(),
+            id: String::new(),
+            duplicate_of: None,
+        }
+    }
+
+    /// Envoy route names must be unique and map back to their rule
+    /// (`strict::parse_route_name`: a rule name, else an index).
+    #[test]
+    fn rule_ids_are_unique_and_duplicate_names_are_marked() {
+        let rules = assign_ids(vec![
+            rule(Some("dup")),
+            rule(None),
+            rule(Some("dup")),
+            rule(Some("1")),
+            rule(Some("01")),
+            rule(None),
+        ]);
+        let ids: Vec<&str> = rules.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["dup", "001", "2", "1", "01", "5"]);
+        let dups: Vec<Option<usize>> = rules.iter().map(|r| r.duplicate_of).collect();
+        assert_eq!(dups, [None, None, Some(0), None, None, None]);
+    }
+}

@@ -751,3 +751,98 @@ pub fn prefix_match(p: &str) -> RouteMatch {
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::error::ErrorClass;
+
+    const HEAD: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portcullis}
+spec: {controllerName: portcullis.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: infra}
+spec:
+  gatewayClassName: portcullis
+  listeners: [{name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: app}
+spec: {ports: [{name: http, port: 80, targetPort: 8080}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  rules:
+";
+
+    /// (rule, message, class) of every replacement.
+    fn replaced(rules: &str) -> Vec<(usize, String, ErrorClass)> {
+        let text = format!("{HEAD}{rules}");
+        let out = crate::translate(
+            &api::loader::load_str("t.yaml", &text).inputs,
+            &crate::Settings::default(),
+        );
+        out.replacements
+            .into_iter()
+            .map(|r| (r.rule, r.message, r.class))
+            .collect()
+    }
+
+    /// Envoy adds up every weighted cluster it is given, the invalid
+    /// backends' share included: 4,294 valid backends of 1,000,000 fit in
+    /// u32, one more invalid one does not (Envoy 1.40: "The sum of weights
+    /// of all weighted clusters of route … exceeds 4294967295").
+    #[test]
+    fn the_weight_total_counts_invalid_backends_too() {
+        let valid = vec!["{name: web, port: 80, weight: 1000000}"; 4294].join(", ");
+        let ok = replaced(&format!(
+            "  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]\n    backendRefs: [{valid}]\n"
+        ));
+        assert_eq!(ok, vec![]);
+        let over = replaced(&format!(
+            "  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]\n    backendRefs: [{valid}, {{name: missing, port: 80, weight: 1000000}}]\n"
+        ));
+        assert_eq!(
+            over,
+            vec![(
+                0,
+                "spec.rules[0].backendRefs: the backend weights (valid and invalid backends alike) sum to at least 4295000000, above Envoy's limit of 4294967295".to_string(),
+                ErrorClass::Structural
+            )]
+        );
+    }
+
+    /// Exactly Envoy's limit of 1,000 additions is accepted (checked with
+    /// `envoy --mode validate`, see fixture hardening-header-additions);
+    /// one more replaces the rule.
+    #[test]
+    fn header_additions_are_capped_at_envoys_limit() {
+        let set = |n: usize| {
+            (0..n)
+                .map(|i| format!("{{name: x-{i}, value: v}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let rule = |n: usize| {
+            format!(
+                "  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]\n    filters:\n    - type: ResponseHeaderModifier\n      responseHeaderModifier: {{set: [{}]}}\n    backendRefs: [{{name: web, port: 80}}]\n",
+                set(n)
+            )
+        };
+        assert_eq!(replaced(&rule(1000)), vec![]);
+        assert_eq!(
+            replaced(&rule(1001)),
+            vec![(
+                0,
+                "spec.rules[0].filters[0].responseHeaderModifier: 1001 response header additions (set and add) exceed Envoy's limit of 1000 per route".to_string(),
+                ErrorClass::Structural
+            )]
+        );
+    }
+}
