@@ -123,7 +123,13 @@ spec:
     // Tenant-c (exact /admin + two headers) outranks tenant-a's original,
     // so it outranks the guard as well.
     assert_eq!(
-        who(gw_port, "x", "GET", "/admin", &[("x-role", "root"), ("x-extra", "1")]),
+        who(
+            gw_port,
+            "x",
+            "GET",
+            "/admin",
+            &[("x-role", "root"), ("x-extra", "1")]
+        ),
         (200, "b-pod".to_string())
     );
 
@@ -131,12 +137,27 @@ spec:
     // rule would have caught is fenced, what it would not have caught
     // still reaches tenant-b.
     assert_eq!(
-        who(gw_port, "x", "POST", "/ops", &[("x-team", "blue"), ("content-length", "0")]),
+        who(
+            gw_port,
+            "x",
+            "POST",
+            "/ops",
+            &[("x-team", "blue"), ("content-length", "0")]
+        ),
         fenced
     );
-    assert_eq!(who(gw_port, "x", "GET", "/ops", &[("x-team", "blue")]), (200, "b-pod".to_string()));
     assert_eq!(
-        who(gw_port, "x", "POST", "/ops", &[("x-team", "red"), ("content-length", "0")]),
+        who(gw_port, "x", "GET", "/ops", &[("x-team", "blue")]),
+        (200, "b-pod".to_string())
+    );
+    assert_eq!(
+        who(
+            gw_port,
+            "x",
+            "POST",
+            "/ops",
+            &[("x-team", "red"), ("content-length", "0")]
+        ),
         (200, "b-pod".to_string())
     );
 
@@ -144,15 +165,25 @@ spec:
     // ahead of tenant-d's shorter /.*: nothing under /admin/ reaches b.
     assert_eq!(who(gw_port, "x", "GET", "/admin/(", &[]), fenced);
     assert_eq!(who(gw_port, "x", "GET", "/admin/users", &[]), fenced);
-    assert_eq!(who(gw_port, "x", "GET", "/administrator", &[]), (200, "b-pod".to_string()));
+    assert_eq!(
+        who(gw_port, "x", "GET", "/administrator", &[]),
+        (200, "b-pod".to_string())
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `(prefix, replacement, [(request path, modified path)])`: every row of
 /// the HTTPPathModifier table (apis/v1/httproute_types.go), grouped by
 /// prefix and replacement.
-const TABLE: &[(&str, &str, &[(&str, &str)])] = &[
-    ("/foo", "/xyz", &[("/foo/bar", "/xyz/bar"), ("/foo", "/xyz"), ("/foo/", "/xyz/")]),
+/// (request path, modified path).
+type Rows = &'static [(&'static str, &'static str)];
+
+const TABLE: &[(&str, &str, Rows)] = &[
+    (
+        "/foo",
+        "/xyz",
+        &[("/foo/bar", "/xyz/bar"), ("/foo", "/xyz"), ("/foo/", "/xyz/")],
+    ),
     ("/foo", "/xyz/", &[("/foo/bar", "/xyz/bar")]),
     ("/foo/", "/xyz", &[("/foo/bar", "/xyz/bar")]),
     ("/foo/", "/xyz/", &[("/foo/bar", "/xyz/bar")]),
@@ -223,7 +254,10 @@ spec:
                 request(gw_port, &format!("redirect-{i}.example"), "GET", path, &[]).expect("redirect");
             let location = head
                 .lines()
-                .find_map(|l| l.strip_prefix("location: ").or_else(|| l.strip_prefix("Location: ")))
+                .find_map(|l| {
+                    l.strip_prefix("location: ")
+                        .or_else(|| l.strip_prefix("Location: "))
+                })
                 .map(str::to_string);
             let want_location = format!("http://redirect-{i}.example:{gw_port}{want}");
             if status != 302 || location.as_deref() != Some(want_location.as_str()) {
@@ -315,7 +349,11 @@ endpoints: [{{addresses: ["127.0.0.1"]}}]
     // grouped, a path without a method segment (or another service) has
     // no route: Envoy's 404 is gRPC Unimplemented.
     for path in ["/pkg.Foo", "/pkg.Baz/Get", "/pkg.Foo/Delete"] {
-        assert_eq!(grpc_call(&rt, gw_port, path), Err("Unimplemented".to_string()), "{path}");
+        assert_eq!(
+            grpc_call(&rt, gw_port, path),
+            Err("Unimplemented".to_string()),
+            "{path}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -536,9 +536,17 @@ fn random_limits_never_nack() {
         // Weights: a few large backends, some of them invalid (missing).
         let mut refs = Vec::new();
         let big = rng.below(2) == 0;
-        let n_backends = if big { 4290 + rng.below(10) } else { 1 + rng.below(3) };
+        let n_backends = if big {
+            4290 + rng.below(10)
+        } else {
+            1 + rng.below(3)
+        };
         for i in 0..n_backends {
-            let name = if i % 7 == 3 { "missing".to_string() } else { backend.clone() };
+            let name = if i % 7 == 3 {
+                "missing".to_string()
+            } else {
+                backend.clone()
+            };
             let mut r = json!({"name": name, "port": port, "weight": 1_000_000});
             if i == 0 {
                 r["filters"] = json!([filter(backend_n, "b")]);

@@ -293,7 +293,11 @@ fn check_path(v: &str, field: &str) -> Result<(), RuleError> {
 /// Spec: an empty `replacePrefixMatch` is allowed and means `/` (the
 /// HTTPPathModifier table: `/foo/bar`, prefix `/foo`, `""` → `/bar`).
 fn check_prefix_replacement(v: &str, field: &str) -> Result<(), RuleError> {
-    if v.is_empty() { Ok(()) } else { check_path(v, field) }
+    if v.is_empty() {
+        Ok(())
+    } else {
+        check_path(v, field)
+    }
 }
 
 #[derive(Clone)]

@@ -279,12 +279,18 @@ fn guard(mut rm: RouteMatch, bad_headers: &[usize], bad_queries: &[usize]) -> Ro
 }
 
 /// A guard prefix must itself be programmable: cut it at the first byte
-/// Envoy would refuse, and never let it be empty.
+/// Envoy would refuse, and never let it be empty. It is also cut after the
+/// first slash of a `//`: a request path with merged slashes (`/a//b` sent
+/// as `/a/b`, or normalized so) must still meet the guard, and a shorter
+/// prefix only widens it.
 fn sanitize_guard_prefix(p: &str) -> String {
-    let cut: String = p
+    let mut cut: String = p
         .chars()
         .take_while(|c| !c.is_ascii_control() && *c != '?' && *c != '#' && *c != ' ')
         .collect();
+    if let Some(i) = cut.find("//") {
+        cut.truncate(i + 1);
+    }
     if cut.starts_with('/') { cut } else { "/".into() }
 }
 
@@ -300,5 +306,92 @@ pub fn method_name(m: &HttpRouteRulesMatchesMethod) -> &'static str {
         M::Options => "OPTIONS",
         M::Trace => "TRACE",
         M::Patch => "PATCH",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: serde_json::Value) -> HttpRouteRulesMatches {
+        serde_json::from_value(v).expect("match")
+    }
+
+    fn built(v: serde_json::Value) -> (RouteMatch, Rank, bool) {
+        match build(&parse(v), "m", None) {
+            Programmable::Ok(m, r) => (m, r, false),
+            Programmable::Guard { guard, rank, .. } => (guard, rank, true),
+        }
+    }
+
+    /// A guard ranks exactly as its match would if it were valid, and keeps
+    /// everything of it but the invalid parts.
+    #[test]
+    fn a_guard_keeps_the_rank_and_the_programmable_parts_of_its_match() {
+        let valid = serde_json::json!({
+            "path": {"type": "Exact", "value": "/admin"},
+            "method": "POST",
+            "headers": [{"name": "x-team", "value": "blue"},
+                        {"type": "RegularExpression", "name": "x-role", "value": "a+"}],
+            "queryParams": [{"name": "q", "value": "1"}]
+        });
+        let mut invalid = valid.clone();
+        invalid["headers"][1]["value"] = "(a)\\1".into();
+        invalid["queryParams"] =
+            serde_json::json!([{"name": "q", "value": "1"}, {"name": "a&b", "value": "1"}]);
+        let (_, want_rank, _) = built(valid);
+        let (guard, rank, guarded) = built(invalid);
+        assert!(guarded);
+        // The invalid query parameter counts for the original's rank: one
+        // more than the valid match has.
+        let mut two_queries = want_rank;
+        two_queries.queries = std::cmp::Reverse(2);
+        assert_eq!(rank, two_queries);
+        assert_eq!(
+            guard.path_specifier,
+            Some(route_match::PathSpecifier::Path("/admin".into()))
+        );
+        let names: Vec<&str> = guard.headers.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["x-team", ":method"]);
+        let queries: Vec<&str> = guard.query_parameters.iter().map(|q| q.name.as_str()).collect();
+        assert_eq!(queries, ["q"]);
+
+        // An invalid regular expression path: its literal prefix, ranked
+        // among regular expressions by the pattern.
+        let (guard, rank, _) =
+            built(serde_json::json!({"path": {"type": "RegularExpression", "value": "/admin/("}}));
+        let (_, regex_rank, _) =
+            built(serde_json::json!({"path": {"type": "RegularExpression", "value": "/admin/x"}}));
+        assert_eq!(rank, regex_rank);
+        assert_eq!(
+            guard.path_specifier,
+            Some(route_match::PathSpecifier::Prefix("/admin/".into()))
+        );
+    }
+
+    #[test]
+    fn a_guard_prefix_stops_at_a_double_slash() {
+        let (guard, _, guarded) =
+            built(serde_json::json!({"path": {"type": "PathPrefix", "value": "/a//b"}}));
+        assert!(guarded);
+        assert_eq!(
+            guard.path_specifier,
+            Some(route_match::PathSpecifier::Prefix("/a/".into()))
+        );
+    }
+
+    /// Spec: a trailing `/` of a PathPrefix is ignored.
+    #[test]
+    fn a_trailing_slash_prefix_is_a_separated_prefix() {
+        let (m, _, _) = built(serde_json::json!({"path": {"type": "PathPrefix", "value": "/foo/"}}));
+        assert_eq!(
+            m.path_specifier,
+            Some(route_match::PathSpecifier::PathSeparatedPrefix("/foo".into()))
+        );
+        let (m, _, _) = built(serde_json::json!({"path": {"type": "PathPrefix", "value": "/"}}));
+        assert_eq!(
+            m.path_specifier,
+            Some(route_match::PathSpecifier::Prefix("/".into()))
+        );
     }
 }

@@ -656,9 +656,7 @@ fn mirror_fraction(
                 ));
             }
             // 0 ≤ numerator ≤ den: the share is within 0..=1,000,000.
-            Ok(Some(
-                (i64::from(numerator) * 1_000_000 / i64::from(den)) as u32,
-            ))
+            Ok(Some((i64::from(numerator) * 1_000_000 / i64::from(den)) as u32))
         }
         (None, None) => Ok(None),
     }
