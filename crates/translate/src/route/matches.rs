@@ -244,18 +244,28 @@ pub fn build(m: &HttpRouteRulesMatches, field: &str, converted: Option<RuleError
     match first_error {
         None => Programmable::Ok(rm, rank),
         Some(error) => {
+            let mut rank = rank;
             if !path_ok {
                 let prefix = match kind {
                     HttpRouteRulesMatchesPathType::RegularExpression => regex::literal_prefix(&value),
                     _ => value.clone(),
                 };
                 rm.path_specifier = Some(route_match::PathSpecifier::Prefix(sanitize_guard_prefix(&prefix)));
+                // An exact or prefix path not starting with `/` matches no
+                // request at all, so no route loses a request to it: its
+                // guard (on `/`) ranks as the prefix `/`, last, instead of
+                // taking every request of the host from the routes an
+                // exact path outranks.
+                if kind != HttpRouteRulesMatchesPathType::RegularExpression && !value.starts_with('/') {
+                    rank.path_kind = 2;
+                    rank.path_len = std::cmp::Reverse(1);
+                }
             }
             let guard = guard(rm, &bad_headers, &bad_queries);
-            // The guard keeps the original's rank: it sorts exactly where
-            // the original would, and as it matches a superset of the
-            // original's requests, none of them reaches a route the
-            // original would have beaten.
+            // Otherwise the guard keeps the original's rank: it sorts
+            // exactly where the original would, and as it matches a
+            // superset of the original's requests, none of them reaches a
+            // route the original would have beaten.
             Programmable::Guard { guard, rank, error }
         }
     }
@@ -367,6 +377,20 @@ mod tests {
             guard.path_specifier,
             Some(route_match::PathSpecifier::Prefix("/admin/".into()))
         );
+    }
+
+    /// An exact path without a leading `/` matches nothing: its guard on
+    /// `/` must not outrank the host's prefix routes.
+    #[test]
+    fn a_guard_for_a_path_matching_nothing_ranks_last() {
+        let (guard, rank, guarded) = built(serde_json::json!({"path": {"type": "Exact", "value": "admin"}}));
+        let (_, root, _) = built(serde_json::json!({"path": {"type": "PathPrefix", "value": "/"}}));
+        assert!(guarded);
+        assert_eq!(
+            guard.path_specifier,
+            Some(route_match::PathSpecifier::Prefix("/".into()))
+        );
+        assert_eq!(rank, root);
     }
 
     #[test]
