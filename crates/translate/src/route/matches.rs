@@ -250,7 +250,14 @@ pub fn build(m: &HttpRouteRulesMatches, field: &str, converted: Option<RuleError
                     HttpRouteRulesMatchesPathType::RegularExpression => regex::literal_prefix(&value),
                     _ => value.clone(),
                 };
-                rm.path_specifier = Some(route_match::PathSpecifier::Prefix(sanitize_guard_prefix(&prefix)));
+                rm.path_specifier = Some(match exact_path_before_query(kind.clone(), &value) {
+                    // `/admin?x` or `/admin#x` as an exact path means the
+                    // path `/admin`: guarding that exact path covers it
+                    // without fencing the whole `/admin` subtree (or, for
+                    // `/?x`, every path of the host).
+                    Some(path) => route_match::PathSpecifier::Path(path.into()),
+                    None => route_match::PathSpecifier::Prefix(sanitize_guard_prefix(&prefix)),
+                });
                 // An exact or prefix path not starting with `/` matches no
                 // request at all, so no route loses a request to it: its
                 // guard (on `/`) ranks as the prefix `/`, last, instead of
@@ -286,6 +293,17 @@ fn guard(mut rm: RouteMatch, bad_headers: &[usize], bad_queries: &[usize]) -> Ro
         bad_queries.binary_search(&(i - 1)).is_err()
     });
     rm
+}
+
+/// The path part of an exact path written with a query or fragment
+/// (`/admin?x` → `/admin`), when that part is itself a programmable path.
+fn exact_path_before_query(kind: HttpRouteRulesMatchesPathType, value: &str) -> Option<&str> {
+    if kind != HttpRouteRulesMatchesPathType::Exact {
+        return None;
+    }
+    let i = value.find(['?', '#'])?;
+    let path = &value[..i];
+    path_chars_ok(path).then_some(path)
 }
 
 /// A guard prefix must itself be programmable: cut it at the first byte
@@ -391,6 +409,24 @@ mod tests {
             Some(route_match::PathSpecifier::Prefix("/".into()))
         );
         assert_eq!(rank, root);
+    }
+
+    /// `/?x` as an exact path means the path `/`: its guard is that exact
+    /// path, not a prefix `/` ranked as an exact path (every request of the
+    /// host).
+    #[test]
+    fn an_exact_path_with_a_query_is_guarded_on_its_path() {
+        let (guard, _, guarded) = built(serde_json::json!({"path": {"type": "Exact", "value": "/?x=1"}}));
+        assert!(guarded);
+        assert_eq!(
+            guard.path_specifier,
+            Some(route_match::PathSpecifier::Path("/".into()))
+        );
+        let (guard, _, _) = built(serde_json::json!({"path": {"type": "Exact", "value": "/a b?x"}}));
+        assert_eq!(
+            guard.path_specifier,
+            Some(route_match::PathSpecifier::Prefix("/a".into()))
+        );
     }
 
     #[test]
