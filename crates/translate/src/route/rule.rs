@@ -418,7 +418,7 @@ fn behaviour(
         // mirror and no backend to send to. The spec allows a mirror beside
         // a redirect (but not backendRefs); neither can take effect, so say
         // so rather than drop them silently.
-        if !mirrors.is_empty() || rule_filters.iter().any(|(_, f)| f.r#type == T::RequestMirror) {
+        if rule_filters.iter().any(|(_, f)| f.r#type == T::RequestMirror) {
             out.warnings.push(format!(
                 "{filters_field}: RequestMirror beside RequestRedirect is not supported by portcullis (a redirect forwards nothing to mirror); the mirror is ignored"
             ));
