@@ -597,9 +597,19 @@ fn behaviour(
         }
         policy.retry_on = on.join(",");
         policy.retriable_status_codes = codes;
-        policy.num_retries = Some(UInt32Value {
-            value: r.attempts.unwrap_or(1).clamp(0, 1000) as u32,
-        });
+        // Refused, not clamped, outside 0-1000 (the bound TrafficPolicy
+        // `retry.attempts` has too).
+        let attempts = r.attempts.unwrap_or(1);
+        let attempts = u32::try_from(attempts)
+            .ok()
+            .filter(|a| *a <= 1000)
+            .ok_or_else(|| {
+                RuleError::structural(
+                    format!("{field}.retry.attempts"),
+                    format!("{attempts} is not within 0-1000"),
+                )
+            })?;
+        policy.num_retries = Some(UInt32Value { value: attempts });
         if let Some(b) = &r.backoff {
             let d =
                 duration::parse(b).map_err(|e| RuleError::structural(format!("{field}.retry.backoff"), e))?;
