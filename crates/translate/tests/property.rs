@@ -535,3 +535,138 @@ fn seeds_named(name: &str) -> Vec<Value> {
         .filter(|d| d.is_object())
         .collect()
 }
+
+/// Counts and sums at Envoy's route limits: header additions around 1,000
+/// (rule, backend and TrafficPolicy levels, merged on one route) and
+/// backend weights whose total, invalid backends included, crosses u32.
+/// Every output passes the real Envoy's validation; both kinds of case
+/// (clean, replaced) must occur.
+#[test]
+fn random_limits_never_nack() {
+    let cases: usize = std::env::var("PORTCULLIS_PROPERTY_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(40, |n: usize| (n / 10).max(1));
+    let base: Vec<Value> = seeds_named("basic-http.yaml")
+        .into_iter()
+        .filter(|d| d["kind"] != "HTTPRoute")
+        .collect();
+    let backend = base
+        .iter()
+        .find(|d| d["kind"] == "Service")
+        .and_then(|d| d["metadata"]["name"].as_str())
+        .unwrap_or("web")
+        .to_string();
+    let port = base
+        .iter()
+        .find(|d| d["kind"] == "Service")
+        .and_then(|d| d["spec"]["ports"][0]["port"].as_i64())
+        .unwrap_or(80);
+    const COUNTS: &[usize] = &[0, 1, 400, 600, 999, 1000, 1001];
+    let headers = |n: usize, p: &str| -> Value {
+        (0..n)
+            .map(|i| json!({"name": format!("x-{p}-{i}"), "value": "v"}))
+            .collect()
+    };
+    let mut rng = Rng(0x11_1117 | 1);
+    let mut failures = Vec::new();
+    let (mut replaced, mut clean) = (0usize, 0usize);
+    for case in 0..cases {
+        let mut docs = base.clone();
+        let dir = if rng.below(2) == 0 { "request" } else { "response" };
+        let filter = |n: usize, p: &str| {
+            let (t, k) = if dir == "request" {
+                ("RequestHeaderModifier", "requestHeaderModifier")
+            } else {
+                ("ResponseHeaderModifier", "responseHeaderModifier")
+            };
+            json!({"type": t, k: {"set": headers(n, p)}})
+        };
+        let rule_n = *pick(&mut rng, COUNTS);
+        let backend_n = *pick(&mut rng, COUNTS);
+        let policy_n = *pick(&mut rng, COUNTS);
+        // Weights: a few large backends, some of them invalid (missing).
+        let mut refs = Vec::new();
+        let big = rng.below(2) == 0;
+        let n_backends = if big {
+            4290 + rng.below(10)
+        } else {
+            1 + rng.below(3)
+        };
+        for i in 0..n_backends {
+            let name = if i % 7 == 3 {
+                "missing".to_string()
+            } else {
+                backend.clone()
+            };
+            let mut r = json!({"name": name, "port": port, "weight": 1_000_000});
+            if i == 0 {
+                r["filters"] = json!([filter(backend_n, "b")]);
+            }
+            refs.push(r);
+        }
+        docs.push(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": "limits", "namespace": base.iter().find(|d| d["kind"] == "Service").and_then(|d| d["metadata"]["namespace"].as_str()).unwrap_or("default")},
+            "spec": {
+                "parentRefs": base.iter().find(|d| d["kind"] == "Gateway").map(|g| json!([{"name": g["metadata"]["name"], "namespace": g["metadata"]["namespace"]}])).unwrap_or(json!([])),
+                "rules": [
+                    {"name": "limits", "matches": [{"path": {"type": "PathPrefix", "value": "/limits"}}],
+                     "filters": [filter(rule_n, "r")], "backendRefs": refs},
+                    {"matches": [{"path": {"type": "PathPrefix", "value": "/fine"}}],
+                     "backendRefs": [{"name": backend, "port": port}]}
+                ]
+            }
+        }));
+        if policy_n > 0 {
+            docs.push(json!({
+                "apiVersion": "gateway.portcullis.dev/v1alpha1",
+                "kind": "TrafficPolicy",
+                "metadata": {"name": "adds", "namespace": docs.last().map(|d| d["metadata"]["namespace"].clone()).unwrap_or(json!("default"))},
+                "spec": {
+                    "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "limits", "sectionName": "limits"}],
+                    "headerModifiers": {dir: {"add": headers(policy_n, "p")}}
+                }
+            }));
+        }
+        let text = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": docs}))
+            .unwrap_or_default();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let loaded = api::loader::load_str("case.json", &text);
+            translate::translate(&loaded.inputs, &translate::Settings::default())
+        }));
+        let out = match result {
+            Ok(out) => out,
+            Err(_) => {
+                failures.push(format!("case {case}: panic"));
+                continue;
+            }
+        };
+        if out.replacements.is_empty() {
+            clean += 1;
+        } else {
+            replaced += 1;
+        }
+        for (key, gw) in &out.gateways {
+            let b = bootstrap::static_bootstrap(gw, key, &Default::default());
+            if let Err(e) = testkit::envoy::validate(&b) {
+                failures.push(format!(
+                    "case {case} (rule {rule_n}, backend {backend_n}, policy {policy_n} {dir} additions; {n_backends} backends): Envoy rejected Gateway {key}: {}",
+                    e.chars().take(600).collect::<String>()
+                ));
+            }
+        }
+    }
+    println!(
+        "{cases} limit cases ({clean} clean, {replaced} with replaced rules), {} failures",
+        failures.len()
+    );
+    assert!(clean > 0 && replaced > 0, "clean {clean}, replaced {replaced}");
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n\n")
+    );
+}

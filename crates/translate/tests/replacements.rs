@@ -78,7 +78,7 @@ fn oversized_weights_replace_the_rule_instead_of_wrapping() {
         ),
         (
             sum,
-            "spec.rules[0].backendRefs: the sum of the backend weights overflows",
+            "spec.rules[0].backendRefs: the backend weights (valid and invalid backends alike) sum to at least 4295000000, above Envoy's limit of 4294967295",
         ),
     ] {
         let out = translate::translate(

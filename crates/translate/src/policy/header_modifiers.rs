@@ -37,6 +37,11 @@ fn both(
     if let Some(r) = response {
         edits(r, &format!("{field}.response"), formatted, &mut out.1).map_err(to_policy)?;
     }
+    // A policy that alone exceeds Envoy's per-route limit can never apply;
+    // merged with a rule's own additions it is checked again per route
+    // (`route::rule`).
+    filters::check_additions(&out.0, &format!("{field}.request"), "request").map_err(to_policy)?;
+    filters::check_additions(&out.1, &format!("{field}.response"), "response").map_err(to_policy)?;
     Ok(out)
 }
 

@@ -39,6 +39,25 @@ fn literal(value: &str) -> String {
 /// NACK).
 pub const MAX_HEADER_BYTES: usize = 16384;
 
+/// Envoy's limit on `request_headers_to_add` and `response_headers_to_add`
+/// of one route or one weighted cluster (`max_items: 1000`; one more is a
+/// NACK of the whole route configuration). Removals are not limited.
+pub const MAX_HEADER_ADDITIONS: usize = 1000;
+
+/// Fails when one direction's additions exceed [`MAX_HEADER_ADDITIONS`].
+pub fn check_additions(mods: &HeaderMods, field: &str, what: &str) -> Result<(), RuleError> {
+    if mods.add.len() > MAX_HEADER_ADDITIONS {
+        return Err(RuleError::structural(
+            field,
+            format!(
+                "{} {what} header additions (set and add) exceed Envoy's limit of {MAX_HEADER_ADDITIONS} per route",
+                mods.add.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn check_name(name: &str) -> Result<(), String> {
     if !is_header_name(name) {
         return Err(format!("{name:?} is not a valid header name"));
@@ -253,7 +272,7 @@ pub fn redirect(
                         "required for type ReplacePrefixMatch",
                     )
                 })?;
-                check_path(&v, &format!("{path_field}.replacePrefixMatch"))?;
+                check_prefix_replacement(&v, &format!("{path_field}.replacePrefixMatch"))?;
                 match prefix_rewrite(&v, matched, &path_field)? {
                     PrefixRewrite::Prefix(p) => redirect_action::PathRewriteSpecifier::PrefixRewrite(p),
                     PrefixRewrite::Regex(r) => redirect_action::PathRewriteSpecifier::RegexRewrite(r),
@@ -271,6 +290,16 @@ fn check_path(v: &str, field: &str) -> Result<(), RuleError> {
     Ok(())
 }
 
+/// Spec: an empty `replacePrefixMatch` is allowed and means `/` (the
+/// HTTPPathModifier table: `/foo/bar`, prefix `/foo`, `""` → `/bar`).
+fn check_prefix_replacement(v: &str, field: &str) -> Result<(), RuleError> {
+    if v.is_empty() {
+        Ok(())
+    } else {
+        check_path(v, field)
+    }
+}
+
 #[derive(Clone)]
 pub enum PrefixRewrite {
     Prefix(String),
@@ -279,7 +308,11 @@ pub enum PrefixRewrite {
 
 /// ReplacePrefixMatch: replaces the matched prefix and keeps what follows
 /// it as its own path segment (`/foo` → `/bar` turns `/foo/x` into
-/// `/bar/x`; `/foo` → `/` turns it into `/x`, not `//x`).
+/// `/bar/x`; `/foo` → `/` turns it into `/x`, not `//x`). Trailing slashes
+/// of the prefix and the replacement are ignored (the spec's table):
+/// `route::matches` programs PathPrefix `/foo/` as Envoy's
+/// `path_separated_prefix` `/foo`, the prefix Envoy's `prefix_rewrite`
+/// replaces, so `/foo/bar` with `/foo/` → `/xyz` becomes `/xyz/bar`.
 pub fn prefix_rewrite(
     replacement: &str,
     matched: &MatchedPath<'_>,
@@ -348,7 +381,7 @@ pub fn url_rewrite(
                         "required for type ReplacePrefixMatch",
                     )
                 })?;
-                check_path(&v, &format!("{field}.path.replacePrefixMatch"))?;
+                check_prefix_replacement(&v, &format!("{field}.path.replacePrefixMatch"))?;
                 prefix_rewrite(&v, matched, &format!("{field}.path"))?
             }
         }),

@@ -18,6 +18,8 @@ use api::gateway_api::experimental::httproutes::{
     HttpRouteRulesRetry, HttpRouteRulesTimeouts,
 };
 use serde::Serialize;
+
+use crate::error::RuleError;
 use serde::de::DeserializeOwned;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -70,8 +72,17 @@ pub struct Rule<'a> {
     pub backends: Vec<BackendRef<'a>>,
     pub timeouts: Option<&'a HttpRouteRulesTimeouts>,
     pub retry: Option<&'a HttpRouteRulesRetry>,
+    /// Per match (or empty): an error found while converting it (a
+    /// GRPCRoute regex part invalid on its own); the match becomes a guard.
+    pub match_errors: Vec<Option<RuleError>>,
     /// A field set on the rule that portcullis does not implement.
     pub unsupported: Vec<String>,
+    /// The rule's part of its Envoy route names, unique within the route
+    /// (see [`assign_ids`]).
+    pub id: String,
+    /// Index of an earlier rule with the same name (spec: rule names are
+    /// unique within a route; such a rule is fenced).
+    pub duplicate_of: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -216,13 +227,17 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
                     Some(m) => Cow::Borrowed(m),
                 },
                 filters: Cow::Borrowed(r.filters.as_deref().unwrap_or_default()),
+                match_errors: Vec::new(),
                 backends,
                 timeouts: r.timeouts.as_ref(),
                 retry: r.retry.as_ref(),
                 unsupported,
+                id: String::new(),
+                duplicate_of: None,
             }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let rules = assign_ids(rules);
     Route {
         kind: RouteKind::Http,
         namespace,
@@ -240,6 +255,39 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
         errors,
         labels: route.metadata.labels.as_ref(),
     }
+}
+
+/// Gives each rule its Envoy route name part and marks duplicate names.
+///
+/// A named rule is known by its name, any other by its index; Envoy route
+/// names must be unique and STRICT maps a rejected route back to its rule by
+/// that part (`strict::parse_route_name`: a rule name first, else an
+/// index). So a rule whose name repeats an earlier one's, or that has none,
+/// gets its index, written with as many leading zeros as it takes to differ
+/// from every rule name (`1` next to a rule named `1` becomes `01`): the
+/// parts stay unique and still read back as the right rule.
+pub fn assign_ids(mut rules: Vec<Rule<'_>>) -> Vec<Rule<'_>> {
+    use std::collections::{HashMap, HashSet};
+    let names: HashSet<String> = rules.iter().filter_map(|r| r.name.clone()).collect();
+    let mut first: HashMap<String, usize> = HashMap::new();
+    for (i, rule) in rules.iter_mut().enumerate() {
+        if let Some(n) = &rule.name {
+            match first.get(n) {
+                Some(&k) => rule.duplicate_of = Some(k),
+                None => {
+                    first.insert(n.clone(), i);
+                    rule.id.clone_from(n);
+                    continue;
+                }
+            }
+        }
+        let mut id = i.to_string();
+        while names.contains(&id) {
+            id.insert(0, '0');
+        }
+        rule.id = id;
+    }
+    rules
 }
 
 /// Hostnames are case-insensitive and Envoy lowercases virtual host
@@ -264,8 +312,19 @@ fn lowercase_hostnames(hostnames: Option<&[String]>, errors: &mut Vec<String>) -
         .collect()
 }
 
-/// gRPC method match → HTTP path match.
-fn grpc_match(m: &GrpcRouteRulesMatches) -> HttpRouteRulesMatches {
+/// gRPC method match → HTTP path match, and the error of a regular
+/// expression part that is invalid on its own.
+///
+/// A regex match becomes `/(?:service)/(?:method)`: each part grouped, so
+/// an alternation stays inside its own path segment (`pkg.Foo|pkg.Bar`
+/// ungrouped would be `/pkg.Foo` or `pkg.Bar/Get`). Grouping is only sound
+/// when each part is a regular expression by itself: `a)|(.*` is not, and
+/// grouped it would balance into `/(?:a)|(.*)/…`, which matches anything.
+/// Such a part is reported (the match becomes a guard, see
+/// `route::matches::build`) and the path is composed ungrouped, its
+/// literal prefix the guard's path.
+fn grpc_match(m: &GrpcRouteRulesMatches, field: &str) -> (HttpRouteRulesMatches, Option<RuleError>) {
+    let mut error = None;
     let path = m.method.as_ref().and_then(|method| {
         let regex = matches!(
             method.r#type,
@@ -280,10 +339,23 @@ fn grpc_match(m: &GrpcRouteRulesMatches) -> HttpRouteRulesMatches {
                 HttpRouteRulesMatchesPathType::RegularExpression,
                 format!("/[^/]+/{}", escape_regex(n)),
             ),
-            (true, s, n) => (
-                HttpRouteRulesMatchesPathType::RegularExpression,
-                format!("/{}/{}", s.unwrap_or("[^/]+"), n.unwrap_or("[^/]+")),
-            ),
+            (true, s, n) => {
+                for (part, name) in [(s, "service"), (n, "method")] {
+                    if let Some(Err(e)) = part.map(crate::regex::check) {
+                        error.get_or_insert(RuleError::structural(
+                            format!("{field}.method.{name}"),
+                            e.to_string(),
+                        ));
+                    }
+                }
+                let (s, n) = (s.unwrap_or("[^/]+"), n.unwrap_or("[^/]+"));
+                let value = if error.is_some() {
+                    format!("/{s}/{n}")
+                } else {
+                    format!("/(?:{s})/(?:{n})")
+                };
+                (HttpRouteRulesMatchesPathType::RegularExpression, value)
+            }
         };
         Some(HttpRouteRulesMatchesPath {
             r#type: Some(kind),
@@ -304,11 +376,14 @@ fn grpc_match(m: &GrpcRouteRulesMatches) -> HttpRouteRulesMatches {
             })
             .collect()
     });
-    HttpRouteRulesMatches {
-        path: path.or_else(|| default_match().path),
-        headers,
-        ..Default::default()
-    }
+    (
+        HttpRouteRulesMatches {
+            path: path.or_else(|| default_match().path),
+            headers,
+            ..Default::default()
+        },
+        error,
+    )
 }
 
 pub fn escape_regex(s: &str) -> String {
@@ -357,24 +432,33 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
                 .enumerate()
                 .map(|(j, b)| backend_ref!(b, i, j, errors))
                 .collect();
+            let (matches, match_errors) = match r.matches.as_deref() {
+                None | Some([]) => (vec![default_match()], Vec::new()),
+                Some(m) => m
+                    .iter()
+                    .enumerate()
+                    .map(|(j, m)| grpc_match(m, &format!("spec.rules[{i}].matches[{j}]")))
+                    .unzip(),
+            };
             let mut unsupported = Vec::new();
             if r.session_persistence.is_some() {
                 unsupported.push("sessionPersistence".to_string());
             }
             Rule {
                 name: r.name.clone(),
-                matches: match r.matches.as_deref() {
-                    None | Some([]) => Cow::Owned(vec![default_match()]),
-                    Some(m) => Cow::Owned(m.iter().map(grpc_match).collect()),
-                },
+                matches: Cow::Owned(matches),
+                match_errors,
                 filters: Cow::Owned(filters),
                 backends,
                 timeouts: None,
                 retry: None,
                 unsupported,
+                id: String::new(),
+                duplicate_of: None,
             }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let rules = assign_ids(rules);
     Route {
         kind: RouteKind::Grpc,
         namespace,
@@ -391,5 +475,43 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
         rules,
         errors,
         labels: route.metadata.labels.as_ref(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(name: Option<&str>) -> Rule<'static> {
+        Rule {
+            name: name.map(str::to_string),
+            matches: Cow::Owned(vec![default_match()]),
+            filters: Cow::Owned(Vec::new()),
+            backends: Vec::new(),
+            timeouts: None,
+            retry: None,
+            match_errors: Vec::new(),
+            unsupported: Vec::new(),
+            id: String::new(),
+            duplicate_of: None,
+        }
+    }
+
+    /// Envoy route names must be unique and map back to their rule
+    /// (`strict::parse_route_name`: a rule name, else an index).
+    #[test]
+    fn rule_ids_are_unique_and_duplicate_names_are_marked() {
+        let rules = assign_ids(vec![
+            rule(Some("dup")),
+            rule(None),
+            rule(Some("dup")),
+            rule(Some("1")),
+            rule(Some("01")),
+            rule(None),
+        ]);
+        let ids: Vec<&str> = rules.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["dup", "001", "2", "1", "01", "5"]);
+        let dups: Vec<Option<usize>> = rules.iter().map(|r| r.duplicate_of).collect();
+        assert_eq!(dups, [None, None, Some(0), None, None, None]);
     }
 }

@@ -74,22 +74,21 @@ fn pb_duration(d: std::time::Duration) -> PbDuration {
 /// Gateway API's maximum backendRef weight.
 const MAX_WEIGHT: u32 = 1_000_000;
 
-fn route_name(route: &Route<'_>, rule_index: usize, rule: &Rule<'_>, match_index: usize) -> String {
+fn route_name(route: &Route<'_>, rule: &Rule<'_>, match_index: usize) -> String {
     use std::fmt::Write;
     // One allocation: this runs for every Envoy route.
     let kind = match route.kind {
         crate::route::model::RouteKind::Http => "httproute",
         crate::route::model::RouteKind::Grpc => "grpcroute",
     };
-    let mut name = String::with_capacity(kind.len() + route.namespace.len() + route.name.len() + 32);
-    let _ = write!(name, "{kind}/{}/{}/rule/", route.namespace, route.name);
-    match &rule.name {
-        Some(n) => name.push_str(n),
-        None => {
-            let _ = write!(name, "{rule_index}");
-        }
-    }
-    let _ = write!(name, "/match/{match_index}");
+    let mut name =
+        String::with_capacity(kind.len() + route.namespace.len() + route.name.len() + rule.id.len() + 24);
+    // `rule.id` is unique within the route (see `model::assign_ids`).
+    let _ = write!(
+        name,
+        "{kind}/{}/{}/rule/{}/match/{match_index}",
+        route.namespace, route.name, rule.id
+    );
     name
 }
 
@@ -148,8 +147,9 @@ pub fn build(
                 (b, mods)
             }
         };
-        let name = route_name(route, rule_index, rule, j);
-        match matches::build(m, &match_field) {
+        let name = route_name(route, rule, j);
+        let converted = rule.match_errors.get(j).cloned().flatten();
+        match matches::build(m, &match_field, converted) {
             Programmable::Ok(rm, rank) => {
                 let mut r = EnvoyRoute {
                     name,
@@ -213,8 +213,21 @@ pub fn build(
                 out.replaced.get_or_insert_with(|| e.clone());
             }
             None => {
+                let mut over = None;
                 for br in out.routes.iter_mut().filter(|br| !br.replaced) {
                     crate::policy::apply::apply(&p.features, &mut br.route);
+                    if over.is_none() {
+                        over = check_merged_additions(&br.route, &format!("{field}.filters")).err();
+                    }
+                }
+                // Every match of the rule carries the same additions: the
+                // whole rule is replaced, as for any other rule error.
+                if let Some(e) = over {
+                    for br in &mut out.routes {
+                        replacement::replace(&mut br.route);
+                        br.replaced = true;
+                    }
+                    out.replaced.get_or_insert(e);
                 }
             }
         }
@@ -245,6 +258,15 @@ fn behaviour(
     out: &mut BuiltRule,
 ) -> Result<Behaviour, RuleError> {
     let filters_field = format!("{field}.filters");
+    if let Some(k) = rule.duplicate_of {
+        return Err(RuleError::semantic(
+            format!("{field}.name"),
+            format!(
+                "rule name {:?} is also the name of spec.rules[{k}]; rule names must be unique within a route",
+                rule.name.as_deref().unwrap_or_default()
+            ),
+        ));
+    }
     filters::check_combination(&rule.filters, &filters_field)?;
 
     // Backend-level filters other than header modifiers can only be honoured
@@ -260,7 +282,38 @@ fn behaviour(
             let ff = format!("{field}.backendRefs[{bi}].filters[{fi}]");
             match f.r#type {
                 T::RequestHeaderModifier | T::ResponseHeaderModifier => {}
-                _ if rule.backends.len() == 1 => rule_filters.push((ff, f)),
+                _ if rule.backends.len() == 1 => {
+                    // Spec: RequestRedirect and URLRewrite exclude each
+                    // other on a rule or a backendRef alike; one of them
+                    // lifted from the backend must not silently lose to the
+                    // other.
+                    let clash = match f.r#type {
+                        T::UrlRewrite => Some(T::RequestRedirect),
+                        T::RequestRedirect => Some(T::UrlRewrite),
+                        _ => None,
+                    };
+                    if let Some(other) = clash
+                        && rule_filters.iter().any(|(_, g)| g.r#type == other)
+                    {
+                        return Err(RuleError::semantic(
+                            ff,
+                            "RequestRedirect and URLRewrite cannot be used together",
+                        ));
+                    }
+                    if f.r#type != T::RequestMirror
+                        && f.r#type != T::ExtensionRef
+                        && rule_filters.iter().any(|(_, g)| g.r#type == f.r#type)
+                    {
+                        return Err(RuleError::semantic(
+                            ff,
+                            format!(
+                                "filter type {:?} is given on both the rule and its backendRef",
+                                f.r#type
+                            ),
+                        ));
+                    }
+                    rule_filters.push((ff, f));
+                }
                 _ => {
                     return Err(RuleError::semantic(
                         ff,
@@ -309,14 +362,11 @@ fn behaviour(
                     weight: 1,
                     filters: std::borrow::Cow::Borrowed(&[]),
                 };
-                let fraction = match (&m.percent, &m.fraction) {
-                    (Some(p), _) => Some(((*p).clamp(0, 100) as u32) * 10_000),
-                    (None, Some(fr)) => {
-                        let den = i64::from(fr.denominator.unwrap_or(100).max(1));
-                        Some((i64::from(fr.numerator.max(0)) * 1_000_000 / den).clamp(0, 1_000_000) as u32)
-                    }
-                    (None, None) => None,
-                };
+                let fraction = mirror_fraction(
+                    m.percent,
+                    m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
+                    &format!("{ff}.requestMirror"),
+                )?;
                 match backend::resolve(
                     index,
                     route,
@@ -364,15 +414,36 @@ fn behaviour(
         }
     }
     if let Some(r) = redirect {
+        // A redirect answers without forwarding: Envoy has no upstream to
+        // mirror and no backend to send to. The spec allows a mirror beside
+        // a redirect (but not backendRefs); neither can take effect, so say
+        // so rather than drop them silently.
+        if rule_filters.iter().any(|(_, f)| f.r#type == T::RequestMirror) {
+            out.warnings.push(format!(
+                "{filters_field}: RequestMirror beside RequestRedirect is not supported by portcullis (a redirect forwards nothing to mirror); the mirror is ignored"
+            ));
+        }
+        if !rule.backends.is_empty() {
+            out.warnings.push(format!(
+                "{field}.backendRefs: ignored, a rule with RequestRedirect answers every request with the redirect (the CRD rejects backendRefs beside RequestRedirect)"
+            ));
+        }
         return Ok(Behaviour::Redirect(r));
     }
 
     // Backends.
     let mut weighted: Vec<weighted_cluster::ClusterWeight> = Vec::new();
-    let mut valid_weight = 0u32;
-    let mut invalid_weight = 0u32;
+    let mut valid_weight = 0u64;
+    let mut invalid_weight = 0u64;
     for (bi, b) in rule.backends.iter().enumerate() {
         let bfield = || format!("{field}.backendRefs[{bi}]");
+        // The CRD's minimum; `backend::resolve` would read it as 0.
+        if b.weight < 0 {
+            return Err(RuleError::structural(
+                format!("{}.weight", bfield()),
+                format!("{} is below the minimum weight 0", b.weight),
+            ));
+        }
         let resolved = backend::resolve(index, route, b, bfield, clusters);
         let mut bmods = (HeaderMods::default(), HeaderMods::default());
         for (fi, f) in b.filters.iter().enumerate() {
@@ -394,15 +465,9 @@ fn behaviour(
                 format!("{weight} is above the maximum weight {MAX_WEIGHT}"),
             ));
         }
-        let too_many = || {
-            RuleError::structural(
-                format!("{field}.backendRefs"),
-                "the sum of the backend weights overflows",
-            )
-        };
         let name = match resolved {
             Backend::Cluster { name, weight } => {
-                valid_weight = valid_weight.checked_add(weight).ok_or_else(too_many)?;
+                valid_weight += u64::from(weight);
                 name
             }
             Backend::Invalid {
@@ -411,10 +476,24 @@ fn behaviour(
                 message,
             } => {
                 out.unresolved.push((reason, message));
-                invalid_weight = invalid_weight.checked_add(weight).ok_or_else(too_many)?;
+                invalid_weight += u64::from(weight);
                 INVALID_BACKEND_CLUSTER.to_string()
             }
         };
+        // Envoy sums every weighted cluster it is given, the invalid
+        // backends' share (`INVALID_BACKEND_CLUSTER`) included, and refuses
+        // a sum above u32 ("The sum of weights of all weighted clusters of
+        // route … exceeds 4294967295"), a NACK of the whole configuration.
+        let total = valid_weight + invalid_weight;
+        if total > u64::from(u32::MAX) {
+            return Err(RuleError::structural(
+                format!("{field}.backendRefs"),
+                format!(
+                    "the backend weights (valid and invalid backends alike) sum to at least {total}, above Envoy's limit of {}",
+                    u32::MAX
+                ),
+            ));
+        }
         if weight == 0 {
             continue;
         }
@@ -498,17 +577,19 @@ fn behaviour(
     }
     if let Some(r) = &rule.retry {
         let policy = action.retry_policy.get_or_insert_with(Default::default);
-        let codes: Vec<u32> = r
-            .codes
-            .iter()
-            .flatten()
-            .filter_map(|c| u32::try_from(*c).ok())
-            .collect();
-        if codes.iter().any(|c| !(400..=599).contains(c)) {
-            return Err(RuleError::structural(
-                format!("{field}.retry.codes"),
-                "codes must be within 400-599",
-            ));
+        // Checked before conversion: a negative code must be refused, not
+        // dropped.
+        let mut codes: Vec<u32> = Vec::new();
+        for (i, c) in r.codes.iter().flatten().enumerate() {
+            match u32::try_from(*c) {
+                Ok(c) if (400..=599).contains(&c) => codes.push(c),
+                _ => {
+                    return Err(RuleError::structural(
+                        format!("{field}.retry.codes[{i}]"),
+                        format!("{c} is not within 400-599"),
+                    ));
+                }
+            }
         }
         let mut on = vec!["connect-failure", "refused-stream", "reset"];
         if !codes.is_empty() {
@@ -516,9 +597,19 @@ fn behaviour(
         }
         policy.retry_on = on.join(",");
         policy.retriable_status_codes = codes;
-        policy.num_retries = Some(UInt32Value {
-            value: r.attempts.unwrap_or(1).clamp(0, 1000) as u32,
-        });
+        // Refused, not clamped, outside 0-1000 (the bound TrafficPolicy
+        // `retry.attempts` has too).
+        let attempts = r.attempts.unwrap_or(1);
+        let attempts = u32::try_from(attempts)
+            .ok()
+            .filter(|a| *a <= 1000)
+            .ok_or_else(|| {
+                RuleError::structural(
+                    format!("{field}.retry.attempts"),
+                    format!("{attempts} is not within 0-1000"),
+                )
+            })?;
+        policy.num_retries = Some(UInt32Value { value: attempts });
         if let Some(b) = &r.backoff {
             let d =
                 duration::parse(b).map_err(|e| RuleError::structural(format!("{field}.retry.backoff"), e))?;
@@ -537,6 +628,48 @@ fn behaviour(
         }
     }
     Ok(Behaviour::Forward(action))
+}
+
+/// A mirror's share in millionths (None: all requests). The CRD's bounds
+/// (percent 0–100; numerator ≥ 0; denominator ≥ 1 and ≥ numerator; not
+/// both percent and fraction) are checked here: without the API server a
+/// value outside them must not be bent into range silently.
+fn mirror_fraction(
+    percent: Option<i32>,
+    fraction: Option<(i32, Option<i32>)>,
+    field: &str,
+) -> Result<Option<u32>, RuleError> {
+    match (percent, fraction) {
+        (Some(_), Some(_)) => Err(RuleError::structural(
+            field,
+            "only one of percent or fraction may be specified",
+        )),
+        (Some(p), None) => match u32::try_from(p) {
+            Ok(p) if p <= 100 => Ok(Some(p * 10_000)),
+            _ => Err(RuleError::structural(
+                format!("{field}.percent"),
+                format!("{p} is not within 0-100"),
+            )),
+        },
+        (None, Some((numerator, denominator))) => {
+            let den = denominator.unwrap_or(100);
+            if den < 1 {
+                return Err(RuleError::structural(
+                    format!("{field}.fraction.denominator"),
+                    format!("{den} is below the minimum 1"),
+                ));
+            }
+            if numerator < 0 || numerator > den {
+                return Err(RuleError::structural(
+                    format!("{field}.fraction.numerator"),
+                    format!("{numerator} is not within 0 and the denominator {den}"),
+                ));
+            }
+            // 0 ≤ numerator ≤ den: the share is within 0..=1,000,000.
+            Ok(Some((i64::from(numerator) * 1_000_000 / i64::from(den)) as u32))
+        }
+        (None, None) => Ok(None),
+    }
 }
 
 /// Whether a filter of the rule rewrites relative to the matched prefix.
@@ -579,11 +712,40 @@ fn header_filter(f: &HttpRouteRulesFilters, ff: &str, into: &mut HeaderMods) -> 
             )
         }};
     }
-    // The two generated modifier types differ only in name.
+    // The two generated modifier types differ only in name. One filter of
+    // each direction reaches a route (or a weighted cluster), so its count
+    // is the count Envoy sees there, before policies add theirs (checked
+    // in `check_merged_additions`).
     match f.r#type {
-        T::RequestHeaderModifier => apply!(f.request_header_modifier, "requestHeaderModifier"),
-        _ => apply!(f.response_header_modifier, "responseHeaderModifier"),
+        T::RequestHeaderModifier => {
+            apply!(f.request_header_modifier, "requestHeaderModifier")?;
+            filters::check_additions(into, &format!("{ff}.requestHeaderModifier"), "request")
+        }
+        _ => {
+            apply!(f.response_header_modifier, "responseHeaderModifier")?;
+            filters::check_additions(into, &format!("{ff}.responseHeaderModifier"), "response")
+        }
     }
+}
+
+/// Envoy's limit on header additions applies to the route as sent: the
+/// rule's own and those its TrafficPolicies merge in (`policy::apply`).
+fn check_merged_additions(r: &EnvoyRoute, field: &str) -> Result<(), RuleError> {
+    for (n, what) in [
+        (r.request_headers_to_add.len(), "request"),
+        (r.response_headers_to_add.len(), "response"),
+    ] {
+        if n > filters::MAX_HEADER_ADDITIONS {
+            return Err(RuleError::structural(
+                field,
+                format!(
+                    "{n} {what} header additions, the rule's filters and its TrafficPolicies' headerModifiers and transformation together, exceed Envoy's limit of {} per route",
+                    filters::MAX_HEADER_ADDITIONS
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn missing(field: &str, name: &str) -> RuleError {
@@ -595,5 +757,100 @@ pub fn prefix_match(p: &str) -> RouteMatch {
     RouteMatch {
         path_specifier: Some(route_match::PathSpecifier::Prefix(p.into())),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::ErrorClass;
+
+    const HEAD: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portcullis}
+spec: {controllerName: portcullis.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: infra}
+spec:
+  gatewayClassName: portcullis
+  listeners: [{name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: app}
+spec: {ports: [{name: http, port: 80, targetPort: 8080}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  rules:
+";
+
+    /// (rule, message, class) of every replacement.
+    fn replaced(rules: &str) -> Vec<(usize, String, ErrorClass)> {
+        let text = format!("{HEAD}{rules}");
+        let out = crate::translate(
+            &api::loader::load_str("t.yaml", &text).inputs,
+            &crate::Settings::default(),
+        );
+        out.replacements
+            .into_iter()
+            .map(|r| (r.rule, r.message, r.class))
+            .collect()
+    }
+
+    /// Envoy adds up every weighted cluster it is given, the invalid
+    /// backends' share included: 4,294 valid backends of 1,000,000 fit in
+    /// u32, one more invalid one does not (Envoy 1.40: "The sum of weights
+    /// of all weighted clusters of route … exceeds 4294967295").
+    #[test]
+    fn the_weight_total_counts_invalid_backends_too() {
+        let valid = vec!["{name: web, port: 80, weight: 1000000}"; 4294].join(", ");
+        let ok = replaced(&format!(
+            "  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]\n    backendRefs: [{valid}]\n"
+        ));
+        assert_eq!(ok, vec![]);
+        let over = replaced(&format!(
+            "  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]\n    backendRefs: [{valid}, {{name: missing, port: 80, weight: 1000000}}]\n"
+        ));
+        assert_eq!(
+            over,
+            vec![(
+                0,
+                "spec.rules[0].backendRefs: the backend weights (valid and invalid backends alike) sum to at least 4295000000, above Envoy's limit of 4294967295".to_string(),
+                ErrorClass::Structural
+            )]
+        );
+    }
+
+    /// Exactly Envoy's limit of 1,000 additions is accepted (checked with
+    /// `envoy --mode validate`, see fixture hardening-header-additions);
+    /// one more replaces the rule.
+    #[test]
+    fn header_additions_are_capped_at_envoys_limit() {
+        let set = |n: usize| {
+            (0..n)
+                .map(|i| format!("{{name: x-{i}, value: v}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let rule = |n: usize| {
+            format!(
+                "  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]\n    filters:\n    - type: ResponseHeaderModifier\n      responseHeaderModifier: {{set: [{}]}}\n    backendRefs: [{{name: web, port: 80}}]\n",
+                set(n)
+            )
+        };
+        assert_eq!(replaced(&rule(1000)), vec![]);
+        assert_eq!(
+            replaced(&rule(1001)),
+            vec![(
+                0,
+                "spec.rules[0].filters[0].responseHeaderModifier: 1001 response header additions (set and add) exceed Envoy's limit of 1000 per route".to_string(),
+                ErrorClass::Structural
+            )]
+        );
     }
 }
