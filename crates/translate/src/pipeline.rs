@@ -55,13 +55,13 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         inputs.http_routes.iter().collect(),
         threads,
         PARALLEL_MIN_ROUTES,
-        |r| model::from_http(&r.object, &r.source),
+        |r| model::from_http(&r.object, &r.source, &r.unreadable),
     );
     routes.extend(parallel::map(
         inputs.grpc_routes.iter().collect(),
         threads,
         PARALLEL_MIN_ROUTES,
-        |r| model::from_grpc(&r.object, &r.source),
+        |r| model::from_grpc(&r.object, &r.source, &r.unreadable),
     ));
     routes.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
 

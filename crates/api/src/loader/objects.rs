@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::tree::{Node, NodeValue, Segment, render_path, segments};
 use crate::policy::{GatewayExtension, TrafficPolicy, TrafficPolicySpec};
-use crate::{Diagnostic, Inputs, Source, Sourced};
+use crate::{Diagnostic, FieldStep, Inputs, Source, Sourced, Unreadable};
 
 /// The Gateway API group; every served version shares one schema here.
 const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
@@ -158,7 +158,7 @@ pub(crate) struct Sink {
 }
 
 impl Sink {
-    pub(crate) fn add<T: Object>(&mut self, source: Source, object: T) {
+    pub(crate) fn add<T: Object>(&mut self, source: Source, object: T, unreadable: Vec<Unreadable>) {
         let namespace = object.meta().namespace.clone().unwrap_or_default();
         let name = object.meta().name.clone().unwrap_or_default();
         let key = (T::KIND, namespace, name);
@@ -172,14 +172,23 @@ impl Sink {
             return;
         }
         self.seen.insert(key, source.clone());
-        T::bucket(&mut self.inputs).push(Sourced { source, object });
+        T::bucket(&mut self.inputs).push(Sourced {
+            source,
+            object,
+            unreadable,
+        });
     }
 
     /// Adds every object of `inputs` in order (with the duplicate check).
     pub(crate) fn add_all(&mut self, inputs: Inputs) {
         fn each<T: Object>(sink: &mut Sink, objects: Vec<Sourced<T>>) {
-            for Sourced { source, object } in objects {
-                sink.add(source, object);
+            for Sourced {
+                source,
+                object,
+                unreadable,
+            } in objects
+            {
+                sink.add(source, object, unreadable);
             }
         }
         let Inputs {
@@ -471,25 +480,59 @@ impl Document<'_> {
             self.singular_use_default_gateway(sink, &mut value);
         }
 
-        let (mut object, fell_back): (T, bool) = match serde_path_to_error::deserialize(&value) {
-            Ok(object) => (object, false),
-            Err(error) => {
-                let path = segments(error.path());
-                let at = self.at(&path);
-                let reason = error.inner().to_string();
-                // serde says "missing field `x`" about the enclosing object;
-                // name the field itself, like the loader's own checks do.
-                let missing = reason
-                    .strip_prefix("missing field `")
-                    .and_then(|rest| rest.strip_suffix('`'));
-                let (path, reason) = match missing {
-                    Some(field) => {
-                        let mut path = path;
-                        path.push(Segment::Key(field.to_string()));
-                        (path, "missing required field".to_string())
+        // Routes keep every rule that reads: a value inside a rule that does
+        // not read is neutralised and recorded (see `Unreadable`), and the
+        // parse is retried, so that every such value is found and the route
+        // is still bound, its bad rule fenced, instead of dropped.
+        let tolerant = matches!(T::KIND, "HTTPRoute" | "GRPCRoute");
+        let mut neutralised = Neutralised::default();
+        let mut attempts = 0usize;
+        let parsed = loop {
+            attempts += 1;
+            match serde_path_to_error::deserialize::<_, T>(&value) {
+                Ok(object) => break Ok(object),
+                Err(error) => {
+                    let (path, reason) = describe(&error);
+                    let original = neutralised.original(&path);
+                    if tolerant
+                        && let Some(rule) = rule_index(&original)
+                        && attempts <= 4 * MAX_UNREADABLE
+                        && neutralised.found.len() < MAX_UNREADABLE
+                        && neutralise(&mut value, &path, &reason, &mut neutralised)
+                    {
+                        // Removing a required value re-reports it as
+                        // missing: the first reason stands.
+                        if !neutralised.found.iter().any(|u| u.0.path == field_steps(&original)) {
+                            let line = self.root.line_at(&original, self.line);
+                            let unreadable = Unreadable {
+                                rule,
+                                path: field_steps(&original),
+                                message: reason,
+                            };
+                            neutralised.found.push((unreadable, line));
+                        }
+                        continue;
                     }
-                    None => (path, reason),
-                };
+                    break Err((original, reason));
+                }
+            }
+        };
+        // In the order of the input, each on the line of its value.
+        neutralised.found.sort_by(|a, b| (a.1, &a.0.path).cmp(&(b.1, &b.0.path)));
+        for (unreadable, line) in &neutralised.found {
+            let rule = unreadable.rule;
+            let message = match parsed {
+                Ok(_) => format!(
+                    "{unreadable}; rule {rule} is replaced with a 500 (Accepted=False, UnsupportedValue)"
+                ),
+                Err(_) => unreadable.to_string(),
+            };
+            sink.error(self.label.clone(), &Source::new(self.file, *line), message);
+        }
+        let (mut object, fell_back): (T, bool) = match parsed {
+            Ok(object) => (object, false),
+            Err((path, reason)) => {
+                let at = self.at(&path);
                 let rendered = render_path(&path);
                 let message = if rendered.is_empty() {
                     reason
@@ -518,6 +561,7 @@ impl Document<'_> {
             let mut unknown = Vec::new();
             unknown_fields(&value, &parsed, &mut Vec::new(), &mut unknown);
             for path in unknown {
+                let path = neutralised.original(&path);
                 let message = format!("{}: unknown field; ignored", render_path(&path));
                 sink.warning(self.label.clone(), &self.at(&path), message);
             }
@@ -532,7 +576,8 @@ impl Document<'_> {
             meta.namespace = None;
         }
         object.normalize();
-        sink.add(Source::new(self.file, self.line), object);
+        let unreadable = neutralised.found.into_iter().map(|(u, _)| u).collect();
+        sink.add(Source::new(self.file, self.line), object, unreadable);
     }
 
     /// GEP-3793 spells the field `useDefaultGateways`; the singular spelling
@@ -595,5 +640,221 @@ fn unknown_fields(input: &Value, parsed: &Value, path: &mut Vec<Segment>, out: &
             }
         }
         _ => {}
+    }
+}
+
+/// How many unreadable values one route may have before the loader stops
+/// neutralising and drops it as before (with a diagnostic): bounds the
+/// retry loop.
+const MAX_UNREADABLE: usize = 64;
+
+/// The path and reason of a typed-parse error. serde says "missing field
+/// `x`" about the enclosing object; the field itself is named instead, like
+/// the loader's own checks do. An unknown enum value is worded as the
+/// Gateway API's `UnsupportedValue` is.
+fn describe(error: &serde_path_to_error::Error<serde_json::Error>) -> (Vec<Segment>, String) {
+    let mut path = segments(error.path());
+    let reason = error.inner().to_string();
+    if let Some(field) = reason
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.strip_suffix('`'))
+    {
+        path.push(Segment::Key(field.to_string()));
+        return (path, "missing required field".to_string());
+    }
+    if let Some((value, expected)) = reason
+        .strip_prefix("unknown variant `")
+        .and_then(|rest| rest.split_once("`, "))
+    {
+        return (path, format!("unknown value {value:?}, {}", expected.replace('`', "")));
+    }
+    (path, reason)
+}
+
+/// `spec.rules[i]` (indexes as written) when `path` lies in it.
+fn rule_index(path: &[Segment]) -> Option<usize> {
+    match path {
+        [Segment::Key(spec), Segment::Key(rules), Segment::Index(i), ..]
+            if spec == "spec" && rules == "rules" =>
+        {
+            Some(*i)
+        }
+        _ => None,
+    }
+}
+
+fn field_steps(path: &[Segment]) -> Vec<FieldStep> {
+    path.iter()
+        .filter_map(|s| match s {
+            Segment::Key(k) => Some(FieldStep::Key(k.clone())),
+            Segment::Index(i) => Some(FieldStep::Index(*i)),
+            Segment::Opaque => None,
+        })
+        .collect()
+}
+
+/// What neutralising has done to a route's value so far.
+#[derive(Default)]
+struct Neutralised {
+    /// Every unreadable value, with its line.
+    found: Vec<(Unreadable, usize)>,
+    /// Array elements removed, by the array's path as written: their
+    /// indexes as written, so that later paths can be mapped back.
+    removed: Vec<(Vec<Segment>, Vec<usize>)>,
+}
+
+impl Neutralised {
+    /// Maps a path in the neutralised value to the path as written.
+    fn original(&self, path: &[Segment]) -> Vec<Segment> {
+        let mut out: Vec<Segment> = Vec::with_capacity(path.len());
+        for segment in path {
+            match segment {
+                Segment::Index(current) => {
+                    let mut index = *current;
+                    if let Some((_, removed)) = self.removed.iter().find(|(p, _)| *p == out) {
+                        // `removed` is sorted: each removed index at or
+                        // before the running index shifts it by one.
+                        for r in removed {
+                            if *r <= index {
+                                index += 1;
+                            }
+                        }
+                    }
+                    out.push(Segment::Index(index));
+                }
+                other => out.push(other.clone()),
+            }
+        }
+        out
+    }
+
+    fn record_removal(&mut self, array: Vec<Segment>, index: usize) {
+        match self.removed.iter_mut().find(|(p, _)| *p == array) {
+            Some((_, removed)) => {
+                removed.push(index);
+                removed.sort_unstable();
+            }
+            None => self.removed.push((array, vec![index])),
+        }
+    }
+}
+
+/// The value at `path` (current indexes), mutably.
+fn value_at<'v>(value: &'v mut Value, path: &[Segment]) -> Option<&'v mut Value> {
+    let mut node = value;
+    for segment in path {
+        node = match (segment, node) {
+            (Segment::Key(k), Value::Object(map)) => map.get_mut(k)?,
+            (Segment::Index(i), Value::Array(items)) => items.get_mut(*i)?,
+            _ => return None,
+        };
+    }
+    Some(node)
+}
+
+/// Removes the value at `path` (a key or an array element, recorded so that
+/// later paths map back to the input); whether anything was removed.
+fn remove_at(value: &mut Value, path: &[Segment], neutralised: &mut Neutralised) -> bool {
+    let Some((last, parent)) = path.split_last() else {
+        return false;
+    };
+    match (last, value_at(value, parent)) {
+        (Segment::Key(k), Some(Value::Object(map))) => map.remove(k).is_some(),
+        (Segment::Index(i), Some(Value::Array(items))) if *i < items.len() => {
+            items.remove(*i);
+            let original = neutralised.original(path);
+            if let (Some(Segment::Index(o)), Some(array)) = (original.last(), original.split_last()) {
+                neutralised.record_removal(array.1.to_vec(), *o);
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Replaces the value at `path`; whether it changed.
+fn replace_at(value: &mut Value, path: &[Segment], with: Value) -> bool {
+    match value_at(value, path) {
+        Some(slot) if *slot != with => {
+            *slot = with;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Makes the value at `path` (inside `spec.rules[i]`, current indexes) read,
+/// so that the parse can go on to the next problem; whether the value
+/// changed (no change ends the loop).
+///
+/// The whole rule is replaced by the 500 anyway, so outside `matches`
+/// anything unreadable is simply removed (the smallest removable piece: the
+/// key, or for a missing required field the element that lacks it). Inside
+/// `matches[j]` nothing that changes which requests the match catches is
+/// removed without trace: the translator fences the match from the recorded
+/// path (see `translate::route::unreadable`), and match and header/query
+/// elements keep their place (placeholders) so indexes and precedence stay
+/// as written.
+fn neutralise(value: &mut Value, path: &[Segment], reason: &str, neutralised: &mut Neutralised) -> bool {
+    let Some(rule) = path.get(..3) else {
+        return false;
+    };
+    let rel = &path[3..];
+    let missing = reason == "missing required field";
+    let within = |steps: usize| {
+        let mut p = rule.to_vec();
+        p.extend_from_slice(&rel[..steps.min(rel.len())]);
+        p
+    };
+    match rel {
+        [Segment::Key(m), Segment::Index(_), rest @ ..] if m == "matches" => {
+            let the_match = within(2);
+            let placeholder = |list: &str, index: usize| {
+                let name = if list == "headers" {
+                    format!("x-portcullis-unreadable-{index}")
+                } else {
+                    format!("portcullis-unreadable-{index}")
+                };
+                serde_json::json!({ "name": name, "value": "" })
+            };
+            let changed = match rest {
+                // An optional value of the match, or of its path (HTTPRoute)
+                // or method (GRPCRoute): removed.
+                [Segment::Key(_)] if !missing => remove_at(value, path, neutralised),
+                [Segment::Key(k), Segment::Key(_)]
+                    if (k == "path" || k == "method") && !missing =>
+                {
+                    remove_at(value, path, neutralised)
+                        || remove_at(value, &within(3), neutralised)
+                }
+                // One header or query parameter match: an unknown type is
+                // removed (the translator drops the constraint); anything
+                // else puts a placeholder in the element's place.
+                [Segment::Key(list), Segment::Index(_), Segment::Key(t)]
+                    if (list == "headers" || list == "queryParams") && t == "type" && !missing =>
+                {
+                    remove_at(value, path, neutralised)
+                }
+                [Segment::Key(list), Segment::Index(index), ..]
+                    if list == "headers" || list == "queryParams" =>
+                {
+                    replace_at(value, &within(4), placeholder(list, *index))
+                }
+                _ => false,
+            };
+            // Anything else: the match cannot be read at all.
+            changed || replace_at(value, &the_match, Value::Object(Default::default()))
+        }
+        // The rule is not a mapping: it reads as an empty rule, which
+        // matches everything, fenced at the lowest precedence.
+        [] => replace_at(value, rule, Value::Object(Default::default())),
+        _ => {
+            let target = if missing { &path[..path.len() - 1] } else { path };
+            // Never remove the rule itself (its index is its identity).
+            if target.len() <= 3 {
+                return replace_at(value, rule, Value::Object(Default::default()));
+            }
+            remove_at(value, target, neutralised)
+        }
     }
 }

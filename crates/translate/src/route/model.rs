@@ -8,17 +8,19 @@
 
 use std::borrow::Cow;
 
-use api::Source;
+use api::{FieldStep, Source, Unreadable};
 use api::gateway_api::experimental::grpcroutes::{
     GrpcRoute, GrpcRouteRulesMatches, GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
 };
 use api::gateway_api::experimental::httproutes::{
     HttpRoute, HttpRouteRulesFilters, HttpRouteRulesMatches, HttpRouteRulesMatchesHeaders,
     HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPath, HttpRouteRulesMatchesPathType,
-    HttpRouteRulesRetry, HttpRouteRulesTimeouts,
+    HttpRouteRulesMatchesMethod, HttpRouteRulesRetry, HttpRouteRulesTimeouts,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use crate::error::RuleError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RouteKind {
@@ -72,6 +74,26 @@ pub struct Rule<'a> {
     pub retry: Option<&'a HttpRouteRulesRetry>,
     /// A field set on the rule that portcullis does not implement.
     pub unsupported: Vec<String>,
+    /// Values of the rule the loader could not read ([`api::Unreadable`]):
+    /// when non-empty the rule is replaced by the 500, whatever else it
+    /// says, and [`Rule::fenced`] says what the 500 must catch.
+    pub load_errors: Vec<RuleError>,
+    /// Only for a rule with `load_errors`: per match (same order as
+    /// `matches`), every reading of it the 500 must cover.
+    pub fenced: Vec<Vec<Reading>>,
+}
+
+/// One way a match of a rule with unreadable values may have been meant
+/// (see `route::unreadable`).
+#[derive(Clone, Debug)]
+pub struct Reading {
+    /// The match with a stand-in for each unreadable constraint (a method,
+    /// a header or query match of unknown type): ranks the 500 where the
+    /// match as written would have ranked.
+    pub ranked_as: HttpRouteRulesMatches,
+    /// The same reading without the unreadable constraints: what the 500
+    /// catches, a superset of what the match as written catches.
+    pub catches: HttpRouteRulesMatches,
 }
 
 #[derive(Clone, Debug)]
@@ -181,7 +203,7 @@ macro_rules! backend_ref {
     };
 }
 
-pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
+pub fn from_http<'a>(route: &'a HttpRoute, source: &Source, unreadable: &[Unreadable]) -> Route<'a> {
     let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
     let mut errors = Vec::new();
     let parent_refs = route
@@ -209,17 +231,21 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
             if r.session_persistence.is_some() {
                 unsupported.push("sessionPersistence".to_string());
             }
+            let matches = match r.matches.as_deref() {
+                None | Some([]) => Cow::Owned(vec![default_match()]),
+                Some(m) => Cow::Borrowed(m),
+            };
+            let (load_errors, fenced) = fence(i, unreadable, &matches, None);
             Rule {
                 name: r.name.clone(),
-                matches: match r.matches.as_deref() {
-                    None | Some([]) => Cow::Owned(vec![default_match()]),
-                    Some(m) => Cow::Borrowed(m),
-                },
+                matches,
                 filters: Cow::Borrowed(r.filters.as_deref().unwrap_or_default()),
                 backends,
                 timeouts: r.timeouts.as_ref(),
                 retry: r.retry.as_ref(),
                 unsupported,
+                load_errors,
+                fenced,
             }
         })
         .collect();
@@ -322,7 +348,7 @@ pub fn escape_regex(s: &str) -> String {
     out
 }
 
-pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
+pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source, unreadable: &[Unreadable]) -> Route<'a> {
     let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
     let mut errors = Vec::new();
     let parent_refs = route
@@ -361,17 +387,22 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
             if r.session_persistence.is_some() {
                 unsupported.push("sessionPersistence".to_string());
             }
+            let written = r.matches.as_deref().unwrap_or_default();
+            let matches: Cow<'_, [HttpRouteRulesMatches]> = match written {
+                [] => Cow::Owned(vec![default_match()]),
+                m => Cow::Owned(m.iter().map(grpc_match).collect()),
+            };
+            let (load_errors, fenced) = fence(i, unreadable, &matches, Some(written));
             Rule {
                 name: r.name.clone(),
-                matches: match r.matches.as_deref() {
-                    None | Some([]) => Cow::Owned(vec![default_match()]),
-                    Some(m) => Cow::Owned(m.iter().map(grpc_match).collect()),
-                },
+                matches,
                 filters: Cow::Owned(filters),
                 backends,
                 timeouts: None,
                 retry: None,
                 unsupported,
+                load_errors,
+                fenced,
             }
         })
         .collect();
@@ -392,4 +423,141 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
         errors,
         labels: route.metadata.labels.as_ref(),
     }
+}
+
+/// The load errors of rule `rule` and, when there are any, the readings of
+/// each of its matches that its 500 must cover.
+///
+/// What a match with an unreadable value may have meant is not known, so
+/// the 500 catches every reading of it, each ranked as that reading would
+/// rank (so nothing the match was meant to catch falls to a route the match
+/// would have beaten):
+/// - a path of unknown type is read as each type the spec defines (`Exact`,
+///   `PathPrefix`, `RegularExpression`; an invalid pattern becomes the usual
+///   guard on its literal prefix); a path whose value cannot be read
+///   catches every path;
+/// - a method, or a header or query match of unknown type, ranks as if it
+///   were there but does not constrain what the 500 catches;
+/// - a gRPC method match of unknown type is read as `Exact` and as
+///   `RegularExpression` (`path_readings`).
+fn fence(
+    rule: usize,
+    unreadable: &[Unreadable],
+    matches: &[HttpRouteRulesMatches],
+    grpc: Option<&[GrpcRouteRulesMatches]>,
+) -> (Vec<RuleError>, Vec<Vec<Reading>>) {
+    let mine: Vec<&Unreadable> = unreadable.iter().filter(|u| u.rule == rule).collect();
+    if mine.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let errors = mine
+        .iter()
+        .map(|u| RuleError::structural(u.field(), u.message.clone()))
+        .collect();
+    let fenced = matches
+        .iter()
+        .enumerate()
+        .map(|(j, m)| {
+            // What of match j could not be read, by the steps below
+            // `spec.rules[rule].matches[j]`.
+            let below: Vec<&[FieldStep]> = mine
+                .iter()
+                .filter_map(|u| match u.path.get(3..5) {
+                    Some([FieldStep::Key(k), FieldStep::Index(i)]) if k == "matches" && *i == j => {
+                        u.path.get(5..)
+                    }
+                    _ => None,
+                })
+                .collect();
+            let key = |name: &str| {
+                below
+                    .iter()
+                    .any(|p| matches!(p.first(), Some(FieldStep::Key(k)) if k == name))
+            };
+            let elements = |name: &str| -> Option<Vec<usize>> {
+                let mut out = Vec::new();
+                for p in &below {
+                    match p {
+                        [FieldStep::Key(k)] if k == name => return None, // the whole list
+                        [FieldStep::Key(k), FieldStep::Index(i), ..] if k == name => out.push(*i),
+                        _ => {}
+                    }
+                }
+                Some(out)
+            };
+            let (bad_headers, bad_queries) = (elements("headers"), elements("queryParams"));
+            let mut ranked_as = m.clone();
+            let mut catches = m.clone();
+            if key("method") && grpc.is_none() {
+                // HTTPRoute: ranked as a match with a method, catching any.
+                ranked_as.method = Some(HttpRouteRulesMatchesMethod::Get);
+            }
+            let keep = |bad: &Option<Vec<usize>>, i: usize| bad.as_ref().is_some_and(|b| !b.contains(&i));
+            if let Some(hs) = catches.headers.as_mut() {
+                let mut i = 0;
+                hs.retain(|_| (keep(&bad_headers, i), i += 1).0);
+            }
+            if let Some(qs) = catches.query_params.as_mut() {
+                let mut i = 0;
+                qs.retain(|_| (keep(&bad_queries, i), i += 1).0);
+            }
+            let path_readings: Vec<(HttpRouteRulesMatches, HttpRouteRulesMatches)> = if key("path") {
+                match m.path.as_ref().and_then(|p| p.value.clone()) {
+                    Some(value) => [
+                        HttpRouteRulesMatchesPathType::Exact,
+                        HttpRouteRulesMatchesPathType::PathPrefix,
+                        HttpRouteRulesMatchesPathType::RegularExpression,
+                    ]
+                    .into_iter()
+                    .map(|t| {
+                        let path = Some(HttpRouteRulesMatchesPath {
+                            r#type: Some(t),
+                            value: Some(value.clone()),
+                        });
+                        let mut r = ranked_as.clone();
+                        let mut c = catches.clone();
+                        r.path = path.clone();
+                        c.path = path;
+                        (r, c)
+                    })
+                    .collect(),
+                    None => {
+                        let (mut r, mut c) = (ranked_as.clone(), catches.clone());
+                        r.path = default_match().path;
+                        c.path = default_match().path;
+                        vec![(r, c)]
+                    }
+                }
+            } else if let Some(written) = grpc.and_then(|g| g.get(j)).filter(|_| key("method")) {
+                // A gRPC method match is the path: read as each method
+                // match type the GRPCRoute spec defines (the loader removed
+                // the unknown one; a removed service or method name reads
+                // as "any", a superset).
+                [
+                    GrpcRouteRulesMatchesMethodType::Exact,
+                    GrpcRouteRulesMatchesMethodType::RegularExpression,
+                ]
+                .into_iter()
+                .map(|t| {
+                    let mut g = written.clone();
+                    if let Some(method) = g.method.as_mut() {
+                        method.r#type = Some(t);
+                    }
+                    let path = grpc_match(&g).path;
+                    let (mut r, mut c) = (ranked_as.clone(), catches.clone());
+                    r.path = path.clone();
+                    c.path = path;
+                    (r, c)
+                })
+                .collect()
+            } else {
+                vec![(ranked_as, catches)]
+            };
+            path_readings
+                .into_iter()
+                .map(|(ranked_as, catches)| Reading { ranked_as, catches })
+                .collect()
+        })
+        .collect();
+    (errors, fenced)
 }
