@@ -52,9 +52,25 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    /// Whether any diagnostic is an error.
+    /// Whether any diagnostic is an error that lost something: an error
+    /// about an unreadable value of a route rule that was kept (and is
+    /// fenced, see [`crate::Unreadable`]) does not count, since the route
+    /// is loaded as fully as it can be. The loader emits exactly one error
+    /// per unreadable value of a kept route, so the count says it.
     pub fn has_errors(&self) -> bool {
-        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+        let errors = self
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count();
+        let fenced: usize = self
+            .inputs
+            .http_routes
+            .iter()
+            .map(|r| r.unreadable.len())
+            .chain(self.inputs.grpc_routes.iter().map(|r| r.unreadable.len()))
+            .sum();
+        errors > fenced
     }
 }
 
