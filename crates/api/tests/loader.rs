@@ -1124,3 +1124,68 @@ fn messages_stay_on_one_line() {
         )]
     );
 }
+
+#[test]
+fn names_kubernetes_would_refuse_are_refused_per_kind() {
+    let doc = |api: &str, kind: &str, ns: &str, name: &str| {
+        format!("---\napiVersion: {api}\nkind: {kind}\nmetadata:\n  namespace: \"{ns}\"\n  name: \"{name}\"\n")
+    };
+    let gw = "gateway.networking.k8s.io/v1";
+    let cases = [
+        // (document, field refused or None when it loads)
+        (doc("v1", "Service", "a", "b/c"), Some("metadata.name")),
+        (doc("v1", "Service", "a/b", "c"), Some("metadata.namespace")),
+        // Service names are DNS-1035 labels: no leading digit, no dot.
+        (doc("v1", "Service", "a", "1web"), Some("metadata.name")),
+        (doc("v1", "Service", "a", "web.v1"), Some("metadata.name")),
+        (doc("v1", "Service", "a", "web-1"), None),
+        (doc("v1", "Secret", "a", "tls.example-1"), None),
+        (doc("v1", "Secret", "a", "Tls"), Some("metadata.name")),
+        (doc("v1", "Secret", "a", "tls..x"), Some("metadata.name")),
+        (doc(gw, "HTTPRoute", "a", "r_1"), Some("metadata.name")),
+        (doc(gw, "HTTPRoute", "a", "r."), Some("metadata.name")),
+        (doc(gw, "HTTPRoute", "a", ".."), Some("metadata.name")),
+        (doc(gw, "HTTPRoute", "a", "r.v1") + "spec: {}\n", None),
+        (doc(gw, "HTTPRoute", "-a", "r"), Some("metadata.namespace")),
+        (doc(gw, "HTTPRoute", "a.b", "r"), Some("metadata.namespace")),
+        (doc("v1", "Secret", "infra", &"g".repeat(253)), None),
+        (doc(gw, "Gateway", "infra", &"g".repeat(254)), Some("metadata.name")),
+        (doc(gw, "GRPCRoute", &"n".repeat(64), "g"), Some("metadata.namespace")),
+        (doc(gw, "ReferenceGrant", "a", "x%2Fy"), Some("metadata.name")),
+        (doc("discovery.k8s.io/v1", "EndpointSlice", "a", "web-1/x"), Some("metadata.name")),
+        // Namespaces are labels; cluster-scoped kinds have no namespace.
+        (doc("v1", "Namespace", "", "a.b"), Some("metadata.name")),
+        (doc("v1", "Namespace", "", "team-a"), None),
+        (
+            doc(gw, "GatewayClass", "ignored/here", "portcullis") + "spec: {controllerName: x}\n",
+            None,
+        ),
+        (doc(gw, "GatewayClass", "", "Portcullis"), Some("metadata.name")),
+        (
+            doc("gateway.portcullis.dev/v1alpha1", "TrafficPolicy", "a", "p/q"),
+            Some("metadata.name"),
+        ),
+    ];
+    for (text, refused) in cases {
+        let loaded = load_str("n.yaml", &text);
+        match refused {
+            None => {
+                assert!(loaded.diagnostics.is_empty(), "{text}: {:#?}", loaded.diagnostics);
+                assert_eq!(loaded.inputs.len(), 1, "{text}");
+            }
+            Some(field) => {
+                assert_eq!(loaded.inputs.len(), 0, "{text} is refused");
+                let [d] = loaded.diagnostics.as_slice() else {
+                    panic!("{text}: one diagnostic: {:#?}", loaded.diagnostics)
+                };
+                assert_eq!(d.severity, Severity::Error);
+                assert!(d.message.starts_with(&format!("{field}: ")), "{text}: {}", d.message);
+                assert!(d.message.contains("is not a valid"), "{}", d.message);
+                assert!(d.object.is_some(), "{d:?}");
+                // The line of the field (namespace on line 5, name on 6).
+                let line = if field == "metadata.namespace" { 5 } else { 6 };
+                assert_eq!(d.file.as_deref(), Some(format!("n.yaml:{line}").as_str()));
+            }
+        }
+    }
+}

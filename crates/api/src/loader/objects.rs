@@ -394,6 +394,9 @@ pub(crate) fn load_document(sink: &mut Sink, file: &str, root: &Node, line: usiz
     }
 
     let label = name.map(|name| object_label(kind, known.namespaced(), namespace, name));
+    if !names_are_valid(sink, file, root, line, known, kind, label.as_deref(), name, namespace) {
+        return;
+    }
     let doc = Document {
         file,
         root,
@@ -857,4 +860,111 @@ fn neutralise(value: &mut Value, path: &[Segment], reason: &str, neutralised: &m
             remove_at(value, target, neutralised)
         }
     }
+}
+
+/// Which of Kubernetes' name formats a name must have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NameFormat {
+    /// RFC 1123 label: at most 63 of `a-z0-9-`, alphanumeric at both ends
+    /// (namespaces).
+    Dns1123Label,
+    /// RFC 1035 label: a DNS-1123 label that starts with a letter (Service
+    /// names, `ValidateServiceName`).
+    Dns1035Label,
+    /// RFC 1123 subdomain: at most 253 characters, dot-separated labels of
+    /// `a-z0-9-` (every other kind here, custom resources included).
+    Dns1123Subdomain,
+}
+
+impl NameFormat {
+    fn describe(self) -> &'static str {
+        match self {
+            NameFormat::Dns1123Label => {
+                "a DNS-1123 label (at most 63 lower case letters, digits or '-', starting and ending \
+                 with a letter or digit)"
+            }
+            NameFormat::Dns1035Label => {
+                "a DNS-1035 label (at most 63 lower case letters, digits or '-', starting with a \
+                 letter and ending with a letter or digit)"
+            }
+            NameFormat::Dns1123Subdomain => {
+                "a DNS-1123 subdomain (at most 253 lower case letters, digits, '-' or '.', each \
+                 dot-separated part starting and ending with a letter or digit)"
+            }
+        }
+    }
+
+    fn accepts(self, name: &str) -> bool {
+        fn label(l: &str, max: usize) -> bool {
+            let b = l.as_bytes();
+            !b.is_empty()
+                && b.len() <= max
+                && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b[0] != b'-'
+                && b[b.len() - 1] != b'-'
+        }
+        match self {
+            NameFormat::Dns1123Label => label(name, 63),
+            NameFormat::Dns1035Label => label(name, 63) && name.as_bytes()[0].is_ascii_lowercase(),
+            NameFormat::Dns1123Subdomain => name.len() <= 253 && name.split('.').all(|l| label(l, 253)),
+        }
+    }
+}
+
+/// The format Kubernetes requires of `metadata.name` for a kind.
+fn name_format(known: Known) -> NameFormat {
+    match known {
+        Known::Namespace => NameFormat::Dns1123Label,
+        Known::Service => NameFormat::Dns1035Label,
+        _ => NameFormat::Dns1123Subdomain,
+    }
+}
+
+/// Refuses (with an error naming the field and its line) an object whose
+/// name or namespace Kubernetes would refuse: such names cannot exist in a
+/// cluster, and generated names built from them (`a/b/c/80` for Service
+/// `a`/`b/c` and for Service `a/b`/`c`) could otherwise stand for another
+/// namespace's objects. Whether the object was kept.
+#[allow(clippy::too_many_arguments)]
+fn names_are_valid(
+    sink: &mut Sink,
+    file: &str,
+    root: &Node,
+    line: usize,
+    known: Known,
+    kind: &str,
+    label: Option<&str>,
+    name: Option<&str>,
+    namespace: Option<&str>,
+) -> bool {
+    let mut checks = vec![("name", name, name_format(known))];
+    if known.namespaced() {
+        // An absent or empty namespace is defaulted to `default`.
+        checks.push((
+            "namespace",
+            namespace.filter(|ns| !ns.is_empty()),
+            NameFormat::Dns1123Label,
+        ));
+    }
+    let mut valid = true;
+    for (field, value, format) in checks {
+        let Some(value) = value else {
+            continue;
+        };
+        if format.accepts(value) {
+            continue;
+        }
+        let path = [Segment::Key("metadata".into()), Segment::Key(field.into())];
+        let at = Source::new(file, root.line_at(&path, line));
+        sink.error(
+            label.map(str::to_string),
+            &at,
+            format!(
+                "metadata.{field}: {value:?} is not a valid {kind} {field}: it must be {}; the {kind} is ignored",
+                format.describe()
+            ),
+        );
+        valid = false;
+    }
+    valid
 }
