@@ -393,15 +393,17 @@ spec:
         vec![Unreadable {
             rule: 1,
             path: steps("spec.rules[1].matches[1].path.type"),
-            message: "unknown value \"Foo\", expected one of Exact, PathPrefix, RegularExpression"
-                .into(),
+            message: "unknown value \"Foo\", expected one of Exact, PathPrefix, RegularExpression".into(),
         }]
     );
     // The path value stays for the guard; the unknown type is removed.
-    let path = route.object.spec.rules.as_ref().unwrap()[1].matches.as_ref().unwrap()[1]
+    let path = route.object.spec.rules.as_ref().expect("present")[1]
+        .matches
+        .as_ref()
+        .expect("present")[1]
         .path
         .clone()
-        .unwrap();
+        .expect("present");
     assert_eq!((path.r#type, path.value.as_deref()), (None, Some("/b")));
     assert_eq!(
         services(&loaded),
@@ -416,7 +418,9 @@ fn steps(path: &str) -> Vec<FieldStep> {
         let (key, rest) = part.split_once('[').unwrap_or((part, ""));
         out.push(FieldStep::Key(key.to_string()));
         for index in rest.split('[').filter(|s| !s.is_empty()) {
-            out.push(FieldStep::Index(index.trim_end_matches(']').parse().unwrap()));
+            out.push(FieldStep::Index(
+                index.trim_end_matches(']').parse().expect("present"),
+            ));
         }
     }
     out
@@ -483,40 +487,60 @@ spec:
     let lines: Vec<(&str, String)> = errors(&loaded)
         .iter()
         .filter(|d| d.object.as_deref() == Some("HTTPRoute app/r"))
-        .map(|d| (d.file.as_deref().unwrap_or(""), d.message.split(':').next().unwrap_or("").to_string()))
+        .map(|d| {
+            (
+                d.file.as_deref().unwrap_or(""),
+                d.message.split(':').next().unwrap_or("").to_string(),
+            )
+        })
         .collect();
     assert_eq!(
         lines,
         vec![
             ("u.yaml:11", "spec.rules[1].filters[0].type".to_string()),
-            ("u.yaml:13", "spec.rules[1].filters[1].requestRedirect.scheme".to_string()),
+            (
+                "u.yaml:13",
+                "spec.rules[1].filters[1].requestRedirect.scheme".to_string()
+            ),
             ("u.yaml:15", "spec.rules[1].backendRefs[0].name".to_string()),
             ("u.yaml:16", "spec.rules[1].backendRefs[1].weight".to_string()),
             ("u.yaml:19", "spec.rules[2].matches[0].method".to_string()),
-            ("u.yaml:20", "spec.rules[2].matches[0].headers[0].type".to_string()),
-            ("u.yaml:21", "spec.rules[2].matches[0].queryParams[0].type".to_string()),
+            (
+                "u.yaml:20",
+                "spec.rules[2].matches[0].headers[0].type".to_string()
+            ),
+            (
+                "u.yaml:21",
+                "spec.rules[2].matches[0].queryParams[0].type".to_string()
+            ),
             ("u.yaml:22", "spec.rules[3]".to_string()),
         ]
     );
     // Rule 0 is read as written; rule 2's match keeps its path and its
     // readable header, and every header/query element keeps its place.
-    let rules = route.object.spec.rules.as_ref().unwrap();
+    let rules = route.object.spec.rules.as_ref().expect("present");
     assert_eq!(rules.len(), 4);
-    assert_eq!(rules[0].backend_refs.as_ref().unwrap()[0].name, "echo");
-    let m = &rules[2].matches.as_ref().unwrap()[0];
-    assert_eq!(m.path.as_ref().unwrap().value.as_deref(), Some("/m"));
+    assert_eq!(rules[0].backend_refs.as_ref().expect("present")[0].name, "echo");
+    let m = &rules[2].matches.as_ref().expect("present")[0];
+    assert_eq!(m.path.as_ref().expect("present").value.as_deref(), Some("/m"));
     assert!(m.method.is_none());
-    assert_eq!(m.headers.as_ref().unwrap().len(), 2);
-    assert_eq!(m.query_params.as_ref().unwrap().len(), 1);
+    assert_eq!(m.headers.as_ref().expect("present").len(), 2);
+    assert_eq!(m.query_params.as_ref().expect("present").len(), 1);
     // Rule 1's matches survive untouched.
-    let m = &rules[1].matches.as_ref().unwrap()[0];
-    assert_eq!(m.path.as_ref().unwrap().value.as_deref(), Some("/secret"));
+    let m = &rules[1].matches.as_ref().expect("present")[0];
+    assert_eq!(
+        m.path.as_ref().expect("present").value.as_deref(),
+        Some("/secret")
+    );
 
     let [grpc] = loaded.inputs.grpc_routes.as_slice() else {
         panic!("the GRPCRoute is kept: {:#?}", loaded.diagnostics)
     };
     let found: Vec<(usize, String)> = grpc.unreadable.iter().map(|u| (u.rule, u.field())).collect();
-    assert_eq!(found, vec![(0, "spec.rules[0].matches[0].method.type".to_string())]);
+    assert_eq!(
+        found,
+        vec![(0, "spec.rules[0].matches[0].method.type".to_string())]
+    );
 }
 
 #[test]
@@ -539,7 +563,11 @@ spec:
         .map(|d| (d.object.as_deref(), d.file.as_deref(), d.message.as_str()))
         .collect();
     assert_eq!(messages.len(), 2, "{messages:#?}");
-    assert!(messages[0].2.starts_with("spec.rules[0].filters[0].type: unknown value \"Foo\""));
+    assert!(
+        messages[0]
+            .2
+            .starts_with("spec.rules[0].filters[0].type: unknown value \"Foo\"")
+    );
     assert_eq!(messages[1].0, Some("HTTPRoute app/r"));
     assert_eq!(messages[1].1, Some("p.yaml:8"));
     assert!(
@@ -1128,7 +1156,9 @@ fn messages_stay_on_one_line() {
 #[test]
 fn names_kubernetes_would_refuse_are_refused_per_kind() {
     let doc = |api: &str, kind: &str, ns: &str, name: &str| {
-        format!("---\napiVersion: {api}\nkind: {kind}\nmetadata:\n  namespace: \"{ns}\"\n  name: \"{name}\"\n")
+        format!(
+            "---\napiVersion: {api}\nkind: {kind}\nmetadata:\n  namespace: \"{ns}\"\n  name: \"{name}\"\n"
+        )
     };
     let gw = "gateway.networking.k8s.io/v1";
     let cases = [
@@ -1149,10 +1179,19 @@ fn names_kubernetes_would_refuse_are_refused_per_kind() {
         (doc(gw, "HTTPRoute", "-a", "r"), Some("metadata.namespace")),
         (doc(gw, "HTTPRoute", "a.b", "r"), Some("metadata.namespace")),
         (doc("v1", "Secret", "infra", &"g".repeat(253)), None),
-        (doc(gw, "Gateway", "infra", &"g".repeat(254)), Some("metadata.name")),
-        (doc(gw, "GRPCRoute", &"n".repeat(64), "g"), Some("metadata.namespace")),
+        (
+            doc(gw, "Gateway", "infra", &"g".repeat(254)),
+            Some("metadata.name"),
+        ),
+        (
+            doc(gw, "GRPCRoute", &"n".repeat(64), "g"),
+            Some("metadata.namespace"),
+        ),
         (doc(gw, "ReferenceGrant", "a", "x%2Fy"), Some("metadata.name")),
-        (doc("discovery.k8s.io/v1", "EndpointSlice", "a", "web-1/x"), Some("metadata.name")),
+        (
+            doc("discovery.k8s.io/v1", "EndpointSlice", "a", "web-1/x"),
+            Some("metadata.name"),
+        ),
         // Namespaces are labels; cluster-scoped kinds have no namespace.
         (doc("v1", "Namespace", "", "a.b"), Some("metadata.name")),
         (doc("v1", "Namespace", "", "team-a"), None),
@@ -1179,7 +1218,11 @@ fn names_kubernetes_would_refuse_are_refused_per_kind() {
                     panic!("{text}: one diagnostic: {:#?}", loaded.diagnostics)
                 };
                 assert_eq!(d.severity, Severity::Error);
-                assert!(d.message.starts_with(&format!("{field}: ")), "{text}: {}", d.message);
+                assert!(
+                    d.message.starts_with(&format!("{field}: ")),
+                    "{text}: {}",
+                    d.message
+                );
                 assert!(d.message.contains("is not a valid"), "{}", d.message);
                 assert!(d.object.is_some(), "{d:?}");
                 // The line of the field (namespace on line 5, name on 6).

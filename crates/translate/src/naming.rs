@@ -99,7 +99,7 @@ pub fn file_name(name: &str) -> String {
         }
     }
     if out.is_empty() {
-        out.push_str("%");
+        out.push('%');
     }
     out
 }
@@ -119,8 +119,8 @@ mod tests {
 
     /// Strings built to collide: separators, escapes, partial escapes.
     const TRICKY: &[&str] = &[
-        "", "a", "b", "c", "a/b", "b/c", "a/b/c", "/", "//", "%", "%2F", "%25", "%2", "%%2F", "a%2Fb",
-        "_", "a_b", "b_c", ".", "..", ".a", "-", "a-b", "h2c", "80", "80/h2c", "\0", "é/ü",
+        "", "a", "b", "c", "a/b", "b/c", "a/b/c", "/", "//", "%", "%2F", "%25", "%2", "%%2F", "a%2Fb", "_",
+        "a_b", "b_c", ".", "..", ".a", "-", "a-b", "h2c", "80", "80/h2c", "\0", "é/ü",
     ];
 
     #[test]
@@ -168,7 +168,10 @@ mod tests {
         assert_ne!(cluster("a", "b", 80, true), cluster("a", "b/80", 0, false));
         assert_eq!(cluster("app", "web", 80, false), "app/web/80");
         assert_eq!(cluster("app", "web", 80, true), "app/web/80/h2c");
-        assert_eq!(route_config("infra", "gw", 443, Some("https")), "infra/gw/443/https");
+        assert_eq!(
+            route_config("infra", "gw", 443, Some("https")),
+            "infra/gw/443/https"
+        );
         assert_eq!(secret("infra", "tls.example"), "infra/tls.example");
     }
 

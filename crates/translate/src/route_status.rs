@@ -108,14 +108,14 @@ pub fn render(
                     stamp.condition("Accepted", false, reason::UNSUPPORTED_VALUE, message.clone())
                 }
                 (refused, _) => match refused {
-                None if p.by_default => stamp.condition(
-                    "Accepted",
-                    true,
-                    reason::ACCEPTED,
-                    crate::default_gateway::BOUND_MESSAGE,
-                ),
-                None => stamp.condition("Accepted", true, reason::ACCEPTED, "Route is accepted"),
-                Some((r, m)) => stamp.condition("Accepted", false, r, m.clone()),
+                    None if p.by_default => stamp.condition(
+                        "Accepted",
+                        true,
+                        reason::ACCEPTED,
+                        crate::default_gateway::BOUND_MESSAGE,
+                    ),
+                    None => stamp.condition("Accepted", true, reason::ACCEPTED, "Route is accepted"),
+                    Some((r, m)) => stamp.condition("Accepted", false, r, m.clone()),
                 },
             };
             let mut conditions = vec![accepted, resolved.clone()];

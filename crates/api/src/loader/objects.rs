@@ -394,7 +394,17 @@ pub(crate) fn load_document(sink: &mut Sink, file: &str, root: &Node, line: usiz
     }
 
     let label = name.map(|name| object_label(kind, known.namespaced(), namespace, name));
-    if !names_are_valid(sink, file, root, line, known, kind, label.as_deref(), name, namespace) {
+    if !names_are_valid(
+        sink,
+        file,
+        root,
+        line,
+        known,
+        kind,
+        label.as_deref(),
+        name,
+        namespace,
+    ) {
         return;
     }
     let doc = Document {
@@ -505,7 +515,11 @@ impl Document<'_> {
                     {
                         // Removing a required value re-reports it as
                         // missing: the first reason stands.
-                        if !neutralised.found.iter().any(|u| u.0.path == field_steps(&original)) {
+                        if !neutralised
+                            .found
+                            .iter()
+                            .any(|u| u.0.path == field_steps(&original))
+                        {
                             let line = self.root.line_at(&original, self.line);
                             let unreadable = Unreadable {
                                 rule,
@@ -521,7 +535,9 @@ impl Document<'_> {
             }
         };
         // In the order of the input, each on the line of its value.
-        neutralised.found.sort_by(|a, b| (a.1, &a.0.path).cmp(&(b.1, &b.0.path)));
+        neutralised
+            .found
+            .sort_by(|a, b| (a.1, &a.0.path).cmp(&(b.1, &b.0.path)));
         for (unreadable, line) in &neutralised.found {
             let rule = unreadable.rule;
             let message = match parsed {
@@ -669,7 +685,10 @@ fn describe(error: &serde_path_to_error::Error<serde_json::Error>) -> (Vec<Segme
         .strip_prefix("unknown variant `")
         .and_then(|rest| rest.split_once("`, "))
     {
-        return (path, format!("unknown value {value:?}, {}", expected.replace('`', "")));
+        return (
+            path,
+            format!("unknown value {value:?}, {}", expected.replace('`', "")),
+        );
     }
     (path, reason)
 }
@@ -824,11 +843,8 @@ fn neutralise(value: &mut Value, path: &[Segment], reason: &str, neutralised: &m
                 // An optional value of the match, or of its path (HTTPRoute)
                 // or method (GRPCRoute): removed.
                 [Segment::Key(_)] if !missing => remove_at(value, path, neutralised),
-                [Segment::Key(k), Segment::Key(_)]
-                    if (k == "path" || k == "method") && !missing =>
-                {
-                    remove_at(value, path, neutralised)
-                        || remove_at(value, &within(3), neutralised)
+                [Segment::Key(k), Segment::Key(_)] if (k == "path" || k == "method") && !missing => {
+                    remove_at(value, path, neutralised) || remove_at(value, &within(3), neutralised)
                 }
                 // One header or query parameter match: an unknown type is
                 // removed (the translator drops the constraint); anything
@@ -899,7 +915,8 @@ impl NameFormat {
             let b = l.as_bytes();
             !b.is_empty()
                 && b.len() <= max
-                && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
                 && b[0] != b'-'
                 && b[b.len() - 1] != b'-'
         }

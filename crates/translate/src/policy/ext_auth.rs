@@ -50,7 +50,11 @@ pub enum Use {
 }
 
 pub fn filter_name(namespace: &str, name: &str) -> String {
-    format!("{}{}", super::EXT_AUTHZ_FILTER_PREFIX, crate::naming::compose(&[namespace, name]))
+    format!(
+        "{}{}",
+        super::EXT_AUTHZ_FILTER_PREFIX,
+        crate::naming::compose(&[namespace, name])
+    )
 }
 
 /// Compiles every GatewayExtension, keyed by (namespace, name).

@@ -8,15 +8,15 @@
 
 use std::borrow::Cow;
 
-use api::{FieldStep, Source, Unreadable};
 use api::gateway_api::experimental::grpcroutes::{
     GrpcRoute, GrpcRouteRulesMatches, GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
 };
 use api::gateway_api::experimental::httproutes::{
     HttpRoute, HttpRouteRulesFilters, HttpRouteRulesMatches, HttpRouteRulesMatchesHeaders,
-    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPath, HttpRouteRulesMatchesPathType,
-    HttpRouteRulesMatchesMethod, HttpRouteRulesRetry, HttpRouteRulesTimeouts,
+    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesMethod, HttpRouteRulesMatchesPath,
+    HttpRouteRulesMatchesPathType, HttpRouteRulesRetry, HttpRouteRulesTimeouts,
 };
+use api::{FieldStep, Source, Unreadable};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
