@@ -18,6 +18,17 @@
 //!   name the field path and the line of the offending value. Fields the
 //!   typed object does not know are reported as warnings (they would
 //!   otherwise be dropped silently); `status` is ignored.
+//! - A name or namespace Kubernetes would refuse (DNS-1123 subdomain for
+//!   most kinds, DNS-1035 label for Services, DNS-1123 label for Namespaces
+//!   and namespaces) refuses the object: generated Envoy names are built
+//!   from them (see `translate::naming`).
+//! - In an HTTPRoute or GRPCRoute, a value inside `spec.rules[i]` that does
+//!   not read (an unknown enum value, a wrong type) is neutralised and
+//!   recorded in [`crate::Sourced::unreadable`], and the parse retried, so
+//!   that every such value is reported and the route is still loaded (its
+//!   rule is fenced by the translator) instead of dropped. Elsewhere a typed
+//!   parse error drops the object (TrafficPolicy and GatewayExtension keep a
+//!   fail-closed fallback).
 //! - Namespaced objects without a namespace get `default`; cluster-scoped
 //!   objects lose any namespace. A Secret's `stringData` is merged into
 //!   `data`. The singular `spec.useDefaultGateway` of a route is read as
