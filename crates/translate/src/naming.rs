@@ -191,4 +191,90 @@ mod tests {
         }
         assert_eq!(file_name("infra/gw"), "infra_gw");
     }
+
+    /// The collision of issue 16 with the loader's name check bypassed
+    /// (objects built directly): the names alone keep the route in `a`
+    /// away from namespace `a/b`'s endpoints.
+    #[test]
+    fn colliding_components_get_distinct_clusters_even_without_the_name_check() {
+        use api::{Inputs, Source, Sourced};
+        use serde_json::json;
+
+        fn sourced<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Sourced<T> {
+            Sourced {
+                source: Source::new("t.yaml", 1),
+                object: serde_json::from_value(value).expect("typed object"),
+                unreadable: Vec::new(),
+            }
+        }
+        let route = |ns: &str, name: &str, backend: &str| {
+            json!({"metadata": {"namespace": ns, "name": name}, "spec": {
+                "parentRefs": [{"name": "gw", "namespace": "infra"}],
+                "rules": [{"backendRefs": [{"name": backend, "port": 80}]}]}})
+        };
+        let service = |ns: &str, name: &str| {
+            json!({"metadata": {"namespace": ns, "name": name},
+                   "spec": {"ports": [{"name": "http", "port": 80}]}})
+        };
+        let slice = |ns: &str, service: &str, ip: &str| {
+            json!({"metadata": {"namespace": ns, "name": "s",
+                                "labels": {"kubernetes.io/service-name": service}},
+                   "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+                   "endpoints": [{"addresses": [ip]}]})
+        };
+        let inputs = Inputs {
+            gateway_classes: vec![sourced(json!({"metadata": {"name": "portcullis"},
+                "spec": {"controllerName": "portcullis.dev/gateway-controller"}}))],
+            gateways: vec![sourced(json!({"metadata": {"namespace": "infra", "name": "gw"},
+                "spec": {"gatewayClassName": "portcullis", "listeners": [{"name": "http",
+                "protocol": "HTTP", "port": 80, "allowedRoutes": {"namespaces": {"from": "All"}}}]}}))],
+            http_routes: vec![
+                sourced(route("a", "attack", "b/c")),
+                sourced(route("a/b", "victim", "c")),
+            ],
+            services: vec![sourced(service("a", "b/c")), sourced(service("a/b", "c"))],
+            endpoint_slices: vec![
+                sourced(slice("a", "b/c", "127.0.0.1")),
+                sourced(slice("a/b", "c", "127.0.0.2")),
+            ],
+            ..Default::default()
+        };
+        let output = crate::translate(&inputs, &crate::Settings::default());
+        let gw = output
+            .gateways
+            .get("infra/gw")
+            .expect("the Gateway is translated");
+        let mut endpoints: Vec<(String, Vec<String>)> = gw
+            .endpoints
+            .iter()
+            .map(|e| {
+                let ips = e
+                    .endpoints
+                    .iter()
+                    .flat_map(|l| &l.lb_endpoints)
+                    .filter_map(|l| match &l.host_identifier {
+                        Some(envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier::Endpoint(e)) => {
+                            e.address.as_ref()
+                        }
+                        _ => None,
+                    })
+                    .filter_map(|a| match &a.address {
+                        Some(envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(s)) => {
+                            Some(s.address.clone())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                (e.cluster_name.clone(), ips)
+            })
+            .collect();
+        endpoints.sort();
+        assert_eq!(
+            endpoints,
+            vec![
+                ("a%2Fb/c/80".to_string(), vec!["127.0.0.2".to_string()]),
+                ("a/b%2Fc/80".to_string(), vec!["127.0.0.1".to_string()]),
+            ]
+        );
+    }
 }
