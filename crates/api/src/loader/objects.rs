@@ -228,13 +228,22 @@ impl Sink {
     }
 }
 
-/// `Kind namespace/name`, or `Kind name` for cluster-scoped kinds.
+/// `Kind namespace/name`, or `Kind name` for cluster-scoped kinds. A part
+/// holding a `/` or a space is quoted (`Service a/"b/c"`), so that the
+/// label names one object.
 fn object_label(kind: &str, namespaced: bool, namespace: Option<&str>, name: &str) -> String {
+    let part = |s: &str| {
+        if s.contains(['/', ' ', '"']) {
+            format!("{s:?}")
+        } else {
+            s.to_string()
+        }
+    };
     if namespaced {
         let namespace = namespace.filter(|ns| !ns.is_empty()).unwrap_or("default");
-        format!("{kind} {namespace}/{name}")
+        format!("{kind} {}/{}", part(namespace), part(name))
     } else {
-        format!("{kind} {name}")
+        format!("{kind} {}", part(name))
     }
 }
 
