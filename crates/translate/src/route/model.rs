@@ -553,11 +553,111 @@ fn fence(
             } else {
                 vec![(ranked_as, catches)]
             };
-            path_readings
-                .into_iter()
-                .map(|(ranked_as, catches)| Reading { ranked_as, catches })
-                .collect()
+            let mut readings: Vec<Reading> = Vec::with_capacity(path_readings.len());
+            for (ranked_as, catches) in path_readings {
+                // A gRPC method that could not be read at all reads the
+                // same both ways.
+                if !readings
+                    .iter()
+                    .any(|r| r.ranked_as == ranked_as && r.catches == catches)
+                {
+                    readings.push(Reading { ranked_as, catches });
+                }
+            }
+            readings
         })
         .collect();
     (errors, fenced)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unreadable(rule: usize, path: &[&str], message: &str) -> Unreadable {
+        Unreadable {
+            rule,
+            path: path
+                .iter()
+                .map(|p| match p.parse() {
+                    Ok(i) => FieldStep::Index(i),
+                    Err(_) => FieldStep::Key((*p).to_string()),
+                })
+                .collect(),
+            message: message.into(),
+        }
+    }
+
+    fn http_match(value: serde_json::Value) -> HttpRouteRulesMatches {
+        serde_json::from_value(value).expect("match")
+    }
+
+    #[test]
+    fn a_rule_without_unreadable_values_is_not_fenced() {
+        let m = [http_match(serde_json::json!({"path": {"value": "/a"}}))];
+        let u = [unreadable(
+            1,
+            &["spec", "rules", "1", "filters", "0", "type"],
+            "x",
+        )];
+        assert!(matches!(fence(0, &u, &m, None), (e, f) if e.is_empty() && f.is_empty()));
+    }
+
+    #[test]
+    fn each_reading_catches_a_superset_and_ranks_as_written() {
+        // As the loader leaves it: the unknown path type, method and header
+        // type removed; the header element kept in its place.
+        let m = [
+            http_match(serde_json::json!({"path": {"value": "/a"}})),
+            http_match(serde_json::json!({
+                "path": {"type": "Exact", "value": "/b"},
+                "headers": [{"name": "x", "value": "1"}, {"name": "y", "value": "2"}],
+            })),
+        ];
+        let u = [
+            unreadable(
+                0,
+                &["spec", "rules", "0", "matches", "0", "path", "type"],
+                "unknown",
+            ),
+            unreadable(0, &["spec", "rules", "0", "matches", "1", "method"], "unknown"),
+            unreadable(
+                0,
+                &["spec", "rules", "0", "matches", "1", "headers", "0", "type"],
+                "unknown",
+            ),
+        ];
+        let (errors, fenced) = fence(0, &u, &m, None);
+        assert_eq!(errors.len(), 3);
+        assert_eq!(errors[1].to_string(), "spec.rules[0].matches[1].method: unknown");
+        // Match 0: every path type the spec defines, on the same value.
+        let types: Vec<_> = fenced[0]
+            .iter()
+            .map(|r| r.catches.path.as_ref().and_then(|p| p.r#type.clone()))
+            .collect();
+        assert_eq!(
+            types,
+            vec![
+                Some(HttpRouteRulesMatchesPathType::Exact),
+                Some(HttpRouteRulesMatchesPathType::PathPrefix),
+                Some(HttpRouteRulesMatchesPathType::RegularExpression),
+            ]
+        );
+        // Match 1: ranked with a method and both headers; catches any method
+        // and ignores the header whose match type is unknown.
+        let [reading] = fenced[1].as_slice() else {
+            panic!("one reading: {:?}", fenced[1])
+        };
+        assert!(reading.ranked_as.method.is_some());
+        assert_eq!(reading.ranked_as.headers.as_ref().map(Vec::len), Some(2));
+        assert!(reading.catches.method.is_none());
+        let names: Vec<&str> = reading
+            .catches
+            .headers
+            .iter()
+            .flatten()
+            .map(|h| h.name.as_str())
+            .collect();
+        assert_eq!(names, vec!["y"]);
+    }
 }
