@@ -1232,3 +1232,43 @@ fn names_kubernetes_would_refuse_are_refused_per_kind() {
         }
     }
 }
+
+#[test]
+fn many_unreadable_values_keep_the_route_and_a_hopeless_rule_reads_as_empty() {
+    // 200 rules with an unknown filter type each (every one found: the
+    // bound is per rule), and one rule with 100 unreadable values.
+    let mut text = String::from(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec:\n  rules:\n",
+    );
+    for i in 0..200 {
+        text.push_str(&format!(
+            "  - matches: [{{path: {{value: /r{i}}}}}]\n    filters: [{{type: Foo{i}}}]\n"
+        ));
+    }
+    text.push_str("  - matches: [{path: {value: /many}}]\n    filters:\n");
+    for _ in 0..100 {
+        text.push_str("    - {type: Bar}\n");
+    }
+    let started = std::time::Instant::now();
+    let loaded = load_str("many.yaml", &text);
+    let [route] = loaded.inputs.http_routes.as_slice() else {
+        panic!("the route is kept: {:?}", loaded.diagnostics.first())
+    };
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let rules: std::collections::BTreeSet<usize> = route.unreadable.iter().map(|u| u.rule).collect();
+    assert_eq!(rules.len(), 201);
+    let hopeless = route
+        .unreadable
+        .iter()
+        .find(|u| u.field() == "spec.rules[200]")
+        .expect("the hopeless rule is reported as a whole");
+    assert!(
+        hopeless.message.contains("the rule is read as an empty rule"),
+        "{hopeless}"
+    );
+    assert_eq!(loaded.diagnostics.len(), route.unreadable.len());
+    assert!(
+        !loaded.has_errors(),
+        "a kept route's unreadable values do not break the file"
+    );
+}

@@ -4,7 +4,10 @@
 use std::collections::HashMap;
 
 use gateway_api::experimental::{
-    gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
+    gatewayclasses::GatewayClass,
+    gateways::Gateway,
+    grpcroutes::{GrpcRoute, GrpcRouteRules},
+    httproutes::{HttpRoute, HttpRouteRules},
     referencegrants::ReferenceGrant,
 };
 use k8s_openapi::ByteString;
@@ -506,8 +509,22 @@ impl Document<'_> {
         // not read is neutralised and recorded (see `Unreadable`), and the
         // parse is retried, so that every such value is found and the route
         // is still bound, its bad rule fenced, instead of dropped.
-        let tolerant = matches!(T::KIND, "HTTPRoute" | "GRPCRoute");
         let mut neutralised = Neutralised::default();
+        // Each rule on its own first: one parse per rule and one more per
+        // unreadable value of it, rather than a parse of the whole route
+        // per value.
+        let rules = value
+            .pointer("/spec/rules")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        for rule in 0..rules {
+            match T::KIND {
+                "HTTPRoute" => self.neutralise_rule::<HttpRouteRules>(&mut value, rule, &mut neutralised),
+                "GRPCRoute" => self.neutralise_rule::<GrpcRouteRules>(&mut value, rule, &mut neutralised),
+                _ => {}
+            }
+        }
+        let tolerant = matches!(T::KIND, "HTTPRoute" | "GRPCRoute");
         let mut attempts = 0usize;
         let parsed = loop {
             attempts += 1;
@@ -515,31 +532,13 @@ impl Document<'_> {
                 Ok(object) => break Ok(object),
                 Err(error) => {
                     let (path, reason) = describe(&error);
-                    let original = neutralised.original(&path);
                     if tolerant
-                        && let Some(rule) = rule_index(&original)
-                        && attempts <= 4 * MAX_UNREADABLE
-                        && neutralised.found.len() < MAX_UNREADABLE
-                        && neutralise(&mut value, &path, &reason, &mut neutralised)
+                        && attempts <= MAX_UNREADABLE
+                        && self.absorb(&mut value, &path, &reason, &mut neutralised)
                     {
-                        // Removing a required value re-reports it as
-                        // missing: the first reason stands.
-                        if !neutralised
-                            .found
-                            .iter()
-                            .any(|u| u.0.path == field_steps(&original))
-                        {
-                            let line = self.root.line_at(&original, self.line);
-                            let unreadable = Unreadable {
-                                rule,
-                                path: field_steps(&original),
-                                message: reason,
-                            };
-                            neutralised.found.push((unreadable, line));
-                        }
                         continue;
                     }
-                    break Err((original, reason));
+                    break Err((neutralised.original(&path), reason));
                 }
             }
         };
@@ -608,6 +607,92 @@ impl Document<'_> {
         sink.add(Source::new(self.file, self.line), object, unreadable);
     }
 
+    /// Neutralises (and records) the unreadable value at `path` (current
+    /// indexes) when it lies in `spec.rules[i]`; whether it did.
+    fn absorb(
+        &self,
+        value: &mut Value,
+        path: &[Segment],
+        reason: &str,
+        neutralised: &mut Neutralised,
+    ) -> bool {
+        let original = neutralised.original(path);
+        let Some(rule) = rule_index(&original) else {
+            return false;
+        };
+        if !neutralise(value, path, reason, neutralised) {
+            return false;
+        }
+        // Removing a required value re-reports it as missing: the first
+        // reason stands.
+        let steps = field_steps(&original);
+        if !neutralised.found.iter().any(|u| u.0.path == steps) {
+            let line = self.root.line_at(&original, self.line);
+            let unreadable = Unreadable {
+                rule,
+                path: steps,
+                message: reason.to_string(),
+            };
+            neutralised.found.push((unreadable, line));
+        }
+        true
+    }
+
+    /// Finds and neutralises every unreadable value of `spec.rules[rule]`,
+    /// parsed on its own as `R`. A rule that cannot be made to read value
+    /// by value (or holds more than [`MAX_UNREADABLE`] such values) reads as
+    /// an empty rule, which matches everything and is fenced at the lowest
+    /// precedence.
+    fn neutralise_rule<R: DeserializeOwned>(
+        &self,
+        value: &mut Value,
+        rule: usize,
+        neutralised: &mut Neutralised,
+    ) {
+        let pointer = format!("/spec/rules/{rule}");
+        let mut why = format!("more than {MAX_UNREADABLE} values cannot be read");
+        for _ in 0..MAX_UNREADABLE {
+            let Some(current) = value.pointer(&pointer) else {
+                return;
+            };
+            let error = match serde_path_to_error::deserialize::<_, R>(current) {
+                Ok(_) => return,
+                Err(error) => error,
+            };
+            let (inner, reason) = describe(&error);
+            let mut path = vec![
+                Segment::Key("spec".into()),
+                Segment::Key("rules".into()),
+                Segment::Index(rule),
+            ];
+            path.extend(inner);
+            if !self.absorb(value, &path, &reason, neutralised) {
+                why = format!("{}: {reason}", render_path(&neutralised.original(&path)));
+                break;
+            }
+        }
+        if let Some(slot) = value.pointer_mut(&pointer) {
+            if serde_path_to_error::deserialize::<_, R>(&*slot).is_ok() {
+                return;
+            }
+            *slot = Value::Object(Default::default());
+        }
+        let path = [
+            Segment::Key("spec".into()),
+            Segment::Key("rules".into()),
+            Segment::Index(rule),
+        ];
+        let line = self.root.line_at(&path, self.line);
+        neutralised.found.push((
+            Unreadable {
+                rule,
+                path: field_steps(&path),
+                message: format!("{why}; the rule is read as an empty rule"),
+            },
+            line,
+        ));
+    }
+
     /// GEP-3793 spells the field `useDefaultGateways`; the singular spelling
     /// from early drafts is read with a warning.
     fn singular_use_default_gateway(&self, sink: &mut Sink, value: &mut Value) {
@@ -671,9 +756,9 @@ fn unknown_fields(input: &Value, parsed: &Value, path: &mut Vec<Segment>, out: &
     }
 }
 
-/// How many unreadable values one route may have before the loader stops
-/// neutralising and drops it as before (with a diagnostic): bounds the
-/// retry loop.
+/// How many unreadable values one rule may have before it is read as an
+/// empty rule (and how many retries the whole route gets after its rules
+/// were neutralised one by one): bounds the retry loops.
 const MAX_UNREADABLE: usize = 64;
 
 /// The path and reason of a typed-parse error. serde says "missing field
