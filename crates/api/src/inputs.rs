@@ -15,6 +15,70 @@ use crate::policy::{GatewayExtension, TrafficPolicy};
 pub struct Sourced<T> {
     pub source: Source,
     pub object: T,
+    /// Values inside the object's rules that could not be read (today only
+    /// for HTTPRoute and GRPCRoute, see [`Unreadable`]); empty otherwise.
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// One value inside `spec.rules[rule]` of a route that could not be read
+/// (an unknown enum value such as a filter `type`, a wrong type, a missing
+/// required field). Gateway API gives such a route `Accepted=False` with
+/// reason `UnsupportedValue`, but dropping the whole route would let the
+/// traffic of its other rules fall to a broader route (fail open). So the
+/// loader neutralises the value in `object` (removes it, or puts an inert
+/// placeholder in its place, see `loader/objects.rs`) and records it here;
+/// the translator replaces the whole rule with the 500 and fences every
+/// match whose reading the value changed. `object` must therefore never be
+/// programmed as written where `unreadable` names its rule.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Unreadable {
+    /// Index in `spec.rules` (of the input as written).
+    pub rule: usize,
+    /// Where the value is, from the object root, indexes as written.
+    pub path: Vec<FieldStep>,
+    /// Why it cannot be read, e.g. `unknown value "Foo", expected one of ...`.
+    pub message: String,
+}
+
+impl Unreadable {
+    /// The path as users write it: `spec.rules[1].filters[0].type`.
+    pub fn field(&self) -> String {
+        render_path(&self.path)
+    }
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field(), self.message)
+    }
+}
+
+/// One step of a field path.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FieldStep {
+    Key(String),
+    Index(usize),
+}
+
+/// Renders steps as `spec.rules[0].matches`.
+pub fn render_path(path: &[FieldStep]) -> String {
+    let mut out = String::new();
+    for step in path {
+        match step {
+            FieldStep::Key(key) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            FieldStep::Index(index) => {
+                out.push('[');
+                out.push_str(&index.to_string());
+                out.push(']');
+            }
+        }
+    }
+    out
 }
 
 /// Everything one load produced. Namespaced objects always have

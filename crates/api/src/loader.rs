@@ -18,6 +18,17 @@
 //!   name the field path and the line of the offending value. Fields the
 //!   typed object does not know are reported as warnings (they would
 //!   otherwise be dropped silently); `status` is ignored.
+//! - A name or namespace Kubernetes would refuse (DNS-1123 subdomain for
+//!   most kinds, DNS-1035 label for Services, DNS-1123 label for Namespaces
+//!   and namespaces) refuses the object: generated Envoy names are built
+//!   from them (see `translate::naming`).
+//! - In an HTTPRoute or GRPCRoute, a value inside `spec.rules[i]` that does
+//!   not read (an unknown enum value, a wrong type) is neutralised and
+//!   recorded in [`crate::Sourced::unreadable`], and the parse retried, so
+//!   that every such value is reported and the route is still loaded (its
+//!   rule is fenced by the translator) instead of dropped. Elsewhere a typed
+//!   parse error drops the object (TrafficPolicy and GatewayExtension keep a
+//!   fail-closed fallback).
 //! - Namespaced objects without a namespace get `default`; cluster-scoped
 //!   objects lose any namespace. A Secret's `stringData` is merged into
 //!   `data`. The singular `spec.useDefaultGateway` of a route is read as
@@ -53,9 +64,25 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    /// Whether any diagnostic is an error.
+    /// Whether any diagnostic is an error that lost something: an error
+    /// about an unreadable value of a route rule that was kept (and is
+    /// fenced, see [`crate::Unreadable`]) does not count, since the route
+    /// is loaded as fully as it can be. The loader emits exactly one error
+    /// per unreadable value of a kept route, so the count says it.
     pub fn has_errors(&self) -> bool {
-        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+        let errors = self
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count();
+        let fenced: usize = self
+            .inputs
+            .http_routes
+            .iter()
+            .map(|r| r.unreadable.len())
+            .chain(self.inputs.grpc_routes.iter().map(|r| r.unreadable.len()))
+            .sum();
+        errors > fenced
     }
 }
 

@@ -5,7 +5,7 @@ mod common;
 
 use api::gateway_api::experimental::httproutes::HttpRouteUseDefaultGateways;
 use api::loader::{LoadError, Loaded, is_manifest_file, load_path, load_str, merge};
-use api::{Diagnostic, Severity, Source};
+use api::{Diagnostic, FieldStep, Severity, Source, Unreadable};
 use common::{TempDir, VALID_MANIFESTS};
 
 fn errors(loaded: &Loaded) -> Vec<&Diagnostic> {
@@ -378,14 +378,201 @@ spec:
             Severity::Error,
             Some("HTTPRoute team-a/shop"),
             "routes.yaml:24",
-            "spec.rules[1].matches[1].path.type: unknown variant `Foo`, expected one of \
-             `Exact`, `PathPrefix`, `RegularExpression`"
+            "spec.rules[1].matches[1].path.type: unknown value \"Foo\", expected one of \
+             Exact, PathPrefix, RegularExpression; rule 1 is replaced with a 500 \
+             (Accepted=False, UnsupportedValue)"
         )]
     );
-    assert!(loaded.inputs.http_routes.is_empty());
+    // The route is kept (bound, its bad rule fenced), not dropped: dropping
+    // it would let its traffic fall to a broader route.
+    let [route] = loaded.inputs.http_routes.as_slice() else {
+        panic!("the route is kept: {:?}", loaded.inputs.http_routes)
+    };
+    assert_eq!(
+        route.unreadable,
+        vec![Unreadable {
+            rule: 1,
+            path: steps("spec.rules[1].matches[1].path.type"),
+            message: "unknown value \"Foo\", expected one of Exact, PathPrefix, RegularExpression".into(),
+        }]
+    );
+    // The path value stays for the guard; the unknown type is removed.
+    let path = route.object.spec.rules.as_ref().expect("present")[1]
+        .matches
+        .as_ref()
+        .expect("present")[1]
+        .path
+        .clone()
+        .expect("present");
+    assert_eq!((path.r#type, path.value.as_deref()), (None, Some("/b")));
     assert_eq!(
         services(&loaded),
         vec![(1, "before".into()), (27, "after".into())]
+    );
+}
+
+/// Parses `spec.rules[1].filters[0].type` into steps.
+fn steps(path: &str) -> Vec<FieldStep> {
+    let mut out = Vec::new();
+    for part in path.split('.') {
+        let (key, rest) = part.split_once('[').unwrap_or((part, ""));
+        out.push(FieldStep::Key(key.to_string()));
+        for index in rest.split('[').filter(|s| !s.is_empty()) {
+            out.push(FieldStep::Index(
+                index.trim_end_matches(']').parse().expect("present"),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_unreadable_value_of_every_rule_is_found_and_the_route_is_kept() {
+    // Rule 0 reads; rule 1 has an unknown filter type, a redirect scheme of
+    // the wrong kind and a backendRef without its name; rule 2 an unknown
+    // method, a header match type and an unknown query type; rule 3 is not a
+    // mapping; the GRPCRoute an unknown method match type.
+    let text = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: app}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /ok}}]
+    backendRefs: [{name: echo, port: 80}]
+  - matches: [{path: {type: Exact, value: /secret}}]
+    filters:
+    - type: Foo
+    - type: RequestRedirect
+      requestRedirect: {scheme: gopher}
+    backendRefs:
+    - {port: 80}
+    - {name: echo, port: 80, weight: heavy}
+  - matches:
+    - path: {value: /m}
+      method: BREW
+      headers: [{name: a, value: b, type: Prefix}, {name: c, value: d}]
+      queryParams: [{name: q, value: v, type: Glob}]
+  - not a rule
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: g, namespace: app}
+spec:
+  rules:
+  - matches: [{method: {type: Prefix, service: pkg.Svc, method: Get}}]
+  - backendRefs: [{name: echo, port: 80}]
+";
+    let loaded = load_str("u.yaml", text);
+    let [route] = loaded.inputs.http_routes.as_slice() else {
+        panic!("the HTTPRoute is kept: {:#?}", loaded.diagnostics)
+    };
+    let found: Vec<(usize, String)> = route.unreadable.iter().map(|u| (u.rule, u.field())).collect();
+    assert_eq!(
+        found,
+        vec![
+            (1, "spec.rules[1].filters[0].type".to_string()),
+            (1, "spec.rules[1].filters[1].requestRedirect.scheme".to_string()),
+            (1, "spec.rules[1].backendRefs[0].name".to_string()),
+            (1, "spec.rules[1].backendRefs[1].weight".to_string()),
+            (2, "spec.rules[2].matches[0].method".to_string()),
+            (2, "spec.rules[2].matches[0].headers[0].type".to_string()),
+            (2, "spec.rules[2].matches[0].queryParams[0].type".to_string()),
+            (3, "spec.rules[3]".to_string()),
+        ]
+    );
+    // One error diagnostic per value, on the line of the value, naming the
+    // object and the field.
+    let lines: Vec<(&str, String)> = errors(&loaded)
+        .iter()
+        .filter(|d| d.object.as_deref() == Some("HTTPRoute app/r"))
+        .map(|d| {
+            (
+                d.file.as_deref().unwrap_or(""),
+                d.message.split(':').next().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            ("u.yaml:11", "spec.rules[1].filters[0].type".to_string()),
+            (
+                "u.yaml:13",
+                "spec.rules[1].filters[1].requestRedirect.scheme".to_string()
+            ),
+            ("u.yaml:15", "spec.rules[1].backendRefs[0].name".to_string()),
+            ("u.yaml:16", "spec.rules[1].backendRefs[1].weight".to_string()),
+            ("u.yaml:19", "spec.rules[2].matches[0].method".to_string()),
+            (
+                "u.yaml:20",
+                "spec.rules[2].matches[0].headers[0].type".to_string()
+            ),
+            (
+                "u.yaml:21",
+                "spec.rules[2].matches[0].queryParams[0].type".to_string()
+            ),
+            ("u.yaml:22", "spec.rules[3]".to_string()),
+        ]
+    );
+    // Rule 0 is read as written; rule 2's match keeps its path and its
+    // readable header, and every header/query element keeps its place.
+    let rules = route.object.spec.rules.as_ref().expect("present");
+    assert_eq!(rules.len(), 4);
+    assert_eq!(rules[0].backend_refs.as_ref().expect("present")[0].name, "echo");
+    let m = &rules[2].matches.as_ref().expect("present")[0];
+    assert_eq!(m.path.as_ref().expect("present").value.as_deref(), Some("/m"));
+    assert!(m.method.is_none());
+    assert_eq!(m.headers.as_ref().expect("present").len(), 2);
+    assert_eq!(m.query_params.as_ref().expect("present").len(), 1);
+    // Rule 1's matches survive untouched.
+    let m = &rules[1].matches.as_ref().expect("present")[0];
+    assert_eq!(
+        m.path.as_ref().expect("present").value.as_deref(),
+        Some("/secret")
+    );
+
+    let [grpc] = loaded.inputs.grpc_routes.as_slice() else {
+        panic!("the GRPCRoute is kept: {:#?}", loaded.diagnostics)
+    };
+    let found: Vec<(usize, String)> = grpc.unreadable.iter().map(|u| (u.rule, u.field())).collect();
+    assert_eq!(
+        found,
+        vec![(0, "spec.rules[0].matches[0].method.type".to_string())]
+    );
+}
+
+#[test]
+fn an_unreadable_value_outside_the_rules_still_drops_the_route_with_a_diagnostic() {
+    let text = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: app}
+spec:
+  rules:
+  - filters: [{type: Foo}]
+  parentRefs:
+  - {name: gw, kind: [Gateway]}
+";
+    let loaded = load_str("p.yaml", text);
+    assert!(loaded.inputs.http_routes.is_empty());
+    let messages: Vec<(Option<&str>, Option<&str>, &str)> = loaded
+        .diagnostics
+        .iter()
+        .map(|d| (d.object.as_deref(), d.file.as_deref(), d.message.as_str()))
+        .collect();
+    assert_eq!(messages.len(), 2, "{messages:#?}");
+    assert!(
+        messages[0]
+            .2
+            .starts_with("spec.rules[0].filters[0].type: unknown value \"Foo\"")
+    );
+    assert_eq!(messages[1].0, Some("HTTPRoute app/r"));
+    assert_eq!(messages[1].1, Some("p.yaml:8"));
+    assert!(
+        messages[1].2.starts_with("spec.parentRefs[0].kind: invalid type"),
+        "{messages:#?}"
     );
 }
 
@@ -775,8 +962,9 @@ items: {}
                 Severity::Error,
                 Some("HTTPRoute default/r"),
                 "list.yaml:19",
-                "spec.rules[0].matches[0].path.type: unknown variant `Nope`, expected one of \
-                 `Exact`, `PathPrefix`, `RegularExpression`"
+                "spec.rules[0].matches[0].path.type: unknown value \"Nope\", expected one of \
+                 Exact, PathPrefix, RegularExpression; rule 0 is replaced with a 500 \
+                 (Accepted=False, UnsupportedValue)"
             ),
             diag(
                 Severity::Error,
@@ -962,5 +1150,125 @@ fn messages_stay_on_one_line() {
             Some("Weird\\nKind\\u{1b} a\\nb".to_string()),
             "unknown kind v1/Weird\\nKind\\u{1b}; ignored".to_string()
         )]
+    );
+}
+
+#[test]
+fn names_kubernetes_would_refuse_are_refused_per_kind() {
+    let doc = |api: &str, kind: &str, ns: &str, name: &str| {
+        format!(
+            "---\napiVersion: {api}\nkind: {kind}\nmetadata:\n  namespace: \"{ns}\"\n  name: \"{name}\"\n"
+        )
+    };
+    let gw = "gateway.networking.k8s.io/v1";
+    let cases = [
+        // (document, field refused or None when it loads)
+        (doc("v1", "Service", "a", "b/c"), Some("metadata.name")),
+        (doc("v1", "Service", "a/b", "c"), Some("metadata.namespace")),
+        // Service names are DNS-1035 labels: no leading digit, no dot.
+        (doc("v1", "Service", "a", "1web"), Some("metadata.name")),
+        (doc("v1", "Service", "a", "web.v1"), Some("metadata.name")),
+        (doc("v1", "Service", "a", "web-1"), None),
+        (doc("v1", "Secret", "a", "tls.example-1"), None),
+        (doc("v1", "Secret", "a", "Tls"), Some("metadata.name")),
+        (doc("v1", "Secret", "a", "tls..x"), Some("metadata.name")),
+        (doc(gw, "HTTPRoute", "a", "r_1"), Some("metadata.name")),
+        (doc(gw, "HTTPRoute", "a", "r."), Some("metadata.name")),
+        (doc(gw, "HTTPRoute", "a", ".."), Some("metadata.name")),
+        (doc(gw, "HTTPRoute", "a", "r.v1") + "spec: {}\n", None),
+        (doc(gw, "HTTPRoute", "-a", "r"), Some("metadata.namespace")),
+        (doc(gw, "HTTPRoute", "a.b", "r"), Some("metadata.namespace")),
+        (doc("v1", "Secret", "infra", &"g".repeat(253)), None),
+        (
+            doc(gw, "Gateway", "infra", &"g".repeat(254)),
+            Some("metadata.name"),
+        ),
+        (
+            doc(gw, "GRPCRoute", &"n".repeat(64), "g"),
+            Some("metadata.namespace"),
+        ),
+        (doc(gw, "ReferenceGrant", "a", "x%2Fy"), Some("metadata.name")),
+        (
+            doc("discovery.k8s.io/v1", "EndpointSlice", "a", "web-1/x"),
+            Some("metadata.name"),
+        ),
+        // Namespaces are labels; cluster-scoped kinds have no namespace.
+        (doc("v1", "Namespace", "", "a.b"), Some("metadata.name")),
+        (doc("v1", "Namespace", "", "team-a"), None),
+        (
+            doc(gw, "GatewayClass", "ignored/here", "portcullis") + "spec: {controllerName: x}\n",
+            None,
+        ),
+        (doc(gw, "GatewayClass", "", "Portcullis"), Some("metadata.name")),
+        (
+            doc("gateway.portcullis.dev/v1alpha1", "TrafficPolicy", "a", "p/q"),
+            Some("metadata.name"),
+        ),
+    ];
+    for (text, refused) in cases {
+        let loaded = load_str("n.yaml", &text);
+        match refused {
+            None => {
+                assert!(loaded.diagnostics.is_empty(), "{text}: {:#?}", loaded.diagnostics);
+                assert_eq!(loaded.inputs.len(), 1, "{text}");
+            }
+            Some(field) => {
+                assert_eq!(loaded.inputs.len(), 0, "{text} is refused");
+                let [d] = loaded.diagnostics.as_slice() else {
+                    panic!("{text}: one diagnostic: {:#?}", loaded.diagnostics)
+                };
+                assert_eq!(d.severity, Severity::Error);
+                assert!(
+                    d.message.starts_with(&format!("{field}: ")),
+                    "{text}: {}",
+                    d.message
+                );
+                assert!(d.message.contains("is not a valid"), "{}", d.message);
+                assert!(d.object.is_some(), "{d:?}");
+                // The line of the field (namespace on line 5, name on 6).
+                let line = if field == "metadata.namespace" { 5 } else { 6 };
+                assert_eq!(d.file.as_deref(), Some(format!("n.yaml:{line}").as_str()));
+            }
+        }
+    }
+}
+
+#[test]
+fn many_unreadable_values_keep_the_route_and_a_hopeless_rule_reads_as_empty() {
+    // 200 rules with an unknown filter type each (every one found: the
+    // bound is per rule), and one rule with 100 unreadable values.
+    let mut text = String::from(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec:\n  rules:\n",
+    );
+    for i in 0..200 {
+        text.push_str(&format!(
+            "  - matches: [{{path: {{value: /r{i}}}}}]\n    filters: [{{type: Foo{i}}}]\n"
+        ));
+    }
+    text.push_str("  - matches: [{path: {value: /many}}]\n    filters:\n");
+    for _ in 0..100 {
+        text.push_str("    - {type: Bar}\n");
+    }
+    let started = std::time::Instant::now();
+    let loaded = load_str("many.yaml", &text);
+    let [route] = loaded.inputs.http_routes.as_slice() else {
+        panic!("the route is kept: {:?}", loaded.diagnostics.first())
+    };
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let rules: std::collections::BTreeSet<usize> = route.unreadable.iter().map(|u| u.rule).collect();
+    assert_eq!(rules.len(), 201);
+    let hopeless = route
+        .unreadable
+        .iter()
+        .find(|u| u.field() == "spec.rules[200]")
+        .expect("the hopeless rule is reported as a whole");
+    assert!(
+        hopeless.message.contains("the rule is read as an empty rule"),
+        "{hopeless}"
+    );
+    assert_eq!(loaded.diagnostics.len(), route.unreadable.len());
+    assert!(
+        !loaded.has_errors(),
+        "a kept route's unreadable values do not break the file"
     );
 }

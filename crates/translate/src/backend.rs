@@ -116,11 +116,7 @@ pub fn service_cluster(
         Some("kubernetes.io/h2c" | "h2c" | "grpc")
     );
     let http2 = app_h2 || grpc;
-    let cluster = if http2 {
-        format!("{ns}/{name}/{port}/h2c")
-    } else {
-        format!("{ns}/{name}/{port}")
-    };
+    let cluster = crate::naming::cluster(ns, name, port, http2);
     if !clusters.contains_key(&cluster) {
         let memo_key = (
             svc.metadata.namespace.as_deref().unwrap_or("default"),

@@ -22,7 +22,7 @@ pub struct GatewayState<'a> {
 
 impl GatewayState<'_> {
     pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+        crate::naming::gateway(&self.namespace, &self.name)
     }
 
     pub fn new<'a>(index: &Index<'_>, gw: &'a Sourced<Gateway>, class_accepted: bool) -> GatewayState<'a> {

@@ -58,13 +58,13 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         inputs.http_routes.iter().collect(),
         threads,
         PARALLEL_MIN_ROUTES,
-        |r| model::from_http(&r.object, &r.source),
+        |r| model::from_http(&r.object, &r.source, &r.unreadable),
     );
     routes.extend(parallel::map(
         inputs.grpc_routes.iter().collect(),
         threads,
         PARALLEL_MIN_ROUTES,
-        |r| model::from_grpc(&r.object, &r.source),
+        |r| model::from_grpc(&r.object, &r.source, &r.unreadable),
     ));
     routes.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
 
@@ -488,7 +488,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
             Protocol::Http => {
                 if port.chains.is_empty() {
                     port.chains.push(Chain {
-                        route_config: format!("{}/{}/{}", gw.namespace, gw.name, l.port),
+                        route_config: crate::naming::route_config(&gw.namespace, &gw.name, l.port, None),
                         server_names: Vec::new(),
                         certificates: Vec::new(),
                         virtual_hosts: BTreeMap::new(),
@@ -501,7 +501,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
                     g.certificates.insert(c.sds_name.clone(), c.clone());
                 }
                 port.chains.push(Chain {
-                    route_config: format!("{}/{}/{}/{}", gw.namespace, gw.name, l.port, l.name),
+                    route_config: crate::naming::route_config(&gw.namespace, &gw.name, l.port, Some(&l.name)),
                     server_names: l.hostname.clone().into_iter().collect(),
                     certificates: l.certificates.iter().map(|c| c.sds_name.clone()).collect(),
                     virtual_hosts: BTreeMap::new(),
@@ -523,7 +523,7 @@ fn chain_for<'a>(ir: &'a mut ir::Gateway, gw: &GatewayState<'_>, listener: usize
     let idx = match port.protocol {
         Protocol::Http => 0,
         Protocol::Https => {
-            let https_name = format!("{}/{}/{}/{}", gw.namespace, gw.name, l.port, l.name);
+            let https_name = crate::naming::route_config(&gw.namespace, &gw.name, l.port, Some(&l.name));
             port.chains
                 .iter()
                 .position(|c| c.route_config == https_name)

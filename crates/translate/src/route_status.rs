@@ -95,20 +95,39 @@ pub fn render(
             invalid.join("; "),
         )
     });
+    // Gateway API: an unsupported (unknown) value makes the route
+    // Accepted=False, UnsupportedValue; it stays bound, and each rule with
+    // one answers 500 (`route::unreadable`).
+    let unsupported: Vec<String> = route
+        .rules
+        .iter()
+        .flat_map(|r| r.load_errors.iter().map(ToString::to_string))
+        .collect();
+    let unsupported = (!unsupported.is_empty()).then(|| {
+        format!(
+            "{}; each rule with an unsupported value is replaced with a direct 500",
+            unsupported.join("; ")
+        )
+    });
     let parents = bindings
         .iter()
         .map(|b| {
             let p = &route.parent_refs[b.parent_index];
             let gw = &gateways[b.gateway];
-            let accepted = match &b.refused {
-                None if p.by_default => stamp.condition(
-                    "Accepted",
-                    true,
-                    reason::ACCEPTED,
-                    crate::default_gateway::BOUND_MESSAGE,
-                ),
-                None => stamp.condition("Accepted", true, reason::ACCEPTED, "Route is accepted"),
-                Some((r, m)) => stamp.condition("Accepted", false, r, m.clone()),
+            let accepted = match (&b.refused, &unsupported) {
+                (None, Some(message)) => {
+                    stamp.condition("Accepted", false, reason::UNSUPPORTED_VALUE, message.clone())
+                }
+                (refused, _) => match refused {
+                    None if p.by_default => stamp.condition(
+                        "Accepted",
+                        true,
+                        reason::ACCEPTED,
+                        crate::default_gateway::BOUND_MESSAGE,
+                    ),
+                    None => stamp.condition("Accepted", true, reason::ACCEPTED, "Route is accepted"),
+                    Some((r, m)) => stamp.condition("Accepted", false, r, m.clone()),
+                },
             };
             let mut conditions = vec![accepted, resolved.clone()];
             conditions.extend(partially_invalid.clone());

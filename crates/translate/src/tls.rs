@@ -81,7 +81,7 @@ pub fn resolve(
         )
     })?;
     Ok(Certificate {
-        sds_name: format!("{ns}/{name}"),
+        sds_name: crate::naming::secret(ns, name),
         cert_pem,
         key_pem,
     })

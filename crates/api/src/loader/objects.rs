@@ -4,7 +4,10 @@
 use std::collections::HashMap;
 
 use gateway_api::experimental::{
-    gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
+    gatewayclasses::GatewayClass,
+    gateways::Gateway,
+    grpcroutes::{GrpcRoute, GrpcRouteRules},
+    httproutes::{HttpRoute, HttpRouteRules},
     referencegrants::ReferenceGrant,
 };
 use k8s_openapi::ByteString;
@@ -17,7 +20,7 @@ use serde_json::Value;
 
 use super::tree::{Node, NodeValue, Segment, render_path, segments};
 use crate::policy::{GatewayExtension, TrafficPolicy, TrafficPolicySpec};
-use crate::{Diagnostic, Inputs, Source, Sourced};
+use crate::{Diagnostic, FieldStep, Inputs, Source, Sourced, Unreadable};
 
 /// The Gateway API group; every served version shares one schema here.
 const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
@@ -158,7 +161,7 @@ pub(crate) struct Sink {
 }
 
 impl Sink {
-    pub(crate) fn add<T: Object>(&mut self, source: Source, object: T) {
+    pub(crate) fn add<T: Object>(&mut self, source: Source, object: T, unreadable: Vec<Unreadable>) {
         let namespace = object.meta().namespace.clone().unwrap_or_default();
         let name = object.meta().name.clone().unwrap_or_default();
         let key = (T::KIND, namespace, name);
@@ -172,14 +175,23 @@ impl Sink {
             return;
         }
         self.seen.insert(key, source.clone());
-        T::bucket(&mut self.inputs).push(Sourced { source, object });
+        T::bucket(&mut self.inputs).push(Sourced {
+            source,
+            object,
+            unreadable,
+        });
     }
 
     /// Adds every object of `inputs` in order (with the duplicate check).
     pub(crate) fn add_all(&mut self, inputs: Inputs) {
         fn each<T: Object>(sink: &mut Sink, objects: Vec<Sourced<T>>) {
-            for Sourced { source, object } in objects {
-                sink.add(source, object);
+            for Sourced {
+                source,
+                object,
+                unreadable,
+            } in objects
+            {
+                sink.add(source, object, unreadable);
             }
         }
         let Inputs {
@@ -219,13 +231,22 @@ impl Sink {
     }
 }
 
-/// `Kind namespace/name`, or `Kind name` for cluster-scoped kinds.
+/// `Kind namespace/name`, or `Kind name` for cluster-scoped kinds. A part
+/// holding a `/` or a space is quoted (`Service a/"b/c"`), so that the
+/// label names one object.
 fn object_label(kind: &str, namespaced: bool, namespace: Option<&str>, name: &str) -> String {
+    let part = |s: &str| {
+        if s.contains(['/', ' ', '"']) {
+            format!("{s:?}")
+        } else {
+            s.to_string()
+        }
+    };
     if namespaced {
         let namespace = namespace.filter(|ns| !ns.is_empty()).unwrap_or("default");
-        format!("{kind} {namespace}/{name}")
+        format!("{kind} {}/{}", part(namespace), part(name))
     } else {
-        format!("{kind} {name}")
+        format!("{kind} {}", part(name))
     }
 }
 
@@ -385,6 +406,19 @@ pub(crate) fn load_document(sink: &mut Sink, file: &str, root: &Node, line: usiz
     }
 
     let label = name.map(|name| object_label(kind, known.namespaced(), namespace, name));
+    if !names_are_valid(
+        sink,
+        file,
+        root,
+        line,
+        known,
+        kind,
+        label.as_deref(),
+        name,
+        namespace,
+    ) {
+        return;
+    }
     let doc = Document {
         file,
         root,
@@ -471,12 +505,61 @@ impl Document<'_> {
             self.singular_use_default_gateway(sink, &mut value);
         }
 
-        let (mut object, fell_back): (T, bool) = match serde_path_to_error::deserialize(&value) {
+        // Routes keep every rule that reads: a value inside a rule that does
+        // not read is neutralised and recorded (see `Unreadable`), and the
+        // parse is retried, so that every such value is found and the route
+        // is still bound, its bad rule fenced, instead of dropped.
+        let mut neutralised = Neutralised::default();
+        // Each rule on its own first: one parse per rule and one more per
+        // unreadable value of it, rather than a parse of the whole route
+        // per value.
+        let rules = value
+            .pointer("/spec/rules")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        for rule in 0..rules {
+            match T::KIND {
+                "HTTPRoute" => self.neutralise_rule::<HttpRouteRules>(&mut value, rule, &mut neutralised),
+                "GRPCRoute" => self.neutralise_rule::<GrpcRouteRules>(&mut value, rule, &mut neutralised),
+                _ => {}
+            }
+        }
+        let tolerant = matches!(T::KIND, "HTTPRoute" | "GRPCRoute");
+        let mut attempts = 0usize;
+        let parsed = loop {
+            attempts += 1;
+            match serde_path_to_error::deserialize::<_, T>(&value) {
+                Ok(object) => break Ok(object),
+                Err(error) => {
+                    let (path, reason) = describe(&error);
+                    if tolerant
+                        && attempts <= MAX_UNREADABLE
+                        && self.absorb(&mut value, &path, &reason, &mut neutralised)
+                    {
+                        continue;
+                    }
+                    break Err((neutralised.original(&path), reason));
+                }
+            }
+        };
+        // In the order of the input, each on the line of its value.
+        neutralised
+            .found
+            .sort_by(|a, b| (a.1, &a.0.path).cmp(&(b.1, &b.0.path)));
+        for (unreadable, line) in &neutralised.found {
+            let rule = unreadable.rule;
+            let message = match parsed {
+                Ok(_) => format!(
+                    "{unreadable}; rule {rule} is replaced with a 500 (Accepted=False, UnsupportedValue)"
+                ),
+                Err(_) => unreadable.to_string(),
+            };
+            sink.error(self.label.clone(), &Source::new(self.file, *line), message);
+        }
+        let (mut object, fell_back): (T, bool) = match parsed {
             Ok(object) => (object, false),
-            Err(error) => {
-                let path = segments(error.path());
+            Err((path, reason)) => {
                 let at = self.at(&path);
-                let reason = error.inner().to_string();
                 // serde quotes the offending value ("invalid type: string
                 // \"…\""); a Secret's values are key material, and
                 // diagnostics reach status, logs and the admin API.
@@ -484,19 +567,6 @@ impl Document<'_> {
                     without_values(&reason)
                 } else {
                     reason
-                };
-                // serde says "missing field `x`" about the enclosing object;
-                // name the field itself, like the loader's own checks do.
-                let missing = reason
-                    .strip_prefix("missing field `")
-                    .and_then(|rest| rest.strip_suffix('`'));
-                let (path, reason) = match missing {
-                    Some(field) => {
-                        let mut path = path;
-                        path.push(Segment::Key(field.to_string()));
-                        (path, "missing required field".to_string())
-                    }
-                    None => (path, reason),
                 };
                 let rendered = render_path(&path);
                 let message = if rendered.is_empty() {
@@ -526,6 +596,7 @@ impl Document<'_> {
             let mut unknown = Vec::new();
             unknown_fields(&value, &parsed, &mut Vec::new(), &mut unknown);
             for path in unknown {
+                let path = neutralised.original(&path);
                 let message = format!("{}: unknown field; ignored", render_path(&path));
                 sink.warning(self.label.clone(), &self.at(&path), message);
             }
@@ -540,7 +611,94 @@ impl Document<'_> {
             meta.namespace = None;
         }
         object.normalize();
-        sink.add(Source::new(self.file, self.line), object);
+        let unreadable = neutralised.found.into_iter().map(|(u, _)| u).collect();
+        sink.add(Source::new(self.file, self.line), object, unreadable);
+    }
+
+    /// Neutralises (and records) the unreadable value at `path` (current
+    /// indexes) when it lies in `spec.rules[i]`; whether it did.
+    fn absorb(
+        &self,
+        value: &mut Value,
+        path: &[Segment],
+        reason: &str,
+        neutralised: &mut Neutralised,
+    ) -> bool {
+        let original = neutralised.original(path);
+        let Some(rule) = rule_index(&original) else {
+            return false;
+        };
+        if !neutralise(value, path, reason, neutralised) {
+            return false;
+        }
+        // Removing a required value re-reports it as missing: the first
+        // reason stands.
+        let steps = field_steps(&original);
+        if !neutralised.found.iter().any(|u| u.0.path == steps) {
+            let line = self.root.line_at(&original, self.line);
+            let unreadable = Unreadable {
+                rule,
+                path: steps,
+                message: reason.to_string(),
+            };
+            neutralised.found.push((unreadable, line));
+        }
+        true
+    }
+
+    /// Finds and neutralises every unreadable value of `spec.rules[rule]`,
+    /// parsed on its own as `R`. A rule that cannot be made to read value
+    /// by value (or holds more than [`MAX_UNREADABLE`] such values) reads as
+    /// an empty rule, which matches everything and is fenced at the lowest
+    /// precedence.
+    fn neutralise_rule<R: DeserializeOwned>(
+        &self,
+        value: &mut Value,
+        rule: usize,
+        neutralised: &mut Neutralised,
+    ) {
+        let pointer = format!("/spec/rules/{rule}");
+        let mut why = format!("more than {MAX_UNREADABLE} values cannot be read");
+        for _ in 0..MAX_UNREADABLE {
+            let Some(current) = value.pointer(&pointer) else {
+                return;
+            };
+            let error = match serde_path_to_error::deserialize::<_, R>(current) {
+                Ok(_) => return,
+                Err(error) => error,
+            };
+            let (inner, reason) = describe(&error);
+            let mut path = vec![
+                Segment::Key("spec".into()),
+                Segment::Key("rules".into()),
+                Segment::Index(rule),
+            ];
+            path.extend(inner);
+            if !self.absorb(value, &path, &reason, neutralised) {
+                why = format!("{}: {reason}", render_path(&neutralised.original(&path)));
+                break;
+            }
+        }
+        if let Some(slot) = value.pointer_mut(&pointer) {
+            if serde_path_to_error::deserialize::<_, R>(&*slot).is_ok() {
+                return;
+            }
+            *slot = Value::Object(Default::default());
+        }
+        let path = [
+            Segment::Key("spec".into()),
+            Segment::Key("rules".into()),
+            Segment::Index(rule),
+        ];
+        let line = self.root.line_at(&path, self.line);
+        neutralised.found.push((
+            Unreadable {
+                rule,
+                path: field_steps(&path),
+                message: format!("{why}; the rule is read as an empty rule"),
+            },
+            line,
+        ));
     }
 
     /// GEP-3793 spells the field `useDefaultGateways`; the singular spelling
@@ -618,4 +776,327 @@ fn without_values(reason: &str) -> String {
         }
         None => "invalid value (not shown: Secret data is never quoted)".to_string(),
     }
+}
+/// How many unreadable values one rule may have before it is read as an
+/// empty rule (and how many retries the whole route gets after its rules
+/// were neutralised one by one): bounds the retry loops.
+const MAX_UNREADABLE: usize = 64;
+
+/// The path and reason of a typed-parse error. serde says "missing field
+/// `x`" about the enclosing object; the field itself is named instead, like
+/// the loader's own checks do. An unknown enum value is worded as the
+/// Gateway API's `UnsupportedValue` is.
+fn describe(error: &serde_path_to_error::Error<serde_json::Error>) -> (Vec<Segment>, String) {
+    let mut path = segments(error.path());
+    let reason = error.inner().to_string();
+    if let Some(field) = reason
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.strip_suffix('`'))
+    {
+        path.push(Segment::Key(field.to_string()));
+        return (path, "missing required field".to_string());
+    }
+    if let Some((value, expected)) = reason
+        .strip_prefix("unknown variant `")
+        .and_then(|rest| rest.split_once("`, "))
+    {
+        return (
+            path,
+            format!("unknown value {value:?}, {}", expected.replace('`', "")),
+        );
+    }
+    (path, reason)
+}
+
+/// `spec.rules[i]` (indexes as written) when `path` lies in it.
+fn rule_index(path: &[Segment]) -> Option<usize> {
+    match path {
+        [Segment::Key(spec), Segment::Key(rules), Segment::Index(i), ..]
+            if spec == "spec" && rules == "rules" =>
+        {
+            Some(*i)
+        }
+        _ => None,
+    }
+}
+
+fn field_steps(path: &[Segment]) -> Vec<FieldStep> {
+    path.iter()
+        .filter_map(|s| match s {
+            Segment::Key(k) => Some(FieldStep::Key(k.clone())),
+            Segment::Index(i) => Some(FieldStep::Index(*i)),
+            Segment::Opaque => None,
+        })
+        .collect()
+}
+
+/// What neutralising has done to a route's value so far.
+#[derive(Default)]
+struct Neutralised {
+    /// Every unreadable value, with its line.
+    found: Vec<(Unreadable, usize)>,
+    /// Array elements removed, by the array's path as written: their
+    /// indexes as written, so that later paths can be mapped back.
+    removed: Vec<(Vec<Segment>, Vec<usize>)>,
+}
+
+impl Neutralised {
+    /// Maps a path in the neutralised value to the path as written.
+    fn original(&self, path: &[Segment]) -> Vec<Segment> {
+        let mut out: Vec<Segment> = Vec::with_capacity(path.len());
+        for segment in path {
+            match segment {
+                Segment::Index(current) => {
+                    let mut index = *current;
+                    if let Some((_, removed)) = self.removed.iter().find(|(p, _)| *p == out) {
+                        // `removed` is sorted: each removed index at or
+                        // before the running index shifts it by one.
+                        for r in removed {
+                            if *r <= index {
+                                index += 1;
+                            }
+                        }
+                    }
+                    out.push(Segment::Index(index));
+                }
+                other => out.push(other.clone()),
+            }
+        }
+        out
+    }
+
+    fn record_removal(&mut self, array: Vec<Segment>, index: usize) {
+        match self.removed.iter_mut().find(|(p, _)| *p == array) {
+            Some((_, removed)) => {
+                removed.push(index);
+                removed.sort_unstable();
+            }
+            None => self.removed.push((array, vec![index])),
+        }
+    }
+}
+
+/// The value at `path` (current indexes), mutably.
+fn value_at<'v>(value: &'v mut Value, path: &[Segment]) -> Option<&'v mut Value> {
+    let mut node = value;
+    for segment in path {
+        node = match (segment, node) {
+            (Segment::Key(k), Value::Object(map)) => map.get_mut(k)?,
+            (Segment::Index(i), Value::Array(items)) => items.get_mut(*i)?,
+            _ => return None,
+        };
+    }
+    Some(node)
+}
+
+/// Removes the value at `path` (a key or an array element, recorded so that
+/// later paths map back to the input); whether anything was removed.
+fn remove_at(value: &mut Value, path: &[Segment], neutralised: &mut Neutralised) -> bool {
+    let Some((last, parent)) = path.split_last() else {
+        return false;
+    };
+    match (last, value_at(value, parent)) {
+        (Segment::Key(k), Some(Value::Object(map))) => map.remove(k).is_some(),
+        (Segment::Index(i), Some(Value::Array(items))) if *i < items.len() => {
+            items.remove(*i);
+            let original = neutralised.original(path);
+            if let (Some(Segment::Index(o)), Some(array)) = (original.last(), original.split_last()) {
+                neutralised.record_removal(array.1.to_vec(), *o);
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Replaces the value at `path`; whether it changed.
+fn replace_at(value: &mut Value, path: &[Segment], with: Value) -> bool {
+    match value_at(value, path) {
+        Some(slot) if *slot != with => {
+            *slot = with;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Makes the value at `path` (inside `spec.rules[i]`, current indexes) read,
+/// so that the parse can go on to the next problem; whether the value
+/// changed (no change ends the loop).
+///
+/// The whole rule is replaced by the 500 anyway, so outside `matches`
+/// anything unreadable is simply removed (the smallest removable piece: the
+/// key, or for a missing required field the element that lacks it). Inside
+/// `matches[j]` nothing that changes which requests the match catches is
+/// removed without trace: the translator fences the match from the recorded
+/// path (see `translate::route::unreadable`), and match and header/query
+/// elements keep their place (placeholders) so indexes and precedence stay
+/// as written.
+fn neutralise(value: &mut Value, path: &[Segment], reason: &str, neutralised: &mut Neutralised) -> bool {
+    let Some(rule) = path.get(..3) else {
+        return false;
+    };
+    let rel = &path[3..];
+    let missing = reason == "missing required field";
+    let within = |steps: usize| {
+        let mut p = rule.to_vec();
+        p.extend_from_slice(&rel[..steps.min(rel.len())]);
+        p
+    };
+    match rel {
+        [Segment::Key(m), Segment::Index(_), rest @ ..] if m == "matches" => {
+            let the_match = within(2);
+            let placeholder = |list: &str, index: usize| {
+                let name = if list == "headers" {
+                    format!("x-portcullis-unreadable-{index}")
+                } else {
+                    format!("portcullis-unreadable-{index}")
+                };
+                serde_json::json!({ "name": name, "value": "" })
+            };
+            let changed = match rest {
+                // An optional value of the match, or of its path (HTTPRoute)
+                // or method (GRPCRoute): removed.
+                [Segment::Key(_)] if !missing => remove_at(value, path, neutralised),
+                [Segment::Key(k), Segment::Key(_)] if (k == "path" || k == "method") && !missing => {
+                    remove_at(value, path, neutralised) || remove_at(value, &within(3), neutralised)
+                }
+                // One header or query parameter match: an unknown type is
+                // removed (the translator drops the constraint); anything
+                // else puts a placeholder in the element's place.
+                [Segment::Key(list), Segment::Index(_), Segment::Key(t)]
+                    if (list == "headers" || list == "queryParams") && t == "type" && !missing =>
+                {
+                    remove_at(value, path, neutralised)
+                }
+                [Segment::Key(list), Segment::Index(index), ..]
+                    if list == "headers" || list == "queryParams" =>
+                {
+                    replace_at(value, &within(4), placeholder(list, *index))
+                }
+                _ => false,
+            };
+            // Anything else: the match cannot be read at all.
+            changed || replace_at(value, &the_match, Value::Object(Default::default()))
+        }
+        // The rule is not a mapping: it reads as an empty rule, which
+        // matches everything, fenced at the lowest precedence.
+        [] => replace_at(value, rule, Value::Object(Default::default())),
+        _ => {
+            let target = if missing { &path[..path.len() - 1] } else { path };
+            // Never remove the rule itself (its index is its identity).
+            if target.len() <= 3 {
+                return replace_at(value, rule, Value::Object(Default::default()));
+            }
+            remove_at(value, target, neutralised)
+        }
+    }
+}
+
+/// Which of Kubernetes' name formats a name must have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NameFormat {
+    /// RFC 1123 label: at most 63 of `a-z0-9-`, alphanumeric at both ends
+    /// (namespaces).
+    Dns1123Label,
+    /// RFC 1035 label: a DNS-1123 label that starts with a letter (Service
+    /// names, `ValidateServiceName`).
+    Dns1035Label,
+    /// RFC 1123 subdomain: at most 253 characters, dot-separated labels of
+    /// `a-z0-9-` (every other kind here, custom resources included).
+    Dns1123Subdomain,
+}
+
+impl NameFormat {
+    fn describe(self) -> &'static str {
+        match self {
+            NameFormat::Dns1123Label => {
+                "a DNS-1123 label (at most 63 lower case letters, digits or '-', starting and ending \
+                 with a letter or digit)"
+            }
+            NameFormat::Dns1035Label => {
+                "a DNS-1035 label (at most 63 lower case letters, digits or '-', starting with a \
+                 letter and ending with a letter or digit)"
+            }
+            NameFormat::Dns1123Subdomain => {
+                "a DNS-1123 subdomain (at most 253 lower case letters, digits, '-' or '.', each \
+                 dot-separated part starting and ending with a letter or digit)"
+            }
+        }
+    }
+
+    fn accepts(self, name: &str) -> bool {
+        fn label(l: &str, max: usize) -> bool {
+            let b = l.as_bytes();
+            !b.is_empty()
+                && b.len() <= max
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b[0] != b'-'
+                && b[b.len() - 1] != b'-'
+        }
+        match self {
+            NameFormat::Dns1123Label => label(name, 63),
+            NameFormat::Dns1035Label => label(name, 63) && name.as_bytes()[0].is_ascii_lowercase(),
+            NameFormat::Dns1123Subdomain => name.len() <= 253 && name.split('.').all(|l| label(l, 253)),
+        }
+    }
+}
+
+/// The format Kubernetes requires of `metadata.name` for a kind.
+fn name_format(known: Known) -> NameFormat {
+    match known {
+        Known::Namespace => NameFormat::Dns1123Label,
+        Known::Service => NameFormat::Dns1035Label,
+        _ => NameFormat::Dns1123Subdomain,
+    }
+}
+
+/// Refuses (with an error naming the field and its line) an object whose
+/// name or namespace Kubernetes would refuse: such names cannot exist in a
+/// cluster, and generated names built from them (`a/b/c/80` for Service
+/// `a`/`b/c` and for Service `a/b`/`c`) could otherwise stand for another
+/// namespace's objects. Whether the object was kept.
+#[allow(clippy::too_many_arguments)]
+fn names_are_valid(
+    sink: &mut Sink,
+    file: &str,
+    root: &Node,
+    line: usize,
+    known: Known,
+    kind: &str,
+    label: Option<&str>,
+    name: Option<&str>,
+    namespace: Option<&str>,
+) -> bool {
+    let mut checks = vec![("name", name, name_format(known))];
+    if known.namespaced() {
+        // An absent or empty namespace is defaulted to `default`.
+        checks.push((
+            "namespace",
+            namespace.filter(|ns| !ns.is_empty()),
+            NameFormat::Dns1123Label,
+        ));
+    }
+    let mut valid = true;
+    for (field, value, format) in checks {
+        let Some(value) = value else {
+            continue;
+        };
+        if format.accepts(value) {
+            continue;
+        }
+        let path = [Segment::Key("metadata".into()), Segment::Key(field.into())];
+        let at = Source::new(file, root.line_at(&path, line));
+        sink.error(
+            label.map(str::to_string),
+            &at,
+            format!(
+                "metadata.{field}: {value:?} is not a valid {kind} {field}: it must be {}; the {kind} is ignored",
+                format.describe()
+            ),
+        );
+        valid = false;
+    }
+    valid
 }

@@ -78,8 +78,10 @@ impl Supervisor {
     }
 }
 
+/// Run-dir files are per Gateway: injective in the Gateway's key (two
+/// Gateways never share a pid or admin file), `infra/gw` → `infra_gw`.
 fn file_name(gateway: &str) -> String {
-    gateway.replace('/', "_")
+    translate::naming::file_name(gateway)
 }
 
 async fn run_one(

@@ -50,7 +50,11 @@ pub enum Use {
 }
 
 pub fn filter_name(namespace: &str, name: &str) -> String {
-    format!("{}{namespace}/{name}", super::EXT_AUTHZ_FILTER_PREFIX)
+    format!(
+        "{}{}",
+        super::EXT_AUTHZ_FILTER_PREFIX,
+        crate::naming::compose(&[namespace, name])
+    )
 }
 
 /// Compiles every GatewayExtension, keyed by (namespace, name).

@@ -5,3 +5,4 @@ pub mod filters;
 pub mod matches;
 pub mod model;
 pub mod rule;
+pub mod unreadable;

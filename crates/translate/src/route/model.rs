@@ -8,19 +8,19 @@
 
 use std::borrow::Cow;
 
-use api::Source;
 use api::gateway_api::experimental::grpcroutes::{
     GrpcRoute, GrpcRouteRulesMatches, GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
 };
 use api::gateway_api::experimental::httproutes::{
     HttpRoute, HttpRouteRulesFilters, HttpRouteRulesMatches, HttpRouteRulesMatchesHeaders,
-    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPath, HttpRouteRulesMatchesPathType,
-    HttpRouteRulesRetry, HttpRouteRulesTimeouts,
+    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesMethod, HttpRouteRulesMatchesPath,
+    HttpRouteRulesMatchesPathType, HttpRouteRulesRetry, HttpRouteRulesTimeouts,
 };
+use api::{FieldStep, Source, Unreadable};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::error::RuleError;
-use serde::de::DeserializeOwned;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RouteKind {
@@ -83,6 +83,26 @@ pub struct Rule<'a> {
     /// Index of an earlier rule with the same name (spec: rule names are
     /// unique within a route; such a rule is fenced).
     pub duplicate_of: Option<usize>,
+    /// Values of the rule the loader could not read ([`api::Unreadable`]):
+    /// when non-empty the rule is replaced by the 500, whatever else it
+    /// says, and [`Rule::fenced`] says what the 500 must catch.
+    pub load_errors: Vec<RuleError>,
+    /// Only for a rule with `load_errors`: per match (same order as
+    /// `matches`), every reading of it the 500 must cover.
+    pub fenced: Vec<Vec<Reading>>,
+}
+
+/// One way a match of a rule with unreadable values may have been meant
+/// (see `route::unreadable`).
+#[derive(Clone, Debug)]
+pub struct Reading {
+    /// The match with a stand-in for each unreadable constraint (a method,
+    /// a header or query match of unknown type): ranks the 500 where the
+    /// match as written would have ranked.
+    pub ranked_as: HttpRouteRulesMatches,
+    /// The same reading without the unreadable constraints: what the 500
+    /// catches, a superset of what the match as written catches.
+    pub catches: HttpRouteRulesMatches,
 }
 
 #[derive(Clone, Debug)]
@@ -192,7 +212,7 @@ macro_rules! backend_ref {
     };
 }
 
-pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
+pub fn from_http<'a>(route: &'a HttpRoute, source: &Source, unreadable: &[Unreadable]) -> Route<'a> {
     let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
     let mut errors = Vec::new();
     let parent_refs = route
@@ -220,12 +240,14 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
             if r.session_persistence.is_some() {
                 unsupported.push("sessionPersistence".to_string());
             }
+            let matches = match r.matches.as_deref() {
+                None | Some([]) => Cow::Owned(vec![default_match()]),
+                Some(m) => Cow::Borrowed(m),
+            };
+            let (load_errors, fenced) = fence(i, unreadable, &matches, None);
             Rule {
                 name: r.name.clone(),
-                matches: match r.matches.as_deref() {
-                    None | Some([]) => Cow::Owned(vec![default_match()]),
-                    Some(m) => Cow::Borrowed(m),
-                },
+                matches,
                 filters: Cow::Borrowed(r.filters.as_deref().unwrap_or_default()),
                 match_errors: Vec::new(),
                 backends,
@@ -234,6 +256,8 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source) -> Route<'a> {
                 unsupported,
                 id: String::new(),
                 duplicate_of: None,
+                load_errors,
+                fenced,
             }
         })
         .collect::<Vec<_>>();
@@ -397,7 +421,7 @@ pub fn escape_regex(s: &str) -> String {
     out
 }
 
-pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
+pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source, unreadable: &[Unreadable]) -> Route<'a> {
     let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
     let mut errors = Vec::new();
     let parent_refs = route
@@ -444,9 +468,12 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
             if r.session_persistence.is_some() {
                 unsupported.push("sessionPersistence".to_string());
             }
+            let written = r.matches.as_deref().unwrap_or_default();
+            let matches: Cow<'_, [HttpRouteRulesMatches]> = Cow::Owned(matches);
+            let (load_errors, fenced) = fence(i, unreadable, &matches, Some(written));
             Rule {
                 name: r.name.clone(),
-                matches: Cow::Owned(matches),
+                matches,
                 match_errors,
                 filters: Cow::Owned(filters),
                 backends,
@@ -455,6 +482,8 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
                 unsupported,
                 id: String::new(),
                 duplicate_of: None,
+                load_errors,
+                fenced,
             }
         })
         .collect::<Vec<_>>();
@@ -478,6 +507,151 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source) -> Route<'a> {
     }
 }
 
+/// The load errors of rule `rule` and, when there are any, the readings of
+/// each of its matches that its 500 must cover.
+///
+/// What a match with an unreadable value may have meant is not known, so
+/// the 500 catches every reading of it, each ranked as that reading would
+/// rank (so nothing the match was meant to catch falls to a route the match
+/// would have beaten):
+/// - a path of unknown type is read as each type the spec defines (`Exact`,
+///   `PathPrefix`, `RegularExpression`; an invalid pattern becomes the usual
+///   guard on its literal prefix); a path whose value cannot be read
+///   catches every path;
+/// - a method, or a header or query match of unknown type, ranks as if it
+///   were there but does not constrain what the 500 catches;
+/// - a gRPC method match of unknown type is read as `Exact` and as
+///   `RegularExpression` (`path_readings`).
+fn fence(
+    rule: usize,
+    unreadable: &[Unreadable],
+    matches: &[HttpRouteRulesMatches],
+    grpc: Option<&[GrpcRouteRulesMatches]>,
+) -> (Vec<RuleError>, Vec<Vec<Reading>>) {
+    let mine: Vec<&Unreadable> = unreadable.iter().filter(|u| u.rule == rule).collect();
+    if mine.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let errors = mine
+        .iter()
+        .map(|u| RuleError::structural(u.field(), u.message.clone()))
+        .collect();
+    let fenced = matches
+        .iter()
+        .enumerate()
+        .map(|(j, m)| {
+            // What of match j could not be read, by the steps below
+            // `spec.rules[rule].matches[j]`.
+            let below: Vec<&[FieldStep]> = mine
+                .iter()
+                .filter_map(|u| match u.path.get(3..5) {
+                    Some([FieldStep::Key(k), FieldStep::Index(i)]) if k == "matches" && *i == j => {
+                        u.path.get(5..)
+                    }
+                    _ => None,
+                })
+                .collect();
+            let key = |name: &str| {
+                below
+                    .iter()
+                    .any(|p| matches!(p.first(), Some(FieldStep::Key(k)) if k == name))
+            };
+            let elements = |name: &str| -> Option<Vec<usize>> {
+                let mut out = Vec::new();
+                for p in &below {
+                    match p {
+                        [FieldStep::Key(k)] if k == name => return None, // the whole list
+                        [FieldStep::Key(k), FieldStep::Index(i), ..] if k == name => out.push(*i),
+                        _ => {}
+                    }
+                }
+                Some(out)
+            };
+            let (bad_headers, bad_queries) = (elements("headers"), elements("queryParams"));
+            let mut ranked_as = m.clone();
+            let mut catches = m.clone();
+            if key("method") && grpc.is_none() {
+                // HTTPRoute: ranked as a match with a method, catching any.
+                ranked_as.method = Some(HttpRouteRulesMatchesMethod::Get);
+            }
+            let keep = |bad: &Option<Vec<usize>>, i: usize| bad.as_ref().is_some_and(|b| !b.contains(&i));
+            if let Some(hs) = catches.headers.as_mut() {
+                let mut i = 0;
+                hs.retain(|_| (keep(&bad_headers, i), i += 1).0);
+            }
+            if let Some(qs) = catches.query_params.as_mut() {
+                let mut i = 0;
+                qs.retain(|_| (keep(&bad_queries, i), i += 1).0);
+            }
+            let path_readings: Vec<(HttpRouteRulesMatches, HttpRouteRulesMatches)> = if key("path") {
+                match m.path.as_ref().and_then(|p| p.value.clone()) {
+                    Some(value) => [
+                        HttpRouteRulesMatchesPathType::Exact,
+                        HttpRouteRulesMatchesPathType::PathPrefix,
+                        HttpRouteRulesMatchesPathType::RegularExpression,
+                    ]
+                    .into_iter()
+                    .map(|t| {
+                        let path = Some(HttpRouteRulesMatchesPath {
+                            r#type: Some(t),
+                            value: Some(value.clone()),
+                        });
+                        let mut r = ranked_as.clone();
+                        let mut c = catches.clone();
+                        r.path = path.clone();
+                        c.path = path;
+                        (r, c)
+                    })
+                    .collect(),
+                    None => {
+                        let (mut r, mut c) = (ranked_as.clone(), catches.clone());
+                        r.path = default_match().path;
+                        c.path = default_match().path;
+                        vec![(r, c)]
+                    }
+                }
+            } else if let Some(written) = grpc.and_then(|g| g.get(j)).filter(|_| key("method")) {
+                // A gRPC method match is the path: read as each method
+                // match type the GRPCRoute spec defines (the loader removed
+                // the unknown one; a removed service or method name reads
+                // as "any", a superset).
+                [
+                    GrpcRouteRulesMatchesMethodType::Exact,
+                    GrpcRouteRulesMatchesMethodType::RegularExpression,
+                ]
+                .into_iter()
+                .map(|t| {
+                    let mut g = written.clone();
+                    if let Some(method) = g.method.as_mut() {
+                        method.r#type = Some(t);
+                    }
+                    let path = grpc_match(&g, "").0.path;
+                    let (mut r, mut c) = (ranked_as.clone(), catches.clone());
+                    r.path = path.clone();
+                    c.path = path;
+                    (r, c)
+                })
+                .collect()
+            } else {
+                vec![(ranked_as, catches)]
+            };
+            let mut readings: Vec<Reading> = Vec::with_capacity(path_readings.len());
+            for (ranked_as, catches) in path_readings {
+                // A gRPC method that could not be read at all reads the
+                // same both ways.
+                if !readings
+                    .iter()
+                    .any(|r| r.ranked_as == ranked_as && r.catches == catches)
+                {
+                    readings.push(Reading { ranked_as, catches });
+                }
+            }
+            readings
+        })
+        .collect();
+    (errors, fenced)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -494,6 +668,8 @@ mod tests {
             unsupported: Vec::new(),
             id: String::new(),
             duplicate_of: None,
+            load_errors: Vec::new(),
+            fenced: Vec::new(),
         }
     }
 
@@ -513,5 +689,92 @@ mod tests {
         assert_eq!(ids, ["dup", "001", "2", "1", "01", "5"]);
         let dups: Vec<Option<usize>> = rules.iter().map(|r| r.duplicate_of).collect();
         assert_eq!(dups, [None, None, Some(0), None, None, None]);
+    }
+
+    fn unreadable(rule: usize, path: &[&str], message: &str) -> Unreadable {
+        Unreadable {
+            rule,
+            path: path
+                .iter()
+                .map(|p| match p.parse() {
+                    Ok(i) => FieldStep::Index(i),
+                    Err(_) => FieldStep::Key((*p).to_string()),
+                })
+                .collect(),
+            message: message.into(),
+        }
+    }
+
+    fn http_match(value: serde_json::Value) -> HttpRouteRulesMatches {
+        serde_json::from_value(value).expect("match")
+    }
+
+    #[test]
+    fn a_rule_without_unreadable_values_is_not_fenced() {
+        let m = [http_match(serde_json::json!({"path": {"value": "/a"}}))];
+        let u = [unreadable(
+            1,
+            &["spec", "rules", "1", "filters", "0", "type"],
+            "x",
+        )];
+        assert!(matches!(fence(0, &u, &m, None), (e, f) if e.is_empty() && f.is_empty()));
+    }
+
+    #[test]
+    fn each_reading_catches_a_superset_and_ranks_as_written() {
+        // As the loader leaves it: the unknown path type, method and header
+        // type removed; the header element kept in its place.
+        let m = [
+            http_match(serde_json::json!({"path": {"value": "/a"}})),
+            http_match(serde_json::json!({
+                "path": {"type": "Exact", "value": "/b"},
+                "headers": [{"name": "x", "value": "1"}, {"name": "y", "value": "2"}],
+            })),
+        ];
+        let u = [
+            unreadable(
+                0,
+                &["spec", "rules", "0", "matches", "0", "path", "type"],
+                "unknown",
+            ),
+            unreadable(0, &["spec", "rules", "0", "matches", "1", "method"], "unknown"),
+            unreadable(
+                0,
+                &["spec", "rules", "0", "matches", "1", "headers", "0", "type"],
+                "unknown",
+            ),
+        ];
+        let (errors, fenced) = fence(0, &u, &m, None);
+        assert_eq!(errors.len(), 3);
+        assert_eq!(errors[1].to_string(), "spec.rules[0].matches[1].method: unknown");
+        // Match 0: every path type the spec defines, on the same value.
+        let types: Vec<_> = fenced[0]
+            .iter()
+            .map(|r| r.catches.path.as_ref().and_then(|p| p.r#type.clone()))
+            .collect();
+        assert_eq!(
+            types,
+            vec![
+                Some(HttpRouteRulesMatchesPathType::Exact),
+                Some(HttpRouteRulesMatchesPathType::PathPrefix),
+                Some(HttpRouteRulesMatchesPathType::RegularExpression),
+            ]
+        );
+        // Match 1: ranked with a method and both headers; catches any method
+        // and ignores the header whose match type is unknown.
+        let [reading] = fenced[1].as_slice() else {
+            panic!("one reading: {:?}", fenced[1])
+        };
+        assert!(reading.ranked_as.method.is_some());
+        assert_eq!(reading.ranked_as.headers.as_ref().map(Vec::len), Some(2));
+        assert!(reading.catches.method.is_none());
+        let names: Vec<&str> = reading
+            .catches
+            .headers
+            .iter()
+            .flatten()
+            .map(|h| h.name.as_str())
+            .collect();
+        assert_eq!(names, vec!["y"]);
     }
 }

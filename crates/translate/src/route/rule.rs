@@ -101,6 +101,11 @@ pub fn build(
     clusters: &mut BTreeMap<String, ClusterSpec>,
     policy: Option<&crate::policy::Effective>,
 ) -> BuiltRule {
+    // Values the loader could not read: the whole rule answers 500.
+    if !rule.load_errors.is_empty() {
+        let name = |j| route_name(route, rule, j);
+        return crate::route::unreadable::fence(rule_index, rule, name);
+    }
     let field = format!("spec.rules[{rule_index}]");
     let mut out = BuiltRule {
         routes: Vec::with_capacity(rule.matches.len()),

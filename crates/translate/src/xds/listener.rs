@@ -99,7 +99,7 @@ fn hcm(gw: &Gateway, chain: &Chain, stat_prefix: &str) -> Filter {
 }
 
 pub fn build(gw: &Gateway, port: i32, p: &Port, listener_address: &str) -> Listener {
-    let name = format!("{}/{}/{}", gw.namespace, gw.name, port);
+    let name = crate::naming::listener(&gw.namespace, &gw.name, port);
     let stat_prefix = format!("{}-{}-{}", gw.namespace, gw.name, port);
     let mut l = Listener {
         name,
