@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{free_port, http, start, wait_for};
+use common::{echo_pod, free_port, http, start, wait_for};
 
 mod pb {
     #[derive(Clone, PartialEq, prost::Message)]
@@ -174,16 +174,8 @@ fn default_gateways_serve_http_and_grpc_and_swap_without_failures() {
         .enable_all()
         .build()
         .expect("runtime");
-    let web = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "web-pod".into(),
-    })
-    .expect("echo web");
-    let grpc = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "grpc-pod".into(),
-    })
-    .expect("echo grpc");
+    let web = echo_pod("app", "web-pod");
+    let grpc = echo_pod("app", "grpc-pod");
     let dir = std::env::temp_dir().join(format!("portcullis-dg-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let m = dir.join("manifests");

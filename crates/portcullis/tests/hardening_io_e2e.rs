@@ -17,14 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use common::{free_port, gateway, http, service, start, start_with, wait_for};
-
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("portcullis-hardening-io-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
-    dir
-}
+use common::{echo_pod, free_port, gateway, http, service, start, start_with, wait_for, work_dir};
 
 fn route(name: &str, prefix: &str, backend: &str) -> String {
     format!(
@@ -60,12 +53,8 @@ fn terminate(serve: &mut common::Serve) -> Duration {
 
 #[test]
 fn a_fifo_in_the_watched_directory_does_not_freeze_serve() {
-    let echo = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "a-pod-1".into(),
-    })
-    .expect("echo");
-    let dir = temp_dir("fifo");
+    let echo = echo_pod("app", "a-pod-1");
+    let dir = work_dir("hardening-io-fifo");
     let manifests = dir.join("manifests");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
@@ -198,7 +187,7 @@ fn broken_secret() -> String {
 
 #[test]
 fn the_admin_api_never_returns_a_private_key() {
-    let dir = temp_dir("keys");
+    let dir = work_dir("hardening-io-keys");
     std::fs::write(dir.join("manifests/all.yaml"), https_manifests(free_port())).expect("write");
     std::fs::write(dir.join("manifests/broken.yaml"), broken_secret()).expect("write");
     let (xds, admin) = (free_port(), free_port());
@@ -275,12 +264,8 @@ fn the_admin_api_never_returns_a_private_key() {
 
 #[test]
 fn an_endpoint_at_the_admin_port_never_reaches_the_admin_api() {
-    let echo = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "ok-pod".into(),
-    })
-    .expect("echo");
-    let dir = temp_dir("ssrf");
+    let echo = echo_pod("app", "ok-pod");
+    let dir = work_dir("hardening-io-ssrf");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     // Service `admin` points at serve's admin API, as IPv4 and as an

@@ -14,7 +14,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, gateway, http, service, start, wait_for};
+use common::{echo_pod, free_port, gateway, http, service, start, wait_for, work_dir};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
@@ -103,14 +103,8 @@ fn fetch(gw_port: u16, path: &str) -> (u16, String, Vec<String>) {
 
 #[test]
 fn fenced_paths_answer_500_under_every_normalization_variant() {
-    let a = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "a-pod-1".into(),
-    })
-    .expect("echo");
-    let dir = std::env::temp_dir().join(format!("portcullis-hardening-paths-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
+    let a = echo_pod("app", "a-pod-1");
+    let dir = work_dir("hardening-paths");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     std::fs::write(
@@ -286,19 +280,9 @@ fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
 
 #[test]
 fn a_hostname_with_a_control_character_fences_only_its_route_or_listener() {
-    let a = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "a-pod-1".into(),
-    })
-    .expect("echo a");
-    let b = echo::spawn(echo::Config {
-        namespace: "other".into(),
-        pod: "b-pod-1".into(),
-    })
-    .expect("echo b");
-    let dir = std::env::temp_dir().join(format!("portcullis-hardening-hostnames-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
+    let a = echo_pod("app", "a-pod-1");
+    let b = echo_pod("other", "b-pod-1");
+    let dir = work_dir("hardening-hostnames");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     let file = dir.join("manifests/all.yaml");

@@ -13,7 +13,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, gateway, http, request, start, wait_for};
+use common::{echo_pod, free_port, gateway, http, request, start, wait_for, work_dir};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
@@ -36,26 +36,11 @@ endpoints: [{{addresses: ["127.0.0.1"]}}]
     )
 }
 
-fn echo(ns: &str, pod: &str) -> echo::Handle {
-    echo::spawn(echo::Config {
-        namespace: ns.into(),
-        pod: pod.into(),
-    })
-    .expect("echo")
-}
-
-fn dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("portcullis-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
-    dir
-}
-
 #[test]
 fn an_unknown_enum_value_fences_its_rule_and_never_falls_to_a_catch_all() {
-    let tenant = echo("app", "tenant-pod");
-    let other = echo("other", "catch-all-pod");
-    let dir = dir("hardening-loader-enum-e2e");
+    let tenant = echo_pod("app", "tenant-pod");
+    let other = echo_pod("other", "catch-all-pod");
+    let dir = work_dir("hardening-loader-enum-e2e");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     // The route in a file of its own: `serve` keeps a file with errors at
@@ -162,9 +147,9 @@ fn a_slash_in_a_name_cannot_reach_another_namespaces_service() {
     // namespace `a` naming Service `b/c` and the Service `c` of namespace
     // `a/b` both became cluster `a/b/c/80`, so `/attack` reached the other
     // namespace's backend with no ReferenceGrant.
-    let victim = echo("a/b", "victim-pod");
-    let own = echo("a", "own-pod");
-    let dir = dir("hardening-loader-names-e2e");
+    let victim = echo_pod("a/b", "victim-pod");
+    let own = echo_pod("a", "own-pod");
+    let dir = work_dir("hardening-loader-names-e2e");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     // One file per party: `serve` does not apply a file with errors, and

@@ -14,24 +14,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, gateway, request, service, start, wait_for};
+use common::{echo_pod, free_port, gateway, request, service, start, wait_for, work_dir};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
-
-fn echo(pod: &str) -> echo::Handle {
-    echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: pod.into(),
-    })
-    .expect("echo")
-}
-
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("portcullis-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
-    dir
-}
 
 /// (status, pod that answered or the body) of one request.
 fn who(port: u16, host: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
@@ -45,8 +30,8 @@ fn who(port: u16, host: &str, method: &str, path: &str, headers: &[(&str, &str)]
 
 #[test]
 fn guards_keep_the_precedence_of_the_match_they_replace() {
-    let (a, b) = (echo("a-pod"), echo("b-pod"));
-    let dir = temp_dir("hardening-guards");
+    let (a, b) = (echo_pod("app", "a-pod"), echo_pod("app", "b-pod"));
+    let dir = work_dir("hardening-guards");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     let manifests = format!(
@@ -193,8 +178,8 @@ const TABLE: &[(&str, &str, Rows)] = &[
 
 #[test]
 fn replace_prefix_match_follows_the_spec_table_for_rewrites_and_redirects() {
-    let a = echo("a-pod");
-    let dir = temp_dir("hardening-prefix");
+    let a = echo_pod("app", "a-pod");
+    let dir = work_dir("hardening-prefix");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     let mut manifests = gateway(gw_port);
@@ -303,8 +288,8 @@ fn grpc_call(rt: &tokio::runtime::Runtime, port: u16, path: &'static str) -> Res
 
 #[test]
 fn grpcroute_regex_service_and_method_are_grouped() {
-    let g = echo("grpc-pod");
-    let dir = temp_dir("hardening-grpc");
+    let g = echo_pod("app", "grpc-pod");
+    let dir = work_dir("hardening-grpc");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     let manifests = format!(

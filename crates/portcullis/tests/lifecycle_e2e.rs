@@ -13,22 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{free_port, http, manifests, start_with, wait_for};
-
-fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("portcullis-lifecycle-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(d.join("manifests")).expect("mkdir");
-    d
-}
-
-fn echo(pod: &str) -> echo::Handle {
-    echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: pod.into(),
-    })
-    .expect("echo")
-}
+use common::{echo_pod, free_port, http, manifests, start_with, wait_for, work_dir};
 
 fn gateway_programmed(admin: u16) -> Option<(String, String)> {
     let (_, _, body) = http(admin, "admin", "/api/status")?;
@@ -49,8 +34,8 @@ fn gateway_programmed(admin: u16) -> Option<(String, String)> {
 
 #[test]
 fn a_nack_shows_on_the_gateway_and_in_metrics_until_a_later_version_is_acked() {
-    let (a, b) = (echo("a-pod-1"), echo("b-pod-1"));
-    let dir = tmp("nack");
+    let (a, b) = (echo_pod("app", "a-pod-1"), echo_pod("app", "b-pod-1"));
+    let dir = work_dir("lifecycle-nack");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     let text = manifests(gw_port, a.port(), b.port());
@@ -115,8 +100,8 @@ impl Drop for Envoy {
 
 #[test]
 fn portcullis_restart_keeps_envoy_serving_and_resyncs() {
-    let (a, b) = (echo("a-pod-1"), echo("b-pod-1"));
-    let dir = tmp("restart");
+    let (a, b) = (echo_pod("app", "a-pod-1"), echo_pod("app", "b-pod-1"));
+    let dir = work_dir("lifecycle-restart");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     let text = manifests(gw_port, a.port(), b.port());

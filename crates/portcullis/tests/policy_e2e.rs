@@ -16,7 +16,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, gateway, http, service, start, wait_for};
+use common::{echo_pod, free_port, gateway, http, service, start, wait_for, work_dir};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
@@ -136,17 +136,9 @@ spec:
 
 #[test]
 fn policies_are_enforced_invalid_ones_fail_closed_and_fixes_apply_live() {
-    let spawn = |pod: &str| {
-        echo::spawn(echo::Config {
-            namespace: "app".into(),
-            pod: pod.into(),
-        })
-        .expect("echo")
-    };
+    let spawn = |pod: &str| echo_pod("app", pod);
     let (a, authz) = (spawn("a-pod-1"), spawn("authz-pod-1"));
-    let dir = std::env::temp_dir().join(format!("portcullis-policy-e2e-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
+    let dir = work_dir("policy-e2e");
     let (gw, xds, admin) = (free_port(), free_port(), free_port());
     let file = dir.join("manifests/all.yaml");
     let broken_cel = "request.headers['x-user'] == 'admin' &&";

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, gateway, http, service, start, wait_for};
+use common::{echo_pod, free_port, gateway, http, service, start, wait_for, work_dir};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
@@ -57,14 +57,8 @@ spec:
 
 #[test]
 fn replaced_rules_answer_500_guards_fence_matchers_and_a_fix_restores_200() {
-    let a = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "a-pod-1".into(),
-    })
-    .expect("echo");
-    let dir = std::env::temp_dir().join(format!("portcullis-replacement-e2e-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
+    let a = echo_pod("app", "a-pod-1");
+    let dir = work_dir("replacement-e2e");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     let file = dir.join("manifests/all.yaml");

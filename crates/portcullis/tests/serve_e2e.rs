@@ -7,23 +7,13 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{free_port, http, manifests, pid_alive, start, wait_for};
+use common::{echo_pod, free_port, http, manifests, pid_alive, start, wait_for, work_dir};
 
 #[test]
 fn serve_routes_real_traffic_through_real_envoy() {
-    let a = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "a-pod-1".into(),
-    })
-    .expect("echo a");
-    let b = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "b-pod-1".into(),
-    })
-    .expect("echo b");
-    let dir = std::env::temp_dir().join(format!("portcullis-e2e-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
+    let a = echo_pod("app", "a-pod-1");
+    let b = echo_pod("app", "b-pod-1");
+    let dir = work_dir("e2e");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     std::fs::write(

@@ -8,17 +8,13 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{envoy_children, free_port, manifests, pid_alive, start_with, wait_for};
+use common::{echo_pod, envoy_children, free_port, manifests, pid_alive, start_with, wait_for};
 
 /// Starts `serve` in STRICT mode and waits until it runs the data-plane
 /// Envoy and at least one resident validator Envoy; returns the serve
 /// handle and those Envoys' pids.
 fn serve_with_envoys(name: &str) -> (common::Serve, Vec<u32>, echo::Handle) {
-    let a = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "a-pod-1".into(),
-    })
-    .expect("echo");
+    let a = echo_pod("app", "a-pod-1");
     let dir = std::env::temp_dir().join(format!("portcullis-shutdown-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");

@@ -21,7 +21,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{free_port, gateway, http, service, start_with, wait_for};
+use common::{echo_pod, free_port, gateway, http, service, start_with, wait_for};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
@@ -60,11 +60,7 @@ spec:
 "#;
 
 fn setup(name: &str) -> (std::path::PathBuf, echo::Handle, u16, u16, u16) {
-    let a = echo::spawn(echo::Config {
-        namespace: "app".into(),
-        pod: "a-pod-1".into(),
-    })
-    .expect("echo");
+    let a = echo_pod("app", "a-pod-1");
     let dir = std::env::temp_dir().join(format!("portcullis-strict-only-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");

@@ -45,6 +45,24 @@ pub fn request(
     Some((status, head.to_string(), body.to_string()))
 }
 
+/// An echo backend ("pod" `pod` of namespace `ns`) on a free loopback port.
+pub fn echo_pod(ns: &str, pod: &str) -> echo::Handle {
+    echo::spawn(echo::Config {
+        namespace: ns.into(),
+        pod: pod.into(),
+    })
+    .unwrap_or_else(|e| panic!("echo {ns}/{pod}: {e}"))
+}
+
+/// A fresh working directory for one test (`manifests/` inside it is
+/// what `serve` watches), unique per test name and process.
+pub fn work_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("portcullis-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("manifests")).expect("mkdir");
+    dir
+}
+
 pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while start.elapsed() < timeout {
