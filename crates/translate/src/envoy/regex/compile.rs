@@ -126,7 +126,7 @@ pub(super) struct Inst {
 }
 
 impl Inst {
-    pub(super) fn new(op: InstOp, out: u32) -> Inst {
+    fn new(op: InstOp, out: u32) -> Inst {
         Inst {
             op,
             out,
@@ -154,7 +154,7 @@ impl PatchList {
 #[derive(Clone, Copy, Debug, Default)]
 struct Frag {
     begin: u32,
-    pub(super) end: PatchList,
+    end: PatchList,
     nullable: bool,
 }
 
@@ -171,7 +171,7 @@ struct Compiler {
 }
 
 impl Compiler {
-    pub(super) fn new() -> Compiler {
+    fn new() -> Compiler {
         Compiler {
             inst: vec![Inst::new(InstOp::Fail, 0)],
             failed: false,
@@ -216,7 +216,7 @@ impl Compiler {
         }
     }
 
-    pub(super) fn append(&mut self, l1: PatchList, l2: PatchList) -> PatchList {
+    fn append(&mut self, l1: PatchList, l2: PatchList) -> PatchList {
         if l1.head == 0 {
             return l2;
         }

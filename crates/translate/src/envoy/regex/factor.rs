@@ -105,9 +105,9 @@ fn remove_leading_regexp(re: Rc<Re>) -> Rc<Re> {
 }
 
 struct Splice {
-    pub(super) prefix: Rc<Re>,
-    pub(super) start: usize,
-    pub(super) len: usize,
+    prefix: Rc<Re>,
+    start: usize,
+    len: usize,
 }
 
 fn factor_round1(sub: &mut [Rc<Re>]) -> Vec<Splice> {

@@ -42,7 +42,7 @@ pub(super) struct ParseError {
     /// The offending text, as RE2 reports it.
     arg: String,
     /// Byte offset of the problem in the pattern.
-    pub(super) offset: usize,
+    offset: usize,
 }
 
 impl ParseError {
@@ -149,7 +149,7 @@ fn add_ugroup(cc: &mut Ccb, ranges: &[(u32, u32)], sign: i32, flags: u16) {
 
 struct Parser<'a> {
     whole: &'a str,
-    pub(super) flags: u16,
+    flags: u16,
     stack: Vec<Rc<Re>>,
     ncap: i32,
     nesting: usize,

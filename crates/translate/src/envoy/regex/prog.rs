@@ -15,7 +15,7 @@ struct Workq {
 }
 
 impl Workq {
-    pub(super) fn new(n: usize) -> Workq {
+    fn new(n: usize) -> Workq {
         Workq {
             seen: vec![false; n],
             order: Vec::new(),
@@ -98,21 +98,21 @@ struct Marks {
 }
 
 impl Marks {
-    pub(super) fn new(n: usize) -> Marks {
+    fn new(n: usize) -> Marks {
         Marks {
             stamp: vec![0; n],
             epoch: 1,
             order: Vec::new(),
         }
     }
-    pub(super) fn clear(&mut self) {
+    fn clear(&mut self) {
         self.epoch += 1;
         self.order.clear();
     }
     pub(super) fn contains(&self, id: u32) -> bool {
         self.stamp[id as usize] == self.epoch
     }
-    pub(super) fn insert(&mut self, id: u32) {
+    fn insert(&mut self, id: u32) {
         self.stamp[id as usize] = self.epoch;
         self.order.push(id);
     }

@@ -59,7 +59,7 @@ impl Ccb {
             .filter(|&(_, b)| b >= lo)
     }
 
-    pub(super) fn take(&mut self, lo: u32) {
+    fn take(&mut self, lo: u32) {
         if let Some(hi) = self.ranges.remove(&lo) {
             self.nrunes -= i64::from(hi - lo + 1);
         }
@@ -200,7 +200,7 @@ impl Ccb {
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct CharClass {
     pub(super) ranges: Vec<(u32, u32)>,
-    pub(super) nrunes: i64,
+    nrunes: i64,
     pub(super) folds_ascii: bool,
 }
 
