@@ -6,8 +6,8 @@
 //!
 //! - [`regex`]: RE2 with Envoy's options (`safe_regex`): syntax and compiled
 //!   program size, split along RE2's own source files;
-//! - [`format`]: Envoy's substitution format strings (`%REQ(x)%`, …), after
-//!   its formatter command parsers;
+//! - [`format`](mod@format): Envoy's substitution format strings
+//!   (`%REQ(x)%`, …), after its formatter command parsers;
 //! - [`cel`]: CEL text → the parsed AST Envoy's RBAC filter takes, after
 //!   cel-go/cel-cpp's grammar (Envoy does not parse CEL text itself).
 //!

@@ -19,26 +19,26 @@
 //! One file per RE2 source file it ports, in the order a pattern goes
 //! through them:
 //!
-//! * [`regexp`] (`re2/regexp.h`, `regexp.cc`): the parsed tree (`Re`), its
+//! * `regexp` (`re2/regexp.h`, `regexp.cc`): the parsed tree (`Re`), its
 //!   flags, character classes (`CharClassBuilder`) and `RequiredPrefix`;
-//! * [`parse`] (`re2/parse.cc`): the parser, with its errors (RE2's status
+//! * `parse` (`re2/parse.cc`): the parser, with its errors (RE2's status
 //!   codes) and the Perl, POSIX and Unicode classes it looks up in
-//!   [`perl_groups`] (`re2/perl_groups.cc`) and [`unicode_groups`]
+//!   `perl_groups` (`re2/perl_groups.cc`) and `unicode_groups`
 //!   (`re2/unicode_groups.cc`);
-//! * [`factor`] (`re2/parse.cc`, `FactorAlternation`): `abc|abd` becomes
+//! * `factor` (`re2/parse.cc`, `FactorAlternation`): `abc|abd` becomes
 //!   `ab[cd]` while parsing, which changes the program size;
-//! * [`simplify`] (`re2/simplify.cc`): adjacent repeats of one atom are
+//! * `simplify` (`re2/simplify.cc`): adjacent repeats of one atom are
 //!   coalesced (`a+a*` is `a{1,}`), `x{n,m}` becomes n copies of `x` and
 //!   m-n nested `(x)?`;
-//! * [`compile`] (`re2/compile.cc`): one instruction per literal byte and
+//! * `compile` (`re2/compile.cc`): one instruction per literal byte and
 //!   per byte range of a class, one `Alt` per alternative, class range and
 //!   repetition, two per capture group; a required literal prefix after `^`
 //!   is taken out of the program, an unanchored program gets a `.*?` loop;
-//! * [`prog`] (`re2/prog.cc`, `Prog::Optimize` and `Prog::Flatten`):
+//! * `prog` (`re2/prog.cc`, `Prog::Optimize` and `Prog::Flatten`):
 //!   `ProgramSize()`, which Envoy compares, is the size of the flattened
 //!   program (the `Alt`s disappear, each instruction reachable from several
 //!   lists is copied);
-//! * [`prefix`] (not RE2's): the literal prefix for [`literal_prefix`].
+//! * `prefix` (not RE2's): the literal prefix for [`literal_prefix`].
 //!
 //! The sizes are RE2's own: the test `regex_oracle` compares them with the
 //! sizes the real Envoy reports. Where the port gives up it rejects, never

@@ -6,7 +6,8 @@
 //! `RepetitionWalker` budget on nested repetitions), parenthesis balance and
 //! our nesting bound. Its errors carry RE2's status codes (`re2/regexp.h`)
 //! and RE2's messages, mapped to [`RegexError::Syntax`] with the offset in
-//! the original pattern. Alternations are factored on the way ([`super::factor`]).
+//! the original pattern. Alternations are factored on the way
+//! ([`super::factor`]).
 
 use std::rc::Rc;
 

@@ -1,8 +1,9 @@
-//! The program, after `re2/prog.cc`: `Prog::Optimize` (Nop chains skipped,
-//! `Alt`s to a match collapsed) and `Prog::Flatten`, only what decides the
-//! size. [`flattened_size`] is the number Envoy compares with its limit:
-//! one list per root, each holding the non-`Alt` instructions reachable
-//! from it by empty transitions, and a Nop for each other root reached.
+//! The program, after `re2/prog.cc`: `Prog::Optimize` (Nop chains skipped;
+//! an `Alt` between a `.*` loop and a match marked `AltMatch`) and
+//! `Prog::Flatten`, only what decides the size. [`flattened_size`] is the
+//! number Envoy compares with its limit: one list per root, each holding
+//! the non-`Alt` instructions reachable from it by empty transitions, and a
+//! Nop for each other root reached.
 
 use std::collections::HashMap;
 
