@@ -4,10 +4,10 @@
 //! refused would be a NACK. (The other direction — `string()`, unknown
 //! functions, wrong arities are refused by Envoy with "No overload found in
 //! reference resolve step" — is what the allow-list exists for; the parser
-//! tests in `policy/cel.rs` pin those cases.)
+//! tests in `envoy/cel.rs` pin those cases.)
 
+use translate::envoy::{cel, format};
 use translate::output::bootstrap;
-use translate::policy::{cel, format};
 
 const HEADER: &str = r#"apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -150,7 +150,7 @@ fn every_format_command_inside_coalesce_envoy_accepts() {
 }
 
 /// Format strings on each edge of the argument and length rules of
-/// `policy/format.rs`: STANDARD's verdict must equal Envoy's.
+/// `envoy/format.rs`: STANDARD's verdict must equal Envoy's.
 const FORMAT_EDGES: &[&str] = &[
     // `?` alternatives: at most one, either side may be empty.
     "%REQ(a?b)%",

@@ -1,4 +1,4 @@
-//! `translate::regex::check` against the real Envoy (`envoy --mode
+//! `translate::envoy::regex::check` against the real Envoy (`envoy --mode
 //! validate`), the oracle for what Envoy NACKs.
 //!
 //! A corpus of hand-written patterns (realistic paths, every RE2 feature and
@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use translate::regex::{self, RegexError};
+use translate::envoy::regex::{self, RegexError};
 
 /// Hand-written patterns.
 const CORPUS: &[&str] = &[

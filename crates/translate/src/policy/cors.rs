@@ -118,7 +118,7 @@ fn origin(o: &str) -> Result<StringMatcher, String> {
         );
         // Each literal character is an RE2 instruction: a long base domain
         // exceeds Envoy's program-size limit (a NACK if not caught here).
-        crate::regex::check(&re)
+        crate::envoy::regex::check(&re)
             .map_err(|e| format!("{o:?}: the regex that matches this wildcard origin: {e}"))?;
         return Ok(StringMatcher {
             match_pattern: Some(string_matcher::MatchPattern::SafeRegex(regex_matcher(&re))),

@@ -22,10 +22,8 @@
 
 pub mod apply;
 pub mod attach;
-pub mod cel;
 pub mod cors;
 pub mod ext_auth;
-pub mod format;
 pub mod header_modifiers;
 pub mod local_rate_limit;
 pub mod rbac;

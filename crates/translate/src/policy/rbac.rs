@@ -9,7 +9,8 @@ use envoy_types::pb::envoy::config::rbac::v3::{
 };
 use envoy_types::pb::envoy::extensions::filters::http::rbac::v3::{Rbac as RbacFilter, RbacPerRoute};
 
-use super::{PolicyError, cel};
+use super::PolicyError;
+use crate::envoy::cel;
 
 pub const POLICY_NAME: &str = "trafficpolicy";
 

@@ -136,7 +136,7 @@ fn modifier<'a>(
     let check_value = |v: &str| {
         if formatted {
             check_value(v)?;
-            crate::policy::format::check(v)
+            crate::envoy::format::check(v)
         } else {
             check_value(v)
         }

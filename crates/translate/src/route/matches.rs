@@ -10,8 +10,8 @@ use envoy_types::pb::envoy::config::route::v3::{
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
 
+use crate::envoy::regex;
 use crate::error::RuleError;
-use crate::regex;
 
 /// Envoy's `QueryParameterMatcher.name` limit (longer is a NACK).
 const MAX_QUERY_NAME_BYTES: usize = 1024;

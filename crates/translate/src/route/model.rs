@@ -365,7 +365,7 @@ fn grpc_match(m: &GrpcRouteRulesMatches, field: &str) -> (HttpRouteRulesMatches,
             ),
             (true, s, n) => {
                 for (part, name) in [(s, "service"), (n, "method")] {
-                    if let Some(Err(e)) = part.map(crate::regex::check) {
+                    if let Some(Err(e)) = part.map(crate::envoy::regex::check) {
                         error.get_or_insert(RuleError::structural(
                             format!("{field}.method.{name}"),
                             e.to_string(),

@@ -127,7 +127,7 @@ fn check_function(name: &str, args: &[&Expr], member: bool, column: usize) -> Re
             constant_kind: Some(constant::ConstantKind::StringValue(pattern)),
         }))) = args.get(1).map(|a| &a.expr_kind)
     {
-        crate::regex::check(pattern)
+        crate::envoy::regex::check(pattern)
             .map_err(|e| err(format!("matches(): invalid regular expression: {e}")))?;
     }
     Ok(())

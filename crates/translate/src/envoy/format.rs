@@ -415,7 +415,7 @@ fn check_command(name: &str, arg: Option<&str>, has_len: bool) -> Result<(), Str
         "GRPC_STATUS" => check_grpc_status(a),
         "METADATA" => check_metadata(a),
         "XFCC_VALUE" => check_xfcc(a),
-        "CEL" => crate::policy::cel::parse(a)
+        "CEL" => super::cel::parse(a)
             .map(|_| ())
             .map_err(|e| format!("%CEL({a})%: {e}")),
         "COALESCE" => check_coalesce(a),
