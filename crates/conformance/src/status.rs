@@ -70,7 +70,12 @@ fn parents(route: &Value) -> &[Value] {
 /// Does `parent.parentRef` name Gateway `gw`? `namespace_required` when the
 /// route lives in another namespace than the Gateway.
 fn names_gateway(parent: &Value, gw: &str, namespace_required: bool, strict_group_kind: bool) -> bool {
-    names_parent(parent, gw, namespace_required, strict_group_kind.then_some("Gateway"))
+    names_parent(
+        parent,
+        gw,
+        namespace_required,
+        strict_group_kind.then_some("Gateway"),
+    )
 }
 
 /// Does `parent.parentRef` name `key`; with `kind`, group and kind must be
@@ -191,10 +196,10 @@ pub fn check(doc: &Document<'_>, assertion: &StatusAssertion) -> Result<(), Stri
         StatusAssertion::GatewayMustHaveAddress { gateway } => {
             let gw = doc.find("Gateway", gateway)?;
             latest_generation(doc, "Gateway", gateway, gw)?;
-            let typed = gw
-                .get("addresses")
-                .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|x| x["type"].as_str().is_some_and(|t| !t.is_empty())));
+            let typed = gw.get("addresses").and_then(Value::as_array).is_some_and(|a| {
+                a.iter()
+                    .any(|x| x["type"].as_str().is_some_and(|t| !t.is_empty()))
+            });
             if typed {
                 Ok(())
             } else {
@@ -210,7 +215,10 @@ pub fn check(doc: &Document<'_>, assertion: &StatusAssertion) -> Result<(), Stri
         } => {
             let gw = doc.find("Gateway", gateway)?;
             latest_generation(doc, "Gateway", gateway, gw)?;
-            let have = gw.get("attachedListenerSets").and_then(Value::as_i64).unwrap_or(0);
+            let have = gw
+                .get("attachedListenerSets")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             if have == *attached_listener_sets {
                 Ok(())
             } else {
@@ -224,15 +232,19 @@ pub fn check(doc: &Document<'_>, assertion: &StatusAssertion) -> Result<(), Stri
             listener_names,
             conditions: want,
         } => listeners_conditions(doc, "Gateway", gateway, listener_names, want, false),
-        StatusAssertion::ListenerSetMustHaveCondition { listenerset, condition } => {
-            object_condition(doc, "ListenerSet", listenerset, condition)
-        }
+        StatusAssertion::ListenerSetMustHaveCondition {
+            listenerset,
+            condition,
+        } => object_condition(doc, "ListenerSet", listenerset, condition),
         StatusAssertion::ListenerSetListenersMustHaveConditions {
             listenerset,
             listener_names,
             conditions: want,
         } => listeners_conditions(doc, "ListenerSet", listenerset, listener_names, want, true),
-        StatusAssertion::ListenerSetStatusMustHaveListeners { listenerset, listeners } => {
+        StatusAssertion::ListenerSetStatusMustHaveListeners {
+            listenerset,
+            listeners,
+        } => {
             let ls = doc.find("ListenerSet", listenerset)?;
             latest_generation(doc, "ListenerSet", listenerset, ls)?;
             must_have_listeners_of(doc, "ListenerSet", listenerset, listeners)
@@ -283,7 +295,12 @@ fn latest_generation(doc: &Document<'_>, kind: &str, key: &str, status: &Value) 
     }
 }
 
-fn object_condition(doc: &Document<'_>, kind: &str, key: &str, want: &ExpectedCondition) -> Result<(), String> {
+fn object_condition(
+    doc: &Document<'_>,
+    kind: &str,
+    key: &str,
+    want: &ExpectedCondition,
+) -> Result<(), String> {
     let s = doc.find(kind, key)?;
     latest_generation(doc, kind, key, s)?;
     if has_condition(conditions(s), want) {
@@ -313,8 +330,16 @@ fn listeners_conditions(
     if check_generation {
         latest_generation(doc, kind, key, s)?;
     }
-    let have: &[Value] = s.get("listeners").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-    let names: Vec<&str> = names.iter().map(String::as_str).filter(|n| !n.is_empty()).collect();
+    let have: &[Value] = s
+        .get("listeners")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let names: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !n.is_empty())
+        .collect();
     for n in &names {
         if !have.iter().any(|l| l["name"] == *n) {
             return Err(format!("{kind} {key}: no status for listener {n}"));
@@ -363,7 +388,13 @@ fn accepted_by(doc: &Document<'_>, route: &str, gateway: &str) -> Result<(), Str
     accepted_by_kind(doc, "HTTPRoute", route, "Gateway", gateway)
 }
 
-fn accepted_by_kind(doc: &Document<'_>, route_kind: &str, route: &str, parent_kind: &str, gateway: &str) -> Result<(), String> {
+fn accepted_by_kind(
+    doc: &Document<'_>,
+    route_kind: &str,
+    route: &str,
+    parent_kind: &str,
+    gateway: &str,
+) -> Result<(), String> {
     let r = doc.find(route_kind, route)?;
     let (route_ns, route_name) = split(route);
     let (gw_ns, _) = split(gateway);
@@ -416,7 +447,12 @@ fn must_have_parents(
         );
         let ok = have.iter().any(|p| {
             p["controllerName"] == CONTROLLER
-                && names_parent(p, &key, namespace_required, Some(w.parent_ref.kind.as_deref().unwrap_or("Gateway")))
+                && names_parent(
+                    p,
+                    &key,
+                    namespace_required,
+                    Some(w.parent_ref.kind.as_deref().unwrap_or("Gateway")),
+                )
                 && w.conditions.iter().all(|c| has_condition(conditions(p), c))
         });
         if !ok {
@@ -433,7 +469,12 @@ fn must_have_listeners(doc: &Document<'_>, gateway: &str, want: &[ExpectedListen
     must_have_listeners_of(doc, "Gateway", gateway, want)
 }
 
-fn must_have_listeners_of(doc: &Document<'_>, kind: &str, gateway: &str, want: &[ExpectedListener]) -> Result<(), String> {
+fn must_have_listeners_of(
+    doc: &Document<'_>,
+    kind: &str,
+    gateway: &str,
+    want: &[ExpectedListener],
+) -> Result<(), String> {
     let gw = doc.find(kind, gateway)?;
     let have = gw
         .get("listeners")

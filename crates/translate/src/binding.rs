@@ -81,7 +81,12 @@ enum Parent {
     ListenerSet(usize),
 }
 
-fn find_parent(gateways: &[GatewayState], sets: &[ListenerSetState], route_ns: &str, p: &ParentRef) -> Option<Parent> {
+fn find_parent(
+    gateways: &[GatewayState],
+    sets: &[ListenerSetState],
+    route_ns: &str,
+    p: &ParentRef,
+) -> Option<Parent> {
     if p.group != GATEWAY_GROUP {
         return None;
     }
@@ -110,7 +115,15 @@ pub fn bind(
         match find_parent(gateways, sets, &route.namespace, p) {
             None => {}
             Some(Parent::Gateway(gi)) => {
-                out.push(bind_one(index, &gateways[gi], gi, Origin::Gateway, parent_index, p, route));
+                out.push(bind_one(
+                    index,
+                    &gateways[gi],
+                    gi,
+                    Origin::Gateway,
+                    parent_index,
+                    p,
+                    route,
+                ));
             }
             Some(Parent::ListenerSet(si)) => {
                 let set = &sets[si];
@@ -130,7 +143,15 @@ pub fn bind(
                     });
                     continue;
                 }
-                out.push(bind_one(index, &gateways[gi], gi, Origin::ListenerSet(si), parent_index, p, route));
+                out.push(bind_one(
+                    index,
+                    &gateways[gi],
+                    gi,
+                    Origin::ListenerSet(si),
+                    parent_index,
+                    p,
+                    route,
+                ));
             }
         }
     }

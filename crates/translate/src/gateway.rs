@@ -31,7 +31,8 @@ impl GatewayState<'_> {
 
     pub fn new<'a>(index: &Index<'_>, gw: &'a Sourced<Gateway>, class_accepted: bool) -> GatewayState<'a> {
         let (namespace, name) = ns_name(&gw.object.metadata);
-        let mut listeners = listener::process(index, &namespace, &gw.object.spec.listeners, Origin::Gateway, "");
+        let mut listeners =
+            listener::process(index, &namespace, &gw.object.spec.listeners, Origin::Gateway, "");
         listener::detect_conflicts(&mut listeners);
         GatewayState {
             namespace,
@@ -98,10 +99,7 @@ impl GatewayState<'_> {
                 "no listener can be programmed",
             )
         };
-        let listeners = self
-            .own_listeners()
-            .map(|l| listener_status(l, &stamp))
-            .collect();
+        let listeners = self.own_listeners().map(|l| listener_status(l, &stamp)).collect();
         StatusBody::Gateway(GatewayStatus {
             addresses: vec![GatewayAddress {
                 type_: "IPAddress",
@@ -120,7 +118,9 @@ impl GatewayState<'_> {
     pub fn allows_listener_sets(&self) -> bool {
         use api::gateway_api::experimental::gateways::GatewayAllowedListenersNamespacesFrom as From;
         let from = self.gateway.object.spec.allowed_listeners.as_ref();
-        let from = from.and_then(|a| a.namespaces.as_ref()).and_then(|n| n.from.as_ref());
+        let from = from
+            .and_then(|a| a.namespaces.as_ref())
+            .and_then(|n| n.from.as_ref());
         from.is_some_and(|f| *f != From::None)
     }
 }

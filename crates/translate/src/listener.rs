@@ -115,7 +115,13 @@ fn kind_by_name(group: &str, kind: &str) -> Option<RouteKind> {
 
 /// Builds and checks the listeners one object (Gateway or ListenerSet)
 /// declares; conflicts are found over the merged list ([`detect_conflicts`]).
-pub fn process(index: &Index<'_>, owner_ns: &str, specs: &[GatewayListeners], origin: Origin, key_prefix: &str) -> Vec<Listener> {
+pub fn process(
+    index: &Index<'_>,
+    owner_ns: &str,
+    specs: &[GatewayListeners],
+    origin: Origin,
+    key_prefix: &str,
+) -> Vec<Listener> {
     specs
         .iter()
         .enumerate()
@@ -132,7 +138,13 @@ pub fn process(index: &Index<'_>, owner_ns: &str, specs: &[GatewayListeners], or
         .collect()
 }
 
-fn one(index: &Index<'_>, owner_kind: &'static str, gateway_ns: &str, position: usize, spec: &GatewayListeners) -> Listener {
+fn one(
+    index: &Index<'_>,
+    owner_kind: &'static str,
+    gateway_ns: &str,
+    position: usize,
+    spec: &GatewayListeners,
+) -> Listener {
     let mut not_accepted = None;
     let mut unresolved = None;
     let protocol = match spec.protocol.as_str() {

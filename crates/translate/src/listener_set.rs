@@ -15,7 +15,9 @@
 //! creation time, then namespace/name (the spec's ordering).
 
 use api::Sourced;
-use api::gateway_api::experimental::gateways::{GatewayAllowedListenersNamespacesFrom as From, GatewayListeners};
+use api::gateway_api::experimental::gateways::{
+    GatewayAllowedListenersNamespacesFrom as From, GatewayListeners,
+};
 use api::gateway_api::experimental::listenersets::ListenerSet;
 
 use crate::gateway::GatewayState;
@@ -135,7 +137,8 @@ pub fn attach<'a>(
                 Err(m) => state.refused = Some((reason::LISTENERS_NOT_VALID, m)),
                 Ok(specs) => {
                     let prefix = format!("{namespace}/{name}/");
-                    let merged = listener::process(index, &namespace, &specs, Origin::ListenerSet(si), &prefix);
+                    let merged =
+                        listener::process(index, &namespace, &specs, Origin::ListenerSet(si), &prefix);
                     gateways[gi].listeners.extend(merged);
                     touched[gi] = true;
                 }
@@ -177,7 +180,11 @@ fn as_gateway_listeners(set: &Sourced<ListenerSet>) -> Result<Vec<GatewayListene
 impl ListenerSetState<'_> {
     /// This set's listeners in the parent's merged list (`si` = its index
     /// in the list [`attach`] returned).
-    pub fn listeners<'g>(&self, gw: &'g GatewayState<'_>, si: usize) -> impl Iterator<Item = &'g listener::Listener> {
+    pub fn listeners<'g>(
+        &self,
+        gw: &'g GatewayState<'_>,
+        si: usize,
+    ) -> impl Iterator<Item = &'g listener::Listener> {
         gw.listeners
             .iter()
             .filter(move |l| l.origin == Origin::ListenerSet(si))
@@ -201,7 +208,10 @@ impl ListenerSetState<'_> {
         let total = self.listeners(gw, si).count();
         let programmed = self.listeners(gw, si).filter(|l| l.programmed()).count();
         let conditions = if !gw.class_accepted {
-            let m = format!("the GatewayClass of Gateway {}/{} is not accepted", gw.namespace, gw.name);
+            let m = format!(
+                "the GatewayClass of Gateway {}/{} is not accepted",
+                gw.namespace, gw.name
+            );
             vec![
                 stamp.condition("Accepted", false, reason::INVALID_PARAMETERS, m.clone()),
                 stamp.condition("Programmed", false, reason::INVALID, m),
@@ -220,12 +230,22 @@ impl ListenerSetState<'_> {
                     reason::LISTENERS_NOT_VALID,
                     format!("{} of {total} listeners are invalid", total - programmed),
                 ),
-                stamp.condition("Programmed", true, reason::PROGRAMMED, "ListenerSet is programmed"),
+                stamp.condition(
+                    "Programmed",
+                    true,
+                    reason::PROGRAMMED,
+                    "ListenerSet is programmed",
+                ),
             ]
         } else {
             vec![
                 stamp.condition("Accepted", true, reason::ACCEPTED, "ListenerSet is accepted"),
-                stamp.condition("Programmed", true, reason::PROGRAMMED, "ListenerSet is programmed"),
+                stamp.condition(
+                    "Programmed",
+                    true,
+                    reason::PROGRAMMED,
+                    "ListenerSet is programmed",
+                ),
             ]
         };
         StatusBody::ListenerSet(ListenerSetStatus {

@@ -57,7 +57,7 @@ spec:
     )
 }
 
-fn conds<'a>(st: &'a Value) -> &'a Value {
+fn conds(st: &Value) -> &Value {
     &st["conditions"]
 }
 
@@ -75,8 +75,14 @@ fn a_gateway_without_allowed_listeners_admits_none() {
     for allowed in ["", "allowedListeners: {namespaces: {from: None}}"] {
         let out = run(&(gateway(allowed) + &listener_set("infra", "ls", "2026-01-01T00:00:00Z", FOO)));
         let st = status(&out, "ListenerSet", Some("infra"), "ls").expect("ListenerSet status");
-        assert_eq!(sr(condition(conds(&st), "Accepted")), ("False".into(), "NotAllowed".into()));
-        assert_eq!(sr(condition(conds(&st), "Programmed")), ("False".into(), "NotAllowed".into()));
+        assert_eq!(
+            sr(condition(conds(&st), "Accepted")),
+            ("False".into(), "NotAllowed".into())
+        );
+        assert_eq!(
+            sr(condition(conds(&st), "Programmed")),
+            ("False".into(), "NotAllowed".into())
+        );
         // Its listener never reaches Envoy.
         let domains: Vec<String> = out.gateways["infra/gw"]
             .routes
@@ -84,7 +90,10 @@ fn a_gateway_without_allowed_listeners_admits_none() {
             .flat_map(|rc| rc.decode().virtual_hosts)
             .flat_map(|vh| vh.domains)
             .collect();
-        assert!(!domains.iter().any(|d| d == "*.foo.example.com"), "{allowed:?}: {domains:?}");
+        assert!(
+            !domains.iter().any(|d| d == "*.foo.example.com"),
+            "{allowed:?}: {domains:?}"
+        );
     }
 }
 
@@ -100,8 +109,9 @@ kind: Namespace
 metadata: {name: other}
 ";
     let input = |sel: &str| {
-        gateway(&format!("allowedListeners: {{namespaces: {{from: Selector{sel}}}}}"))
-            + ns
+        gateway(&format!(
+            "allowedListeners: {{namespaces: {{from: Selector{sel}}}}}"
+        )) + ns
             + &listener_set("team", "a", "2026-01-01T00:00:00Z", FOO)
             + &listener_set(
                 "other",
@@ -113,8 +123,14 @@ metadata: {name: other}
     let out = run(&input(", selector: {matchLabels: {tier: edge}}"));
     let a = status(&out, "ListenerSet", Some("team"), "a").expect("a");
     let b = status(&out, "ListenerSet", Some("other"), "b").expect("b");
-    assert_eq!(sr(condition(conds(&a), "Accepted")), ("True".into(), "Accepted".into()));
-    assert_eq!(sr(condition(conds(&b), "Accepted")), ("False".into(), "NotAllowed".into()));
+    assert_eq!(
+        sr(condition(conds(&a), "Accepted")),
+        ("True".into(), "Accepted".into())
+    );
+    assert_eq!(
+        sr(condition(conds(&b), "Accepted")),
+        ("False".into(), "NotAllowed".into())
+    );
     let gw = status(&out, "Gateway", Some("infra"), "gw").expect("gw");
     assert_eq!(gw["attachedListenerSets"], 1);
     // The Gateway's status lists its own listeners only.
@@ -122,7 +138,10 @@ metadata: {name: other}
 
     let out = run(&input(""));
     let a = status(&out, "ListenerSet", Some("team"), "a").expect("a");
-    assert_eq!(sr(condition(conds(&a), "Accepted")), ("False".into(), "NotAllowed".into()));
+    assert_eq!(
+        sr(condition(conds(&a), "Accepted")),
+        ("False".into(), "NotAllowed".into())
+    );
 }
 
 #[test]
@@ -154,7 +173,10 @@ fn merge_precedence_gateway_then_creation_time_then_name() {
     );
     let gw = status(&out, "Gateway", Some("infra"), "gw").expect("gw");
     assert_eq!(gw["attachedListenerSets"], 1);
-    assert_eq!(sr(condition(conds(&gw), "Accepted")), ("True".into(), "Accepted".into()));
+    assert_eq!(
+        sr(condition(conds(&gw), "Accepted")),
+        ("True".into(), "Accepted".into())
+    );
 }
 
 #[test]
@@ -173,7 +195,12 @@ fn routes_bind_by_kind_and_listeners_stay_isolated() {
     assert_eq!(st["parents"][0]["parentRef"]["kind"], "ListenerSet");
     // A Gateway parentRef never reaches a ListenerSet listener.
     assert_eq!(
-        sr(parent_condition(&out, ("infra", "gw-section-of-ls"), "gw", "Accepted")),
+        sr(parent_condition(
+            &out,
+            ("infra", "gw-section-of-ls"),
+            "gw",
+            "Accepted"
+        )),
         ("False".into(), "NoMatchingParent".into())
     );
     let ls = status(&out, "ListenerSet", Some("infra"), "ls").expect("ls");
@@ -233,7 +260,10 @@ spec:
     let acc = parent_condition(&out, ("infra", "r"), "gw", "Accepted").expect("accepted");
     assert_eq!(sr(Some(&acc)), ("False".into(), "UnsupportedValue".into()));
     let msg = acc["message"].as_str().unwrap_or_default();
-    assert!(msg.contains("Replaced Rule (0)") && msg.contains("Replaced Rule (1)"), "{msg}");
+    assert!(
+        msg.contains("Replaced Rule (0)") && msg.contains("Replaced Rule (1)"),
+        "{msg}"
+    );
     assert!(parent_condition(&out, ("infra", "r"), "gw", "PartiallyInvalid").is_none());
     // Still bound (counted) and fenced.
     let l = listener_status(&out, ("infra", "gw"), "http").expect("listener");
