@@ -119,7 +119,7 @@ pub fn check(doc: &Document<'_>, assertion: &StatusAssertion) -> Result<(), Stri
                     };
                     if !has_condition(conditions(l), &want) {
                         return Err(format!(
-                            "{kind} {gateway} listener {}: want {t}=True, have [{}]",
+                            "Gateway {gateway} listener {}: want {t}=True, have [{}]",
                             l["name"].as_str().unwrap_or("?"),
                             describe(conditions(l))
                         ));
