@@ -18,8 +18,12 @@ if [ -z "$cases" ]; then
   echo "conformance: cases not found (looked in ../shared/conformance/gateway-api); set PORTCULLIS_CONFORMANCE_CASES" >&2
   exit 2
 fi
+# The ListenerSet cases (README there) live beside the others.
+extra="${PORTCULLIS_CONFORMANCE_EXTRA_CASES:-$(dirname "$cases")/gateway-api-listenerset}"
 work="$PWD/target/conformance"
 rm -rf "$work"
 mkdir -p "$work"
-echo "conformance: cases from $cases; Envoy and control-plane logs in $work" >&2
-cargo run --quiet --release --bin conformance -- "$cases" --work-dir "$work" "$@" 2>"$work.stderr.log"
+dirs=("$cases")
+if [ -f "$extra/index.json" ]; then dirs+=("$extra"); fi
+echo "conformance: cases from ${dirs[*]}; Envoy and control-plane logs in $work" >&2
+cargo run --quiet --release --bin conformance -- "${dirs[@]}" --work-dir "$work" "$@" 2>"$work.stderr.log"

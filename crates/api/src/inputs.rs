@@ -2,7 +2,7 @@
 
 use gateway_api::experimental::{
     gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
-    referencegrants::ReferenceGrant,
+    listenersets::ListenerSet, referencegrants::ReferenceGrant,
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -87,6 +87,9 @@ pub fn render_path(path: &[FieldStep]) -> String {
 pub struct Inputs {
     pub gateway_classes: Vec<Sourced<GatewayClass>>,
     pub gateways: Vec<Sourced<Gateway>>,
+    /// ListenerSets (Gateway API v1.5): listeners added to a Gateway that
+    /// admits them through `spec.allowedListeners`.
+    pub listener_sets: Vec<Sourced<ListenerSet>>,
     pub http_routes: Vec<Sourced<HttpRoute>>,
     pub grpc_routes: Vec<Sourced<GrpcRoute>>,
     pub reference_grants: Vec<Sourced<ReferenceGrant>>,
@@ -103,6 +106,7 @@ impl Inputs {
     pub fn len(&self) -> usize {
         self.gateway_classes.len()
             + self.gateways.len()
+            + self.listener_sets.len()
             + self.http_routes.len()
             + self.grpc_routes.len()
             + self.reference_grants.len()
@@ -123,6 +127,7 @@ impl Inputs {
     pub fn extend(&mut self, other: Inputs) {
         self.gateway_classes.extend(other.gateway_classes);
         self.gateways.extend(other.gateways);
+        self.listener_sets.extend(other.listener_sets);
         self.http_routes.extend(other.http_routes);
         self.grpc_routes.extend(other.grpc_routes);
         self.reference_grants.extend(other.reference_grants);

@@ -57,6 +57,45 @@ pub enum StatusAssertion {
         gateway: String,
         listeners: Vec<ExpectedListener>,
     },
+    // ListenerSet tests (README "ListenerSet status assertions").
+    GatewayMustHaveAddress {
+        gateway: String,
+    },
+    GatewayMustHaveCondition {
+        gateway: String,
+        condition: ExpectedCondition,
+    },
+    GatewayMustHaveAttachedListeners {
+        gateway: String,
+        #[serde(rename = "attachedListenerSets")]
+        attached_listener_sets: i64,
+    },
+    GatewayListenersMustHaveConditions {
+        gateway: String,
+        #[serde(default)]
+        listener_names: Vec<String>,
+        conditions: Vec<ExpectedCondition>,
+    },
+    ListenerSetMustHaveCondition {
+        listenerset: String,
+        condition: ExpectedCondition,
+    },
+    ListenerSetListenersMustHaveConditions {
+        listenerset: String,
+        #[serde(default)]
+        listener_names: Vec<String>,
+        conditions: Vec<ExpectedCondition>,
+    },
+    ListenerSetStatusMustHaveListeners {
+        listenerset: String,
+        listeners: Vec<ExpectedListener>,
+    },
+    RoutesAndParentMustBeAccepted {
+        parent_kind: String,
+        parent: String,
+        route_kind: String,
+        routes: Vec<String>,
+    },
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -79,6 +118,9 @@ pub struct ExpectedParent {
 #[derive(Debug, Deserialize, Clone)]
 pub struct ExpectedParentRef {
     pub name: String,
+    /// `Gateway` when absent.
+    #[serde(default)]
+    pub kind: Option<String>,
     #[serde(default)]
     pub namespace: Option<String>,
 }

@@ -1,4 +1,4 @@
-//! `conformance <cases-dir>`: runs the Gateway API conformance cases (data
+//! `conformance <cases-dir>...`: runs the Gateway API conformance cases (data
 //! in `../shared/conformance/gateway-api`) against `portcullis serve`, the
 //! real Envoy it supervises and echo backends on loopback. Prints
 //! `PASS|FAIL|SKIP <Test>` per test and `N passed, N failed, N skipped`;
@@ -17,6 +17,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Parser;
 
 #[derive(Parser)]
@@ -25,8 +26,11 @@ use clap::Parser;
     about = "Gateway API conformance cases against portcullis + Envoy"
 )]
 struct Args {
-    /// Folder with index.json, base-manifests.yaml and one folder per test.
-    cases_dir: PathBuf,
+    /// Folders with index.json, base-manifests.yaml and one folder per
+    /// test (e.g. gateway-api and gateway-api-listenerset); the base
+    /// manifests are read from the first (they are the same upstream base).
+    #[arg(required = true, num_args = 1..)]
+    cases_dirs: Vec<PathBuf>,
     /// Only run tests whose name contains one of these (repeatable).
     #[arg(long = "run")]
     only: Vec<String>,
@@ -81,9 +85,13 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: &Args, work: &std::path::Path) -> anyhow::Result<(usize, usize, usize)> {
-    let tests = cases::load(&args.cases_dir)?;
+    let mut tests = Vec::new();
+    for dir in &args.cases_dirs {
+        tests.extend(cases::load(dir)?);
+    }
+    let first = args.cases_dirs.first().context("no cases folder given")?;
     let mut world = runner::World::start(
-        &args.cases_dir,
+        first,
         work,
         std::time::Duration::from_secs(args.consistency_timeout),
     )

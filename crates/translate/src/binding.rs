@@ -12,11 +12,18 @@
 //! programmed; a route whose hostnames are all invalid is refused
 //! (`UnsupportedValue`) rather than read as naming none, which would make
 //! it a catch-all for every host of the listener.
+//!
+//! A parentRef of kind `ListenerSet` names an admitted ListenerSet; its
+//! candidates are that set's listeners (merged into the parent Gateway's,
+//! see `listener_set`), and a parentRef of kind `Gateway` only ever
+//! reaches the Gateway's own listeners (upstream
+//! ListenerSetGatewayParentSectionNameNotFound).
 
 use crate::gateway::GatewayState;
 use crate::hostname;
 use crate::index::Index;
-use crate::listener::{AllowedNamespaces, GATEWAY_GROUP, Listener};
+use crate::listener::{AllowedNamespaces, GATEWAY_GROUP, Listener, Origin};
+use crate::listener_set::ListenerSetState;
 use crate::route::model::{ParentRef, Route};
 use crate::selector::{self, Requirement};
 use crate::status::reason;
@@ -38,9 +45,11 @@ pub struct ParentBinding {
     pub refused: Option<(&'static str, String)>,
 }
 
-fn namespace_allowed(index: &Index<'_>, listener: &Listener, gateway_ns: &str, route_ns: &str) -> bool {
+/// `Same` is relative to the object declaring the listener (the Gateway or
+/// the ListenerSet).
+fn namespace_allowed(index: &Index<'_>, listener: &Listener, route_ns: &str) -> bool {
     match &listener.allowed_namespaces {
-        AllowedNamespaces::Same => gateway_ns == route_ns,
+        AllowedNamespaces::Same => listener.namespace == route_ns,
         AllowedNamespaces::All => true,
         // No requirement selects nothing (`listener::selector_problem`
         // refuses such a listener too), never every namespace.
@@ -65,24 +74,86 @@ fn namespace_allowed(index: &Index<'_>, listener: &Listener, gateway_ns: &str, r
     }
 }
 
-/// Finds the Gateway a parentRef names among ours.
-fn find_gateway(gateways: &[GatewayState], route_ns: &str, p: &ParentRef) -> Option<usize> {
-    if p.group != GATEWAY_GROUP || p.kind != "Gateway" {
+/// What a parentRef names among ours: a Gateway (its own listeners) or a
+/// ListenerSet (its listeners, on its parent Gateway).
+enum Parent {
+    Gateway(usize),
+    ListenerSet(usize),
+}
+
+fn find_parent(
+    gateways: &[GatewayState],
+    sets: &[ListenerSetState],
+    route_ns: &str,
+    p: &ParentRef,
+) -> Option<Parent> {
+    if p.group != GATEWAY_GROUP {
         return None;
     }
     let ns = p.namespace.as_deref().unwrap_or(route_ns);
-    gateways
-        .iter()
-        .position(|g| g.namespace == ns && g.name == p.name)
+    match p.kind.as_str() {
+        "Gateway" => gateways
+            .iter()
+            .position(|g| g.namespace == ns && g.name == p.name)
+            .map(Parent::Gateway),
+        "ListenerSet" => sets
+            .iter()
+            .position(|s| s.namespace == ns && s.name == p.name)
+            .map(Parent::ListenerSet),
+        _ => None,
+    }
 }
 
-pub fn bind(index: &Index<'_>, gateways: &[GatewayState], route: &Route) -> Vec<ParentBinding> {
+pub fn bind(
+    index: &Index<'_>,
+    gateways: &[GatewayState],
+    sets: &[ListenerSetState],
+    route: &Route,
+) -> Vec<ParentBinding> {
     let mut out = Vec::new();
     for (parent_index, p) in route.parent_refs.iter().enumerate() {
-        let Some(gi) = find_gateway(gateways, &route.namespace, p) else {
-            continue;
-        };
-        out.push(bind_one(index, &gateways[gi], gi, parent_index, p, route));
+        match find_parent(gateways, sets, &route.namespace, p) {
+            None => {}
+            Some(Parent::Gateway(gi)) => {
+                out.push(bind_one(
+                    index,
+                    &gateways[gi],
+                    gi,
+                    Origin::Gateway,
+                    parent_index,
+                    p,
+                    route,
+                ));
+            }
+            Some(Parent::ListenerSet(si)) => {
+                let set = &sets[si];
+                let gi = set.gateway;
+                if let Some((r, _)) = &set.refused {
+                    out.push(ParentBinding {
+                        parent_index,
+                        gateway: gi,
+                        attachments: Vec::new(),
+                        refused: Some((
+                            reason::NOT_ALLOWED_BY_LISTENERS,
+                            format!(
+                                "ListenerSet {}/{} is not attached to Gateway {}/{} ({r})",
+                                set.namespace, set.name, gateways[gi].namespace, gateways[gi].name
+                            ),
+                        )),
+                    });
+                    continue;
+                }
+                out.push(bind_one(
+                    index,
+                    &gateways[gi],
+                    gi,
+                    Origin::ListenerSet(si),
+                    parent_index,
+                    p,
+                    route,
+                ));
+            }
+        }
     }
     out
 }
@@ -91,6 +162,7 @@ pub fn bind_one(
     index: &Index<'_>,
     gw: &GatewayState,
     gi: usize,
+    origin: Origin,
     parent_index: usize,
     p: &ParentRef,
     route: &Route,
@@ -105,6 +177,7 @@ pub fn bind_one(
         .listeners
         .iter()
         .enumerate()
+        .filter(|(_, l)| l.origin == origin)
         .filter(|(_, l)| p.section_name.as_deref().is_none_or(|s| s == l.name))
         .filter(|(_, l)| p.port.is_none_or(|port| port == l.port))
         .map(|(i, _)| i)
@@ -155,7 +228,7 @@ pub fn bind_one(
         .into_iter()
         .filter(|&i| {
             let l = &gw.listeners[i];
-            l.allows_kind(route.kind) && namespace_allowed(index, l, &gw.namespace, &route.namespace)
+            l.allows_kind(route.kind) && namespace_allowed(index, l, &route.namespace)
         })
         .collect();
     if allowed.is_empty() {

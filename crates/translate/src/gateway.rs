@@ -4,7 +4,7 @@ use api::Sourced;
 use api::gateway_api::experimental::gateways::Gateway;
 
 use crate::index::{Index, ns_name};
-use crate::listener::{self, GATEWAY_GROUP, Listener};
+use crate::listener::{self, GATEWAY_GROUP, Listener, Origin};
 use crate::route::model::RouteKind;
 use crate::status::{
     GatewayAddress, GatewayStatus, ListenerStatus, RouteGroupKind, Stamp, StatusBody, reason,
@@ -17,7 +17,11 @@ pub struct GatewayState<'a> {
     pub gateway: &'a Sourced<Gateway>,
     /// False when its GatewayClass is ours but not accepted.
     pub class_accepted: bool,
+    /// The Gateway's own listeners (spec order), then those of the
+    /// ListenerSets it admitted (see `listener_set`).
     pub listeners: Vec<Listener>,
+    /// How many ListenerSets are attached (admitted and accepted).
+    pub attached_listener_sets: i32,
 }
 
 impl GatewayState<'_> {
@@ -27,7 +31,9 @@ impl GatewayState<'_> {
 
     pub fn new<'a>(index: &Index<'_>, gw: &'a Sourced<Gateway>, class_accepted: bool) -> GatewayState<'a> {
         let (namespace, name) = ns_name(&gw.object.metadata);
-        let listeners = listener::process(index, &namespace, &gw.object.spec.listeners);
+        let mut listeners =
+            listener::process(index, &namespace, &gw.object.spec.listeners, Origin::Gateway, "");
+        listener::detect_conflicts(&mut listeners);
         GatewayState {
             namespace,
             name,
@@ -35,14 +41,14 @@ impl GatewayState<'_> {
             gateway: gw,
             class_accepted,
             listeners,
+            attached_listener_sets: 0,
         }
     }
 
     /// Why listeners are refused (Accepted=False), one line each, for the
     /// diagnostics: a refused listener must not only show in status.
     pub fn listener_problems(&self) -> Vec<String> {
-        self.listeners
-            .iter()
+        self.own_listeners()
             .filter_map(|l| {
                 l.not_accepted
                     .as_ref()
@@ -51,14 +57,19 @@ impl GatewayState<'_> {
             .collect()
     }
 
+    /// The listeners declared on the Gateway itself.
+    pub fn own_listeners(&self) -> impl Iterator<Item = &Listener> {
+        self.listeners.iter().filter(|l| l.origin == Origin::Gateway)
+    }
+
     /// The Gateway's status stanza (after routes were attached).
     pub fn status(&self, time: &str, address: &str) -> StatusBody {
         let stamp = Stamp {
             generation: self.generation,
             time,
         };
-        let programmed = self.listeners.iter().filter(|l| l.programmed()).count();
-        let total = self.listeners.len();
+        let programmed = self.own_listeners().filter(|l| l.programmed()).count();
+        let total = self.own_listeners().count();
         let accepted = if !self.class_accepted {
             stamp.condition(
                 "Accepted",
@@ -88,11 +99,7 @@ impl GatewayState<'_> {
                 "no listener can be programmed",
             )
         };
-        let listeners = self
-            .listeners
-            .iter()
-            .map(|l| listener_status(l, &stamp))
-            .collect();
+        let listeners = self.own_listeners().map(|l| listener_status(l, &stamp)).collect();
         StatusBody::Gateway(GatewayStatus {
             addresses: vec![GatewayAddress {
                 type_: "IPAddress",
@@ -103,14 +110,33 @@ impl GatewayState<'_> {
                 .chain(crate::default_gateway::condition(self, &stamp))
                 .collect(),
             listeners,
+            attached_listener_sets: self.allows_listener_sets().then_some(self.attached_listener_sets),
         })
+    }
+
+    /// Whether `spec.allowedListeners` admits any namespace at all.
+    pub fn allows_listener_sets(&self) -> bool {
+        use api::gateway_api::experimental::gateways::GatewayAllowedListenersNamespacesFrom as From;
+        let from = self.gateway.object.spec.allowed_listeners.as_ref();
+        let from = from
+            .and_then(|a| a.namespaces.as_ref())
+            .and_then(|n| n.from.as_ref());
+        from.is_some_and(|f| *f != From::None)
     }
 }
 
-fn listener_status(l: &Listener, stamp: &Stamp<'_>) -> ListenerStatus {
-    let accepted = match &l.not_accepted {
-        None => stamp.condition("Accepted", true, reason::ACCEPTED, "Listener is accepted"),
-        Some((r, m)) => stamp.condition("Accepted", false, r, m.clone()),
+/// One listener's status (Gateway or ListenerSet listener). A conflicted
+/// listener is not accepted and not programmed, with the conflict's reason
+/// (ProtocolConflict / HostnameConflict), as the ListenerSet conformance
+/// tests require for both kinds of listeners.
+pub fn listener_status(l: &Listener, stamp: &Stamp<'_>) -> ListenerStatus {
+    // The conflict's reason first: a TCP listener losing its port is
+    // ProtocolConflict (upstream ListenerSetProtocolConflict), not
+    // UnsupportedProtocol.
+    let accepted = match (&l.conflicted, &l.not_accepted) {
+        (Some((r, m)), _) => stamp.condition("Accepted", false, r, m.clone()),
+        (None, Some((r, m))) => stamp.condition("Accepted", false, r, m.clone()),
+        (None, None) => stamp.condition("Accepted", true, reason::ACCEPTED, "Listener is accepted"),
     };
     let conflicted = match &l.conflicted {
         None => stamp.condition("Conflicted", false, reason::NO_CONFLICTS, "No conflicts"),
@@ -125,10 +151,24 @@ fn listener_status(l: &Listener, stamp: &Stamp<'_>) -> ListenerStatus {
         ),
         Some((r, m)) => stamp.condition("ResolvedRefs", false, r, m.clone()),
     };
-    let programmed = if l.programmed() {
-        stamp.condition("Programmed", true, reason::PROGRAMMED, "Listener is programmed")
+    let programmed = if let Some((r, m)) = &l.conflicted {
+        stamp.condition("Programmed", false, r, m.clone())
+    } else if !l.programmed() {
+        let why = l.not_accepted.as_ref().map_or_else(
+            || "Listener is not programmed: no usable certificate".to_string(),
+            |(_, m)| format!("Listener is not programmed: {m}"),
+        );
+        stamp.condition("Programmed", false, reason::INVALID, why)
+    } else if l.kinds.is_empty() {
+        // No route kind can attach: nothing of this listener is served.
+        stamp.condition(
+            "Programmed",
+            false,
+            reason::INVALID,
+            "Listener is not programmed: allowedRoutes.kinds names no supported route kind",
+        )
     } else {
-        stamp.condition("Programmed", false, reason::INVALID, "Listener is not programmed")
+        stamp.condition("Programmed", true, reason::PROGRAMMED, "Listener is programmed")
     };
     let supported_kinds = l
         .kinds

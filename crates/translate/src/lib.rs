@@ -27,6 +27,7 @@ pub mod hostname;
 pub mod index;
 pub mod ir;
 pub mod listener;
+pub mod listener_set;
 pub mod naming;
 pub mod output;
 mod parallel;

@@ -47,9 +47,28 @@ pub enum AllowedNamespaces {
 /// (reason, message) of a condition that is not True.
 pub type Problem = (&'static str, String);
 
+/// Where a listener was declared: on the Gateway itself or in one of the
+/// ListenerSets it admitted (index into `GatewayState::listener_sets`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    Gateway,
+    ListenerSet(usize),
+}
+
 #[derive(Clone, Debug)]
 pub struct Listener {
     pub name: String,
+    /// Unique among the Gateway's merged listeners (a ListenerSet listener
+    /// may share its name with a Gateway listener): the owner of virtual
+    /// hosts and the HTTPS route configuration name.
+    pub key: String,
+    pub origin: Origin,
+    /// The namespace of the object that declares it (Gateway or
+    /// ListenerSet): `allowedRoutes.namespaces.from: Same` and certificate
+    /// references are relative to it.
+    pub namespace: String,
+    /// The protocol as written (conflicts compare it, supported or not).
+    pub protocol_name: String,
     pub port: i32,
     /// None when the protocol is not supported (see `accepted`).
     pub protocol: Option<Protocol>,
@@ -94,18 +113,38 @@ fn kind_by_name(group: &str, kind: &str) -> Option<RouteKind> {
     }
 }
 
-/// Builds and checks every listener of one Gateway.
-pub fn process(index: &Index<'_>, gateway_ns: &str, specs: &[GatewayListeners]) -> Vec<Listener> {
-    let mut listeners: Vec<Listener> = specs
+/// Builds and checks the listeners one object (Gateway or ListenerSet)
+/// declares; conflicts are found over the merged list ([`detect_conflicts`]).
+pub fn process(
+    index: &Index<'_>,
+    owner_ns: &str,
+    specs: &[GatewayListeners],
+    origin: Origin,
+    key_prefix: &str,
+) -> Vec<Listener> {
+    specs
         .iter()
         .enumerate()
-        .map(|(i, l)| one(index, gateway_ns, i, l))
-        .collect();
-    detect_conflicts(&mut listeners);
-    listeners
+        .map(|(i, l)| {
+            let owner_kind = match origin {
+                Origin::Gateway => "Gateway",
+                Origin::ListenerSet(_) => "ListenerSet",
+            };
+            let mut l = one(index, owner_kind, owner_ns, i, l);
+            l.origin = origin;
+            l.key = format!("{key_prefix}{}", l.name);
+            l
+        })
+        .collect()
 }
 
-fn one(index: &Index<'_>, gateway_ns: &str, position: usize, spec: &GatewayListeners) -> Listener {
+fn one(
+    index: &Index<'_>,
+    owner_kind: &'static str,
+    gateway_ns: &str,
+    position: usize,
+    spec: &GatewayListeners,
+) -> Listener {
     let mut not_accepted = None;
     let mut unresolved = None;
     let protocol = match spec.protocol.as_str() {
@@ -244,6 +283,7 @@ fn one(index: &Index<'_>, gateway_ns: &str, position: usize, spec: &GatewayListe
         for r in refs {
             match tls::resolve(
                 index,
+                owner_kind,
                 gateway_ns,
                 r.group.as_deref().unwrap_or(""),
                 r.kind.as_deref().unwrap_or("Secret"),
@@ -267,6 +307,10 @@ fn one(index: &Index<'_>, gateway_ns: &str, position: usize, spec: &GatewayListe
 
     Listener {
         name: spec.name.clone(),
+        key: spec.name.clone(),
+        origin: Origin::Gateway,
+        namespace: gateway_ns.to_string(),
+        protocol_name: spec.protocol.clone(),
         port: spec.port,
         protocol,
         hostname: spec.hostname.clone(),
@@ -327,36 +371,48 @@ fn selector_problem(
 }
 
 /// Listeners sharing a port must agree on the protocol, and must differ in
-/// hostname. The first listener (in spec order) on a port keeps it; later
-/// ones that conflict are marked Conflicted and not programmed. A repeated
-/// listener name is a conflict too.
-fn detect_conflicts(listeners: &mut [Listener]) {
-    let mut port_protocol: HashMap<i32, Protocol> = HashMap::new();
+/// hostname. The first listener on a port keeps it; later ones that
+/// conflict are marked Conflicted and not programmed. `listeners` is the
+/// merged list in precedence order (the Gateway's own listeners in spec
+/// order, then each admitted ListenerSet's, see `listener_set`). The
+/// protocol is compared as written, so an unsupported protocol (TCP) still
+/// claims or loses its port as the spec orders. A repeated listener name is
+/// a conflict within one object only (a ListenerSet may reuse a Gateway
+/// listener's name).
+pub fn detect_conflicts(listeners: &mut [Listener]) {
+    let mut port_protocol: HashMap<i32, (String, String)> = HashMap::new();
     let mut seen_hostnames: HashMap<(i32, Option<String>), String> = HashMap::new();
-    let mut seen_names: HashMap<String, usize> = HashMap::new();
+    let mut seen_names: HashMap<(Origin, String), usize> = HashMap::new();
     #[allow(clippy::needless_range_loop)] // later listeners are mutated by index
     for i in 0..listeners.len() {
+        listeners[i].conflicted = None;
         let l = &listeners[i];
-        if let Some(first) = seen_names.get(&l.name) {
+        if let Some(first) = seen_names.get(&(l.origin, l.name.clone())) {
             let msg = format!("listener name {:?} is already used by listener {}", l.name, first);
             listeners[i].conflicted = Some((reason::HOSTNAME_CONFLICT, msg));
             continue;
         }
-        seen_names.insert(l.name.clone(), i);
-        let Some(protocol) = l.protocol else { continue };
-        if l.not_accepted.is_some() {
+        seen_names.insert((l.origin, l.name.clone()), i);
+        let unsupported_only = matches!(&l.not_accepted, Some((r, _)) if *r == reason::UNSUPPORTED_PROTOCOL);
+        if l.not_accepted.is_some() && !unsupported_only {
             continue;
         }
         match port_protocol.get(&l.port) {
-            Some(p) if *p != protocol => {
-                let msg = format!("port {} is already used with protocol {:?}", l.port, p);
+            Some((p, owner)) if *p != l.protocol_name => {
+                let msg = format!(
+                    "port {} is already used with protocol {p} by listener {owner}",
+                    l.port
+                );
                 listeners[i].conflicted = Some((reason::PROTOCOL_CONFLICT, msg));
                 continue;
             }
             Some(_) => {}
             None => {
-                port_protocol.insert(l.port, protocol);
+                port_protocol.insert(l.port, (l.protocol_name.clone(), l.key.clone()));
             }
+        }
+        if l.protocol.is_none() {
+            continue;
         }
         let key = (l.port, l.hostname.clone());
         if let Some(other) = seen_hostnames.get(&key) {
@@ -369,7 +425,7 @@ fn detect_conflicts(listeners: &mut [Listener]) {
             listeners[i].conflicted = Some((reason::HOSTNAME_CONFLICT, msg));
             continue;
         }
-        seen_hostnames.insert(key, l.name.clone());
+        seen_hostnames.insert(key, l.key.clone());
     }
 }
 

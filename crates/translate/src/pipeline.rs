@@ -53,6 +53,9 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         })
         .collect();
 
+    // ListenerSets: admitted ones merge their listeners into their Gateway's.
+    let listener_sets = crate::listener_set::attach(&index, &inputs.listener_sets, &mut gateways);
+
     let threads = parallel::threads(settings.parallelism);
     let mut routes: Vec<Route> = parallel::map(
         inputs.http_routes.iter().collect(),
@@ -102,7 +105,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     // Bind every route, counting attachments per listener.
     let bindings: Vec<Vec<ParentBinding>> = routes
         .iter()
-        .map(|r| binding::bind(&index, &gateways, r))
+        .map(|r| binding::bind(&index, &gateways, &listener_sets, r))
         .collect();
     for bs in &bindings {
         let mut counted = BTreeSet::new();
@@ -191,6 +194,23 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             Some(&gw.namespace),
             &gw.name,
             gw.status(&settings.transition_time, reported),
+        ));
+    }
+    for (si, set) in listener_sets.iter().enumerate() {
+        let gw = &gateways[set.gateway];
+        for problem in set.problems(gw, si) {
+            out.diagnostics.push(Diagnostic::error(
+                Some(format!("ListenerSet {}", set.key())),
+                Some(&set.set.source),
+                problem,
+            ));
+        }
+        out.status.push(crate::ObjectStatus::new(
+            "gateway.networking.k8s.io/v1",
+            "ListenerSet",
+            Some(&set.namespace),
+            &set.name,
+            set.status(gw, si, &settings.transition_time),
         ));
     }
     let route_statuses = parallel::map(
@@ -290,7 +310,7 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
     // routes per host).
     let copies = store.add(w.routes, w.hostnames.len());
     for (h, refs) in w.hostnames.iter().zip(copies) {
-        chain.add(h, &l.name, spec, w.orders.iter().copied().zip(refs));
+        chain.add(h, &l.key, spec, w.orders.iter().copied().zip(refs));
     }
 }
 
@@ -501,7 +521,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
                     g.certificates.insert(c.sds_name.clone(), c.clone());
                 }
                 port.chains.push(Chain {
-                    route_config: crate::naming::route_config(&gw.namespace, &gw.name, l.port, Some(&l.name)),
+                    route_config: crate::naming::route_config(&gw.namespace, &gw.name, l.port, Some(&l.key)),
                     server_names: l.hostname.clone().into_iter().collect(),
                     certificates: l.certificates.iter().map(|c| c.sds_name.clone()).collect(),
                     virtual_hosts: BTreeMap::new(),
@@ -523,7 +543,7 @@ fn chain_for<'a>(ir: &'a mut ir::Gateway, gw: &GatewayState<'_>, listener: usize
     let idx = match port.protocol {
         Protocol::Http => 0,
         Protocol::Https => {
-            let https_name = crate::naming::route_config(&gw.namespace, &gw.name, l.port, Some(&l.name));
+            let https_name = crate::naming::route_config(&gw.namespace, &gw.name, l.port, Some(&l.key));
             port.chains
                 .iter()
                 .position(|c| c.route_config == https_name)

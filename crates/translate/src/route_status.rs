@@ -87,7 +87,13 @@ pub fn render(
     if !crate::hostname::valid_route_hostnames(&route.hostnames).is_empty() {
         invalid.extend(crate::hostname::route_hostname_problems(&route.hostnames));
     }
-    let partially_invalid = (!invalid.is_empty()).then(|| {
+    // Every rule replaced: nothing of the route is served as written, so it
+    // is not accepted (UnsupportedValue, naming the replaced rules) though
+    // still bound and fenced by its 500s; PartiallyInvalid is for routes
+    // with both valid and replaced rules.
+    let all_replaced =
+        !route.rules.is_empty() && (0..route.rules.len()).all(|i| report.replaced.contains_key(&i));
+    let partially_invalid = (!invalid.is_empty() && !all_replaced).then(|| {
         stamp.condition(
             reason::PARTIALLY_INVALID,
             true,
@@ -103,17 +109,24 @@ pub fn render(
         .iter()
         .flat_map(|r| r.load_errors.iter().map(ToString::to_string))
         .collect();
-    let unsupported = (!unsupported.is_empty()).then(|| {
+    let mut unsupported = (!unsupported.is_empty()).then(|| {
         format!(
             "{}; each rule with an unsupported value is replaced with a direct 500",
             unsupported.join("; ")
         )
     });
+    if all_replaced {
+        let all = format!(
+            "every rule is replaced with a direct 500, nothing of the route is served as written: {}",
+            invalid.join("; ")
+        );
+        // The replaced rules' errors include any unreadable value.
+        unsupported = Some(all);
+    }
     let parents = bindings
         .iter()
         .map(|b| {
             let p = &route.parent_refs[b.parent_index];
-            let gw = &gateways[b.gateway];
             let accepted = match (&b.refused, &unsupported) {
                 (None, Some(message)) => {
                     stamp.condition("Accepted", false, reason::UNSUPPORTED_VALUE, message.clone())
@@ -135,7 +148,13 @@ pub fn render(
                 parent_ref: ParentReference {
                     group: p.group.clone(),
                     kind: p.kind.clone(),
-                    namespace: gw.namespace.clone(),
+                    // The parent's namespace: the Gateway's, or the
+                    // ListenerSet's for a parentRef of that kind.
+                    namespace: if p.kind == "ListenerSet" {
+                        p.namespace.clone().unwrap_or_else(|| route.namespace.clone())
+                    } else {
+                        gateways[b.gateway].namespace.clone()
+                    },
                     name: p.name.clone(),
                     section_name: p.section_name.clone(),
                     port: p.port,

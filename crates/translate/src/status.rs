@@ -52,6 +52,7 @@ impl Stamp<'_> {
 pub enum StatusBody {
     Conditions { conditions: Vec<Condition> },
     Gateway(GatewayStatus),
+    ListenerSet(ListenerSetStatus),
     Route { parents: Vec<RouteParentStatus> },
     Json(serde_json::Value),
 }
@@ -63,8 +64,20 @@ impl From<serde_json::Value> for StatusBody {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GatewayStatus {
     pub addresses: Vec<GatewayAddress>,
+    pub conditions: Vec<Condition>,
+    pub listeners: Vec<ListenerStatus>,
+    /// Only for Gateways that allow ListenerSets (absent reads as 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attached_listener_sets: Option<i32>,
+}
+
+/// A ListenerSet's status: its own conditions and its listeners' (which
+/// never appear in the parent Gateway's `status.listeners`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ListenerSetStatus {
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
 }
@@ -125,6 +138,8 @@ pub mod reason {
     pub const INVALID_PARAMETERS: &str = "InvalidParameters";
     // Gateway
     pub const LISTENERS_NOT_VALID: &str = "ListenersNotValid";
+    // ListenerSet
+    pub const NOT_ALLOWED: &str = "NotAllowed";
     // Listener
     pub const CONFLICTED: &str = "Conflicted";
     pub const NO_CONFLICTS: &str = "NoConflicts";

@@ -34,8 +34,11 @@ pub struct Certificate {
 /// Why a certificate reference cannot be used: (reason, message).
 pub type RefError = (&'static str, String);
 
+/// `from_kind` is the kind holding the listener (`Gateway` or
+/// `ListenerSet`): a ReferenceGrant names the kind it admits.
 pub fn resolve(
     index: &Index<'_>,
+    from_kind: &'static str,
     gateway_ns: &str,
     group: &str,
     kind: &str,
@@ -51,7 +54,7 @@ pub fn resolve(
     let ns = namespace.unwrap_or(gateway_ns);
     let from = From {
         group: "gateway.networking.k8s.io",
-        kind: "Gateway",
+        kind: from_kind,
         namespace: gateway_ns,
     };
     let to = To {
@@ -64,7 +67,7 @@ pub fn resolve(
         return Err((
             reason::REF_NOT_PERMITTED,
             format!(
-                "certificateRef Secret {ns}/{name}: no ReferenceGrant in {ns} allows Gateways from {gateway_ns}"
+                "certificateRef Secret {ns}/{name}: no ReferenceGrant in {ns} allows {from_kind}s from {gateway_ns}"
             ),
         ));
     }

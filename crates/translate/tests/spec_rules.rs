@@ -375,9 +375,15 @@ fn listener_conflicts_and_protocols() {
         sr(condition(&l("d")["conditions"], "Accepted")),
         ("False".into(), "UnsupportedProtocol".into())
     );
+    // A conflicted listener is neither accepted nor programmed, with the
+    // conflict's reason (upstream ListenerSetProtocolConflict).
     assert_eq!(
         sr(condition(&l("b")["conditions"], "Programmed")),
-        ("False".into(), "Invalid".into())
+        ("False".into(), "HostnameConflict".into())
+    );
+    assert_eq!(
+        sr(condition(&l("b")["conditions"], "Accepted")),
+        ("False".into(), "HostnameConflict".into())
     );
     assert_eq!(
         sr(condition(&l("a")["conditions"], "Programmed")),

@@ -8,6 +8,7 @@ use gateway_api::experimental::{
     gateways::Gateway,
     grpcroutes::{GrpcRoute, GrpcRouteRules},
     httproutes::{HttpRoute, HttpRouteRules},
+    listenersets::ListenerSet,
     referencegrants::ReferenceGrant,
 };
 use k8s_openapi::ByteString;
@@ -75,6 +76,7 @@ macro_rules! object {
 
 object!(GatewayClass, "GatewayClass", false, gateway_classes);
 object!(Gateway, "Gateway", true, gateways);
+object!(ListenerSet, "ListenerSet", true, listener_sets);
 object!(HttpRoute, "HTTPRoute", true, http_routes);
 object!(GrpcRoute, "GRPCRoute", true, grpc_routes);
 object!(ReferenceGrant, "ReferenceGrant", true, reference_grants);
@@ -197,6 +199,7 @@ impl Sink {
         let Inputs {
             gateway_classes,
             gateways,
+            listener_sets,
             http_routes,
             grpc_routes,
             reference_grants,
@@ -209,6 +212,7 @@ impl Sink {
         } = inputs;
         each(self, gateway_classes);
         each(self, gateways);
+        each(self, listener_sets);
         each(self, http_routes);
         each(self, grpc_routes);
         each(self, reference_grants);
@@ -255,6 +259,7 @@ fn object_label(kind: &str, namespaced: bool, namespace: Option<&str>, name: &st
 enum Known {
     GatewayClass,
     Gateway,
+    ListenerSet,
     HttpRoute,
     GrpcRoute,
     ReferenceGrant,
@@ -273,6 +278,7 @@ impl Known {
             GATEWAY_GROUP if GATEWAY_VERSIONS.contains(&version) => match kind {
                 "GatewayClass" => Some(Known::GatewayClass),
                 "Gateway" => Some(Known::Gateway),
+                "ListenerSet" => Some(Known::ListenerSet),
                 "HTTPRoute" => Some(Known::HttpRoute),
                 "GRPCRoute" => Some(Known::GrpcRoute),
                 "ReferenceGrant" => Some(Known::ReferenceGrant),
@@ -428,6 +434,7 @@ pub(crate) fn load_document(sink: &mut Sink, file: &str, root: &Node, line: usiz
     match known {
         Known::GatewayClass => doc.load::<GatewayClass>(sink),
         Known::Gateway => doc.load::<Gateway>(sink),
+        Known::ListenerSet => doc.load::<ListenerSet>(sink),
         Known::HttpRoute => doc.load::<HttpRoute>(sink),
         Known::GrpcRoute => doc.load::<GrpcRoute>(sink),
         Known::ReferenceGrant => doc.load::<ReferenceGrant>(sink),
