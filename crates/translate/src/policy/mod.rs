@@ -30,6 +30,7 @@ pub mod header_modifiers;
 pub mod local_rate_limit;
 pub mod rbac;
 pub mod report;
+pub mod scope;
 pub mod status;
 pub mod timeouts;
 
