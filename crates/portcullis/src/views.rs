@@ -118,6 +118,10 @@ pub struct GatewayRow {
     pub default: bool,
     pub listeners: Vec<ListenerRow>,
     pub conditions: Vec<ConditionRow>,
+    /// Route configurations or virtual hosts fenced by a Gateway or
+    /// listener policy, each with why (`translate::ScopeReplacement`).
+    #[serde(default)]
+    pub replaced_scopes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -252,6 +256,7 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                     })
                     .map(|x| x.object.spec.gateway_class_name.clone())
                     .unwrap_or_default();
+                let key = format!("{ns}/{}", s.metadata.name);
                 views.gateways.push(GatewayRow {
                     namespace: ns,
                     name: s.metadata.name.clone(),
@@ -274,6 +279,25 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                         })
                         .collect(),
                     conditions: rows(&g.conditions),
+                    replaced_scopes: out
+                        .scope_replacements
+                        .iter()
+                        .filter(|r| r.gateway == key)
+                        .map(|r| {
+                            let by = if r.listener.is_empty() {
+                                "Gateway policy".to_string()
+                            } else {
+                                format!("listener {} policy", r.listener)
+                            };
+                            format!(
+                                "{} {} ({by}): {} [{}]",
+                                r.scope,
+                                r.names.join(", "),
+                                r.message,
+                                r.class
+                            )
+                        })
+                        .collect(),
                 });
             }
             StatusBody::Route { parents } => {

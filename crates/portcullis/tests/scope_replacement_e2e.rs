@@ -223,3 +223,35 @@ fn gateway_and_listener_policies_apply_once_and_fail_closed_by_scope() {
     assert_eq!(metric_sum(admin, "portcullis_scope_replacements_current"), 0.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `describe gateway` (offline) lists each replaced scope and why: the
+/// whole Gateway's route configurations for a Gateway policy, one virtual
+/// host for a listener policy.
+#[test]
+fn describe_gateway_lists_replaced_scopes() {
+    let describe = |fixture: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["describe", "gateway", "infra/gw", "-f"])
+            .arg(common::fixture_input(fixture))
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let d = describe("policy-gateway-invalid");
+    assert!(d.contains("Replaced scopes (answer HTTP 500):"), "{d}");
+    assert!(
+        d.contains("route_configuration infra/gw/80, infra/gw/443/https (Gateway policy)")
+            && d.contains("TrafficPolicy infra/gateway-wide is invalid"),
+        "{d}"
+    );
+    assert!(d.contains("GatewayReplaced"), "{d}");
+    let d = describe("policy-listener-http-invalid");
+    assert!(
+        d.contains("virtual_host infra/gw/80/a.example.com (listener a policy)")
+            && d.contains("TrafficPolicy infra/listener-a is invalid"),
+        "{d}"
+    );
+    assert!(d.contains("ListenerReplaced"), "{d}");
+    assert!(!d.contains("b.example.com (listener"), "{d}");
+}

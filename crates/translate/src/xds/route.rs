@@ -23,6 +23,9 @@ pub fn build(chain: Chain, store: &mut RouteStore) -> EncodedRouteConfiguration 
         .features
         .as_deref()
         .is_some_and(apply::edits_headers);
+    // A listener's policy is the same on each of its hosts: its fields are
+    // built once per listener and cloned (`Arc` identity).
+    let mut host_tails: Vec<(*const crate::policy::Features, VirtualHost)> = Vec::new();
     let hosts: Vec<HostParts> = chain
         .virtual_hosts
         .into_values()
@@ -49,7 +52,15 @@ pub fn build(chain: Chain, store: &mut RouteStore) -> EncodedRouteConfiguration 
             let mut tail = VirtualHost::default();
             if let Some(f) = &vh.scope.features {
                 header_edits |= apply::edits_headers(f);
-                apply::apply_host(f, &mut tail);
+                let key = std::sync::Arc::as_ptr(f);
+                tail = match host_tails.iter().find(|(k, _)| *k == key) {
+                    Some((_, t)) => t.clone(),
+                    None => {
+                        apply::apply_host(f, &mut tail);
+                        host_tails.push((key, tail.clone()));
+                        tail
+                    }
+                };
             }
             if tail.retry_policy.is_none() {
                 tail.retry_policy.clone_from(&config_retry);
