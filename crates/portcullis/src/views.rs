@@ -194,20 +194,23 @@ fn replaced_rows(out: &translate::Output, kind: &str, ns: &str, name: &str) -> V
     rows
 }
 
-/// `rule <i>: <features> from <policy>`, one line per (rule, policy).
+/// `rule <i>: <features> from <policy> (<level>)`, one line per (rule,
+/// policy, level).
 fn policy_lines(out: &translate::Output, kind: &str, ns: &str, name: &str) -> Vec<String> {
-    let mut by: std::collections::BTreeMap<(usize, &str), Vec<&str>> = Default::default();
+    let mut by: std::collections::BTreeMap<(usize, &str, &str), Vec<&str>> = Default::default();
     for a in out
         .policy_attachments
         .iter()
         .filter(|a| a.route_kind == kind && a.route_namespace == ns && a.route_name == name)
     {
-        by.entry((a.rule, a.policy.as_str()))
+        by.entry((a.rule, a.policy.as_str(), a.level.as_str()))
             .or_default()
             .push(&a.feature);
     }
     by.into_iter()
-        .map(|((rule, policy), features)| format!("rule {rule}: {} from {policy}", features.join(", ")))
+        .map(|((rule, policy, level), features)| {
+            format!("rule {rule}: {} from {policy} ({level})", features.join(", "))
+        })
         .collect()
 }
 

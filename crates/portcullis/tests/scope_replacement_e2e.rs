@@ -22,17 +22,22 @@ use common::{free_port, http, service, start, wait_for};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
-const VALID_GATEWAY: &str =
-    "  headerModifiers:\n    response:\n      set: [{name: x-scope, value: gateway}, {name: x-gateway, value: \"yes\"}]";
+const VALID_GATEWAY: &str = "  headerModifiers:\n    response:\n      set: [{name: x-scope, value: gateway}, {name: x-gateway, value: \"yes\"}]";
 /// A format string Envoy would reject (unclosed `%REQ(`).
 const INVALID_GATEWAY: &str =
     "  transformation:\n    response:\n      set: [{name: x-scope, value: \"%REQ(x-user%\"}]";
-const VALID_LISTENER: &str = "  headerModifiers:\n    response:\n      set: [{name: x-scope, value: listener}]";
+const VALID_LISTENER: &str =
+    "  headerModifiers:\n    response:\n      set: [{name: x-scope, value: listener}]";
 /// A CEL expression that does not parse.
-const INVALID_LISTENER: &str =
-    "  rbac:\n    matchExpressions: [\"request.headers['x-user'] == 'admin' &&\"]";
+const INVALID_LISTENER: &str = "  rbac:\n    matchExpressions: [\"request.headers['x-user'] == 'admin' &&\"]";
 
-fn manifests(port: u16, other_port: u16, backend: u16, gateway_policy: &str, listener_policy: &str) -> String {
+fn manifests(
+    port: u16,
+    other_port: u16,
+    backend: u16,
+    gateway_policy: &str,
+    listener_policy: &str,
+) -> String {
     let mut m = format!(
         r#"apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -69,7 +74,11 @@ spec:
         ));
     }
     for (name, target, body) in [
-        ("gateway-wide", "{group: gateway.networking.k8s.io, kind: Gateway, name: gw}", gateway_policy),
+        (
+            "gateway-wide",
+            "{group: gateway.networking.k8s.io, kind: Gateway, name: gw}",
+            gateway_policy,
+        ),
         (
             "listener-a",
             "{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: a}",
@@ -125,7 +134,8 @@ fn gateway_and_listener_policies_apply_once_and_fail_closed_by_scope() {
     let _serve = start(&dir, xds, admin);
 
     wait_for("both Gateways to serve", Duration::from_secs(60), || {
-        get(port, "b.example.com").is_some_and(|r| r.0 == 200) && get(other, "c.example.com").is_some_and(|r| r.0 == 200)
+        get(port, "b.example.com").is_some_and(|r| r.0 == 200)
+            && get(other, "c.example.com").is_some_and(|r| r.0 == 200)
     });
     // (a) The Gateway policy's header on every host of gw; the listener's
     // wins its own header on `a`; the other Gateway has neither.
@@ -137,7 +147,10 @@ fn gateway_and_listener_policies_apply_once_and_fail_closed_by_scope() {
     assert!(!head.contains("x-scope: gateway"), "{head}");
     let (status, head, _) = get(port, "b.example.com").expect("b");
     assert_eq!(status, 200);
-    assert!(head.contains("x-gateway: yes") && head.contains("x-scope: gateway"), "{head}");
+    assert!(
+        head.contains("x-gateway: yes") && head.contains("x-scope: gateway"),
+        "{head}"
+    );
     let (status, head, _) = get(other, "c.example.com").expect("c");
     assert_eq!(status, 200);
     assert!(!head.contains("x-gateway") && !head.contains("x-scope"), "{head}");
@@ -172,12 +185,19 @@ fn gateway_and_listener_policies_apply_once_and_fail_closed_by_scope() {
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
     prober.join().expect("prober");
-    assert_eq!(failed.load(Ordering::Relaxed), 0, "requests to the other Gateway failed");
+    assert_eq!(
+        failed.load(Ordering::Relaxed),
+        0,
+        "requests to the other Gateway failed"
+    );
     assert!(served.load(Ordering::Relaxed) > 5);
     // Why, in status and metrics; and Envoy accepted it (no NACK).
     let (_, _, doc) = http(admin, "admin", "/api/status").expect("status");
     assert!(doc.contains("GatewayReplaced"), "{doc}");
-    assert!(doc.contains("TrafficPolicy infra/gateway-wide is invalid"), "{doc}");
+    assert!(
+        doc.contains("TrafficPolicy infra/gateway-wide is invalid"),
+        "{doc}"
+    );
     let current = metric_lines(admin, "portcullis_scope_replacements_current{");
     assert!(
         current.iter().any(|l| l.contains("gateway=\"infra/gw\"")
@@ -193,7 +213,8 @@ fn gateway_and_listener_policies_apply_once_and_fail_closed_by_scope() {
     // virtual host is fenced, b on the same port serves.
     write(VALID_GATEWAY, INVALID_LISTENER);
     wait_for("listener a fenced, b serving", Duration::from_secs(30), || {
-        get(port, "a.example.com").is_some_and(|r| r.0 == 500) && get(port, "b.example.com").is_some_and(|r| r.0 == 200)
+        get(port, "a.example.com").is_some_and(|r| r.0 == 500)
+            && get(port, "b.example.com").is_some_and(|r| r.0 == 200)
     });
     let (status, _, body) = get(port, "a.example.com").expect("a");
     assert_eq!((status, body.as_str()), (500, BODY));
@@ -204,11 +225,15 @@ fn gateway_and_listener_policies_apply_once_and_fail_closed_by_scope() {
     assert!(doc.contains("ListenerReplaced"), "{doc}");
     let current = metric_lines(admin, "portcullis_scope_replacements_current{");
     assert!(
-        current.iter().any(|l| l.contains("scope=\"virtual_host\"") && l.contains("listener=\"a\"")),
+        current
+            .iter()
+            .any(|l| l.contains("scope=\"virtual_host\"") && l.contains("listener=\"a\"")),
         "{current:?}"
     );
     assert!(
-        !current.iter().any(|l| l.contains("scope=\"route_configuration\"")),
+        !current
+            .iter()
+            .any(|l| l.contains("scope=\"route_configuration\"")),
         "{current:?}"
     );
     assert_eq!(metric_sum(admin, "portcullis_xds_nacks_total"), 0.0);
@@ -254,4 +279,26 @@ fn describe_gateway_lists_replaced_scopes() {
     );
     assert!(d.contains("ListenerReplaced"), "{d}");
     assert!(!d.contains("b.example.com (listener"), "{d}");
+}
+
+/// `describe route` shows, per rule, each feature in force and the level
+/// and policy it comes from (most specific wins).
+#[test]
+fn describe_route_shows_the_level_of_each_feature() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["describe", "route", "app/a", "-f"])
+        .arg(common::fixture_input("policy-gateway-levels"))
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let d = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "rule 0: headerModifiers from TrafficPolicy app/rule-a (rule)",
+        "rule 1: headerModifiers from TrafficPolicy app/route-a (route)",
+        "rule 0: cors from TrafficPolicy infra/listener-a (listener a of Gateway infra/gw)",
+        "rule 0: localRateLimit from TrafficPolicy infra/gateway-wide (Gateway infra/gw)",
+    ] {
+        assert!(d.contains(line), "missing {line:?} in\n{d}");
+    }
+    assert!(!d.contains("cors from TrafficPolicy infra/gateway-wide"), "{d}");
 }

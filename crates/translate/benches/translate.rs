@@ -60,7 +60,8 @@ fn bench(c: &mut Criterion) {
         let settings = translate::Settings::default();
         let out = translate::translate(&loaded.inputs, &settings);
         assert!(
-            out.scope_replacements.is_empty() && !out.diagnostics.iter().any(|d| d.severity == api::Severity::Error),
+            out.scope_replacements.is_empty()
+                && !out.diagnostics.iter().any(|d| d.severity == api::Severity::Error),
             "scoped policies must all apply: {:?}",
             out.diagnostics.first()
         );
@@ -69,6 +70,7 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+}
 
 criterion_group!(benches, bench);
 criterion_main!(benches);

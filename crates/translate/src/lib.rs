@@ -157,6 +157,9 @@ pub struct PolicyAttachment {
     pub feature: String,
     /// `TrafficPolicy namespace/name`.
     pub policy: String,
+    /// Where the policy is attached: `rule`, `route`, `listener NAME of
+    /// Gateway NS/NAME` or `Gateway NS/NAME` (the most specific wins).
+    pub level: String,
 }
 
 /// One rule that answers the replacement 500 (or a guard) instead of what it

@@ -106,6 +106,13 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         .iter()
         .map(|r| binding::bind(&index, &gateways, r))
         .collect();
+    out.policy_attachments.extend(policy::scope::records(
+        &scopes,
+        &attachment,
+        &routes,
+        &bindings,
+        &gateways,
+    ));
     for bs in &bindings {
         let mut counted = BTreeSet::new();
         for b in bs {

@@ -578,7 +578,6 @@ fn drop_rejected_domains(
     }
 }
 
-
 /// `rc` holding only `vh`, as a candidate.
 fn host_candidate(gw: &GatewayXds, rc: &RouteConfiguration, vh: VirtualHost, label: String) -> Candidate {
     let mut one = rc.clone();

@@ -4,10 +4,10 @@ use envoy_types::pb::envoy::config::core::v3::HeaderValueOption;
 use envoy_types::pb::envoy::config::route::v3::{
     FilterConfig, Route, RouteConfiguration, VirtualHost, route,
 };
-use envoy_types::pb::google::protobuf::Any;
 use envoy_types::pb::envoy::extensions::filters::http::ext_authz::v3::{
     CheckSettings, ExtAuthzPerRoute, ext_authz_per_route,
 };
+use envoy_types::pb::google::protobuf::Any;
 use envoy_types::util::pack_any;
 
 use super::{CORS_FILTER, Features, LOCAL_RATE_LIMIT_FILTER, RBAC_FILTER, ext_auth};
@@ -79,7 +79,12 @@ pub fn per_filter(f: &Features) -> Vec<(String, Any)> {
 
 /// Header edits of the features: (request add, request remove, response
 /// add, response remove).
-type Edits = (Vec<HeaderValueOption>, Vec<String>, Vec<HeaderValueOption>, Vec<String>);
+type Edits = (
+    Vec<HeaderValueOption>,
+    Vec<String>,
+    Vec<HeaderValueOption>,
+    Vec<String>,
+);
 
 fn edits(f: &Features) -> Edits {
     let mut e = Edits::default();

@@ -48,6 +48,7 @@ impl Attachment {
                             rule,
                             feature: FEATURES[fi].into(),
                             policy: policy.clone(),
+                            level: if e.levels[fi] == 0 { "rule" } else { "route" }.into(),
                         });
                     }
                 }
@@ -242,7 +243,7 @@ fn merge(
 ) -> Effective {
     let mut e = Effective::default();
     let field = format!("spec.rules[{rule_index}]");
-    for &(_, pi) in order {
+    for &(prec, pi) in order {
         let p = &policies[pi];
         if let Some(first) = p.errors.first() {
             e.errors.push(RuleError {
@@ -260,6 +261,7 @@ fn merge(
                 None => {
                     e.features.take_from(&p.features, fi);
                     e.sources[fi] = Some(p.display());
+                    e.levels[fi] = prec;
                 }
                 Some(winner) => {
                     conflicts[pi].insert(PolicyError::semantic(

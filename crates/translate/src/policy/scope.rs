@@ -407,3 +407,76 @@ fn add_filters(filters: &mut BTreeSet<String>, f: &super::Features) {
         filters.insert(name);
     }
 }
+
+/// The Gateway- and listener-scope features in force on each rule of each
+/// route (those its own route and rule policies do not set), with the
+/// level they come from, for `describe route`.
+pub fn records(
+    scopes: &Scopes,
+    attachment: &super::attach::Attachment,
+    routes: &[crate::route::model::Route<'_>],
+    bindings: &[Vec<crate::binding::ParentBinding>],
+    gateways: &[GatewayState<'_>],
+) -> Vec<crate::PolicyAttachment> {
+    let mut out = BTreeSet::new();
+    for (ri, route) in routes.iter().enumerate() {
+        for b in &bindings[ri] {
+            let (Some(g), Some(s)) = (gateways.get(b.gateway), scopes.gateways.get(b.gateway)) else {
+                continue;
+            };
+            for a in &b.attachments {
+                let listener = s.listeners.get(&a.listener);
+                let place = format!("listener {} of Gateway {}", g.listeners[a.listener].name, g.key());
+                // A fenced scope has nothing in force (its routes answer 500).
+                if s.gateway.as_ref().is_some_and(|e| !e.errors.is_empty())
+                    || listener.is_some_and(|e| !e.errors.is_empty())
+                {
+                    continue;
+                }
+                for fi in 0..FEATURES.len() {
+                    // The listener's (for HTTPS: already over the Gateway's),
+                    // then the Gateway's.
+                    let from = listener
+                        .and_then(|e| e.sources[fi].as_ref().map(|p| (p, place.clone())))
+                        .or_else(|| {
+                            s.gateway
+                                .as_ref()
+                                .and_then(|e| e.sources[fi].as_ref())
+                                .map(|p| (p, format!("Gateway {}", g.key())))
+                        });
+                    let Some((policy, level)) = from else { continue };
+                    // An HTTPS listener's merged source may be the Gateway's.
+                    let level = if listener.is_some_and(|e| e.sources[fi].as_ref() == Some(policy))
+                        && s.gateway
+                            .as_ref()
+                            .is_some_and(|e| e.sources[fi].as_ref() == Some(policy))
+                    {
+                        format!("Gateway {}", g.key())
+                    } else {
+                        level
+                    };
+                    for rule in 0..route.rules.len() {
+                        let own = attachment
+                            .effective
+                            .get(ri)
+                            .and_then(|r| r.get(rule))
+                            .and_then(Option::as_ref);
+                        if own.is_some_and(|e| !e.errors.is_empty() || e.sources[fi].is_some()) {
+                            continue;
+                        }
+                        out.insert(crate::PolicyAttachment {
+                            route_kind: route.kind.kind().into(),
+                            route_namespace: route.namespace.clone(),
+                            route_name: route.name.clone(),
+                            rule,
+                            feature: FEATURES[fi].into(),
+                            policy: policy.clone(),
+                            level: level.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out.into_iter().collect()
+}

@@ -15,14 +15,8 @@ use crate::replacement::scope as fence;
 
 pub fn build(chain: Chain, store: &mut RouteStore) -> EncodedRouteConfiguration {
     let config_scope = chain.scope;
-    let config_retry = config_scope
-        .features
-        .as_ref()
-        .and_then(|f| f.retry.clone());
-    let mut header_edits = config_scope
-        .features
-        .as_deref()
-        .is_some_and(apply::edits_headers);
+    let config_retry = config_scope.features.as_ref().and_then(|f| f.retry.clone());
+    let mut header_edits = config_scope.features.as_deref().is_some_and(apply::edits_headers);
     // A listener's policy is the same on each of its hosts: its fields are
     // built once per listener and cloned (`Arc` identity).
     let mut host_tails: Vec<(*const crate::policy::Features, VirtualHost)> = Vec::new();
