@@ -17,10 +17,10 @@
 //!    per-filter config, header mutations, timeouts and retries. A rule
 //!    reached by an invalid policy is replaced by the 500 (fail closed),
 //!    never served without it.
-//! 3b. [`scope`]: Gateway and listener targets, merged once per scope and
+//! 4. [`scope`]: Gateway and listener targets, merged once per scope and
 //!    placed on route configurations and virtual hosts (never copied into
 //!    routes); an invalid one fences its scope (`replacement::scope`).
-//! 4. [`report`] with [`status`]: each policy's `status.ancestors` (the Gateways its targets
+//! 5. [`report`] with [`status`]: each policy's `status.ancestors` (the Gateways its targets
 //!    are attached to) with `Accepted` and the reasons.
 
 pub mod apply;

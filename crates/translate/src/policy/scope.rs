@@ -71,7 +71,8 @@ pub const VIRTUAL_HOST: &str = "virtual_host";
 /// the policies) and merges per scope.
 pub fn attach(policies: &mut [Compiled<'_>], gateways: &[GatewayState<'_>]) -> Scopes {
     // (gateway, listener) → [(precedence, policy)]
-    let mut reach: BTreeMap<(usize, Option<usize>), Vec<(u8, usize)>> = BTreeMap::new();
+    type Reach = BTreeMap<(usize, Option<usize>), Vec<(u8, usize)>>;
+    let mut reach = Reach::new();
     let mut reached = vec![BTreeSet::new(); policies.len()];
     for (pi, p) in policies.iter_mut().enumerate() {
         let spec = &p.policy.object.spec;
@@ -433,7 +434,7 @@ pub fn records(
                 {
                     continue;
                 }
-                for fi in 0..FEATURES.len() {
+                for (fi, feature) in FEATURES.iter().enumerate() {
                     // The listener's (for HTTPS: already over the Gateway's),
                     // then the Gateway's.
                     let from = listener
@@ -469,7 +470,7 @@ pub fn records(
                             route_namespace: route.namespace.clone(),
                             route_name: route.name.clone(),
                             rule,
-                            feature: FEATURES[fi].into(),
+                            feature: (*feature).into(),
                             policy: policy.clone(),
                             level: level.clone(),
                         });
