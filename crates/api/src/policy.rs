@@ -44,6 +44,11 @@ pub struct TargetRef {
     pub group: String,
     pub kind: String,
     pub name: String,
+    /// Not part of a local reference: read only so that a target in
+    /// another namespace is refused instead of silently meaning the
+    /// policy's own namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section_name: Option<String>,
 }

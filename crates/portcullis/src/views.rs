@@ -118,6 +118,10 @@ pub struct GatewayRow {
     pub default: bool,
     pub listeners: Vec<ListenerRow>,
     pub conditions: Vec<ConditionRow>,
+    /// Route configurations or virtual hosts fenced by a Gateway or
+    /// listener policy, each with why (`translate::ScopeReplacement`).
+    #[serde(default)]
+    pub replaced_scopes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -190,20 +194,23 @@ fn replaced_rows(out: &translate::Output, kind: &str, ns: &str, name: &str) -> V
     rows
 }
 
-/// `rule <i>: <features> from <policy>`, one line per (rule, policy).
+/// `rule <i>: <features> from <policy> (<level>)`, one line per (rule,
+/// policy, level).
 fn policy_lines(out: &translate::Output, kind: &str, ns: &str, name: &str) -> Vec<String> {
-    let mut by: std::collections::BTreeMap<(usize, &str), Vec<&str>> = Default::default();
+    let mut by: std::collections::BTreeMap<(usize, &str, &str), Vec<&str>> = Default::default();
     for a in out
         .policy_attachments
         .iter()
         .filter(|a| a.route_kind == kind && a.route_namespace == ns && a.route_name == name)
     {
-        by.entry((a.rule, a.policy.as_str()))
+        by.entry((a.rule, a.policy.as_str(), a.level.as_str()))
             .or_default()
             .push(&a.feature);
     }
     by.into_iter()
-        .map(|((rule, policy), features)| format!("rule {rule}: {} from {policy}", features.join(", ")))
+        .map(|((rule, policy, level), features)| {
+            format!("rule {rule}: {} from {policy} ({level})", features.join(", "))
+        })
         .collect()
 }
 
@@ -252,6 +259,7 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                     })
                     .map(|x| x.object.spec.gateway_class_name.clone())
                     .unwrap_or_default();
+                let key = format!("{ns}/{}", s.metadata.name);
                 views.gateways.push(GatewayRow {
                     namespace: ns,
                     name: s.metadata.name.clone(),
@@ -274,6 +282,25 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                         })
                         .collect(),
                     conditions: rows(&g.conditions),
+                    replaced_scopes: out
+                        .scope_replacements
+                        .iter()
+                        .filter(|r| r.gateway == key)
+                        .map(|r| {
+                            let by = if r.listener.is_empty() {
+                                "Gateway policy".to_string()
+                            } else {
+                                format!("listener {} policy", r.listener)
+                            };
+                            format!(
+                                "{} {} ({by}): {} [{}]",
+                                r.scope,
+                                r.names.join(", "),
+                                r.message,
+                                r.class
+                            )
+                        })
+                        .collect(),
                 });
             }
             StatusBody::Route { parents } => {

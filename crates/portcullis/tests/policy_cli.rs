@@ -85,9 +85,9 @@ fn describe_route_lists_the_policies_in_force_per_rule() {
     assert_eq!(
         section,
         [
-            "rule 0: rbac, extAuth from TrafficPolicy app/admin-only",
-            "rule 0: headerModifiers, cors, localRateLimit, transformation, timeouts, retry from TrafficPolicy app/all-features",
-            "rule 1: headerModifiers, cors, localRateLimit, rbac, transformation, extAuth, timeouts, retry from TrafficPolicy app/all-features",
+            "rule 0: rbac, extAuth from TrafficPolicy app/admin-only (rule)",
+            "rule 0: headerModifiers, cors, localRateLimit, transformation, timeouts, retry from TrafficPolicy app/all-features (route)",
+            "rule 1: headerModifiers, cors, localRateLimit, rbac, transformation, extAuth, timeouts, retry from TrafficPolicy app/all-features (route)",
         ],
         "{d}"
     );

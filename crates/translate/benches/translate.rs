@@ -26,6 +26,50 @@ fn bench(c: &mut Criterion) {
         });
     }
     group.finish();
+    // The same workload with a TrafficPolicy on every Gateway and on every
+    // listener (issue: within 10% of the plain one: higher-level policies
+    // are placed once per scope, not copied into routes).
+    let mut group = c.benchmark_group("translate-scoped");
+    group.sample_size(10);
+    for n in [10_000usize] {
+        let shape = Shape::with_routes(n);
+        let mut text = manifests(shape);
+        for g in 0..shape.gateways {
+            text.push_str(&format!(
+                "---\napiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {{name: gw-{g}, namespace: infra}}\n\
+                 spec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw-{g}}}]\n\
+                 \x20 headerModifiers: {{response: {{set: [{{name: x-gateway, value: gw-{g}}}]}}}}\n\
+                 \x20 cors: {{allowOrigins: [\"https://app.example.com\"]}}\n\
+                 \x20 localRateLimit: {{tokenBucket: {{maxTokens: 100, tokensPerFill: 100, fillInterval: 1s}}}}\n"
+            ));
+            for l in 0..shape.listeners_per_gateway {
+                text.push_str(&format!(
+                    "---\napiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {{name: gw-{g}-l{l}, namespace: infra}}\n\
+                     spec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw-{g}, sectionName: l{l}}}]\n\
+                     \x20 headerModifiers: {{request: {{set: [{{name: x-listener, value: l{l}}}]}}}}\n\
+                     \x20 rbac: {{action: Allow, matchExpressions: [\"request.path.startsWith('/')\"]}}\n"
+                ));
+            }
+        }
+        let loaded = api::loader::load_str("bench.yaml", &text);
+        assert!(
+            loaded.diagnostics.is_empty(),
+            "generated input has diagnostics: {:?}",
+            loaded.diagnostics.first()
+        );
+        let settings = translate::Settings::default();
+        let out = translate::translate(&loaded.inputs, &settings);
+        assert!(
+            out.scope_replacements.is_empty()
+                && !out.diagnostics.iter().any(|d| d.severity == api::Severity::Error),
+            "scoped policies must all apply: {:?}",
+            out.diagnostics.first()
+        );
+        group.bench_with_input(BenchmarkId::from_parameter(n), &loaded.inputs, |b, inputs| {
+            b.iter(|| translate::translate(inputs, &settings))
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, bench);

@@ -39,6 +39,17 @@ pub struct VirtualHost {
     pub owner_specificity: u8,
     pub owner: String,
     pub routes: Vec<(RouteOrder, RouteRef)>,
+    /// Listener-scope policy (HTTP listeners project onto their hosts).
+    pub scope: Scope,
+}
+
+/// What a Gateway or listener policy puts on one scope (a route
+/// configuration or a virtual host), once for all its routes.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    pub features: Option<std::sync::Arc<crate::policy::Features>>,
+    /// Answers the replacement 500 instead (`replacement::scope`).
+    pub fenced: bool,
 }
 
 /// Where one built Envoy route waits in the [`RouteStore`]: a batch (the
@@ -115,6 +126,8 @@ pub struct Chain {
     pub virtual_hosts: BTreeMap<String, VirtualHost>,
     /// Names of the HTTP filters its routes configure (see `policy`).
     pub http_filters: std::collections::BTreeSet<String>,
+    /// Gateway-scope (and HTTPS-listener-scope) policy.
+    pub scope: Scope,
 }
 
 #[derive(Clone, Debug)]
@@ -162,6 +175,7 @@ impl Chain {
                     owner_specificity,
                     owner: owner.to_string(),
                     routes: Vec::new(),
+                    scope: Scope::default(),
                 },
             );
         }

@@ -125,6 +125,26 @@ pub struct Output {
     pub policy_failures: Vec<PolicyFailure>,
     /// Which policy supplies which feature to which rule (for `describe`).
     pub policy_attachments: Vec<PolicyAttachment>,
+    /// Every route configuration or virtual host fenced by a Gateway or
+    /// listener policy: `scope_replacements_total`, `describe gateway`.
+    pub scope_replacements: Vec<ScopeReplacement>,
+}
+
+/// One scope (route configuration or virtual host) answering the 500
+/// because of a Gateway or listener policy.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ScopeReplacement {
+    /// `namespace/name` of the Gateway.
+    pub gateway: String,
+    /// `route_configuration` or `virtual_host`.
+    pub scope: String,
+    /// The listener whose policy fenced it; empty for the Gateway's.
+    pub listener: String,
+    /// The Envoy route configurations or virtual hosts fenced.
+    pub names: Vec<String>,
+    pub class: error::ErrorClass,
+    /// `field: reason`, naming the policy.
+    pub message: String,
 }
 
 /// One TrafficPolicy feature in force on one rule.
@@ -138,6 +158,9 @@ pub struct PolicyAttachment {
     pub feature: String,
     /// `TrafficPolicy namespace/name`.
     pub policy: String,
+    /// Where the policy is attached: `rule`, `route`, `listener NAME of
+    /// Gateway NS/NAME` or `Gateway NS/NAME` (the most specific wins).
+    pub level: String,
 }
 
 /// One rule that answers the replacement 500 (or a guard) instead of what it

@@ -101,12 +101,21 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     let mut policies = policy::compile(&inputs.traffic_policies, &providers);
     let attachment = policy::attach::attach(&mut policies, &routes);
     out.policy_attachments = attachment.records(&routes);
+    // Gateway and listener targets: merged once per scope.
+    let scopes = policy::scope::attach(&mut policies, &gateways);
 
     // Bind every route, counting attachments per listener.
     let bindings: Vec<Vec<ParentBinding>> = routes
         .iter()
         .map(|r| binding::bind(&index, &gateways, &listener_sets, r))
         .collect();
+    out.policy_attachments.extend(policy::scope::records(
+        &scopes,
+        &attachment,
+        &routes,
+        &bindings,
+        &gateways,
+    ));
     for bs in &bindings {
         let mut counted = BTreeSet::new();
         for b in bs {
@@ -159,24 +168,25 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         threads
     };
     let assembled = parallel::map(
-        gateways.iter().zip(per_gateway).collect(),
+        gateways.iter().zip(per_gateway).zip(&scopes.gateways).collect(),
         gateway_threads,
         2,
-        |(gw, works)| {
+        |((gw, works), gw_scopes)| {
             let mut ir = skeleton(gw);
             let mut store = ir::RouteStore::default();
             for w in works {
                 merge(&mut ir, &mut store, gw, w);
             }
+            let fences = policy::scope::project(&mut ir, gw, gw_scopes);
             policy::ext_auth::install(&mut ir, &providers);
             let key = gw.key();
             let (bind, reported) = settings.addresses_of(&key);
             let mut built = xds::build(ir, bind, &mut store);
             let findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
-            (key, reported, built, findings)
+            (key, reported, built, findings, fences)
         },
     );
-    for (gw, (key, reported, built, findings)) in gateways.iter().zip(assembled) {
+    for (gw, (key, reported, built, findings, fences)) in gateways.iter().zip(assembled) {
         if let Some(findings) = findings {
             absorb_strict(&key, findings, &routes, &mut reports, &mut out.diagnostics);
         }
@@ -188,12 +198,21 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             ));
         }
         out.gateways.insert(key.clone(), built);
+        let mut status = gw.status(&settings.transition_time, reported);
+        crate::replacement::scope::report(
+            gw,
+            &key,
+            &fences,
+            &settings.transition_time,
+            &mut status,
+            &mut out,
+        );
         out.status.push(crate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "Gateway",
             Some(&gw.namespace),
             &gw.name,
-            gw.status(&settings.transition_time, reported),
+            status,
         ));
     }
     for (si, set) in listener_sets.iter().enumerate() {
@@ -268,6 +287,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     policy::report::report(
         &policies,
         &attachment,
+        &scopes,
         &providers,
         &routes,
         &bindings,
@@ -513,6 +533,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
                         certificates: Vec::new(),
                         virtual_hosts: BTreeMap::new(),
                         http_filters: BTreeSet::new(),
+                        scope: ir::Scope::default(),
                     });
                 }
             }
@@ -526,6 +547,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
                     certificates: l.certificates.iter().map(|c| c.sds_name.clone()).collect(),
                     virtual_hosts: BTreeMap::new(),
                     http_filters: BTreeSet::new(),
+                    scope: ir::Scope::default(),
                 });
             }
         }

@@ -218,27 +218,6 @@ fn route_at(
     None
 }
 
-/// The catch-all 500 a whole route configuration becomes.
-fn replace_config(rc: &mut RouteConfiguration) {
-    let mut route = envoy_types::pb::envoy::config::route::v3::Route {
-        name: format!("{}/replaced", rc.name),
-        r#match: Some(envoy_types::pb::envoy::config::route::v3::RouteMatch {
-            path_specifier: Some(
-                envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier::Prefix("/".into()),
-            ),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    crate::replacement::replace(&mut route);
-    rc.virtual_hosts = vec![VirtualHost {
-        name: format!("{}/replaced", rc.name),
-        domains: vec!["*".into()],
-        routes: vec![route],
-        ..Default::default()
-    }];
-}
-
 /// Runs the STRICT pass on one Gateway's xDS, replacing in place.
 pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) -> GatewayFindings {
     let mut findings = GatewayFindings::default();
@@ -457,7 +436,7 @@ fn isolate(
                 return;
             }
             let mut whole_rc = rc;
-            replace_config(&mut whole_rc);
+            crate::replacement::scope::replace_config(&mut whole_rc);
             findings.replaced_configs.push((
                 whole_rc.name.clone(),
                 if offenders.is_empty() { whole } else { m.clone() },
@@ -599,32 +578,6 @@ fn drop_rejected_domains(
     }
 }
 
-/// A catch-all 500 route for one virtual host.
-fn catch_all_route(vh_name: &str) -> envoy_types::pb::envoy::config::route::v3::Route {
-    let mut route = envoy_types::pb::envoy::config::route::v3::Route {
-        name: format!("{vh_name}/replaced"),
-        r#match: Some(envoy_types::pb::envoy::config::route::v3::RouteMatch {
-            path_specifier: Some(
-                envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier::Prefix("/".into()),
-            ),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    crate::replacement::replace(&mut route);
-    route
-}
-
-/// `vh` as a catch-all 500 keeping its name, on `domains`.
-fn fenced_host(vh: &VirtualHost, domains: Vec<String>) -> VirtualHost {
-    VirtualHost {
-        name: vh.name.clone(),
-        domains,
-        routes: vec![catch_all_route(&vh.name)],
-        ..Default::default()
-    }
-}
-
 /// `rc` holding only `vh`, as a candidate.
 fn host_candidate(gw: &GatewayXds, rc: &RouteConfiguration, vh: VirtualHost, label: String) -> Candidate {
     let mut one = rc.clone();
@@ -661,7 +614,7 @@ fn fence_virtual_hosts(
     let mut any = Vec::new();
     for (vh, verdict) in fenced.virtual_hosts.iter_mut().zip(&verdicts) {
         if let Verdict::Rejected(m) = verdict {
-            *vh = fenced_host(vh, vh.domains.clone());
+            *vh = crate::replacement::scope::fenced_host(&vh.name, vh.domains.clone());
             any.push((vh.name.clone(), m.clone()));
         }
     }

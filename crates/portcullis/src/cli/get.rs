@@ -378,6 +378,12 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
                     ));
                     conditions(&mut out, "    ", &l.conditions);
                 }
+                if !g.replaced_scopes.is_empty() {
+                    out.push_str("  Replaced scopes (answer HTTP 500):\n");
+                    for r in &g.replaced_scopes {
+                        out.push_str(&format!("    {r}\n"));
+                    }
+                }
             }
         }
         Kind::Routes => {

@@ -28,6 +28,17 @@ pub struct ReplacementLabels {
     pub error_class: String,
 }
 
+/// One fenced scope (`translate::ScopeReplacement`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScopeLabels {
+    pub gateway: String,
+    /// `route_configuration` or `virtual_host`.
+    pub scope: String,
+    /// Empty for a Gateway-scope replacement.
+    pub listener: String,
+    pub error_class: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PolicyLabels {
     pub policy_kind: String,
@@ -51,6 +62,11 @@ pub struct Metrics {
     pub replacements: Family<ReplacementLabels, Counter>,
     /// Rules replaced right now.
     pub replaced_now: Family<ReplacementLabels, Gauge>,
+    /// Route configurations or virtual hosts fenced by a Gateway or
+    /// listener policy (counted when they become fenced).
+    pub scope_replacements: Family<ScopeLabels, Counter>,
+    /// Scopes fenced right now.
+    pub scope_replaced_now: Family<ScopeLabels, Gauge>,
     pub policy_failures: Family<PolicyLabels, Counter>,
     pub validator: crate::validator::ValidatorMetrics,
     /// How long the file provider has been processing its current burst
@@ -116,6 +132,18 @@ impl Metrics {
             "Rules replaced in the configuration served now",
             replaced_now.clone(),
         );
+        let scope_replacements = Family::<ScopeLabels, Counter>::default();
+        registry.register(
+            "scope_replacements",
+            "Route configurations or virtual hosts replaced by a catch-all 500 because of a Gateway or listener policy, counted when they become replaced",
+            scope_replacements.clone(),
+        );
+        let scope_replaced_now = Family::<ScopeLabels, Gauge>::default();
+        registry.register(
+            "scope_replacements_current",
+            "Route configurations or virtual hosts replaced in the configuration served now",
+            scope_replaced_now.clone(),
+        );
         let policy_failures = Family::<PolicyLabels, Counter>::default();
         registry.register(
             "policy_validation_failures",
@@ -178,6 +206,8 @@ impl Metrics {
             input_errors,
             replacements,
             replaced_now,
+            scope_replacements,
+            scope_replaced_now,
             policy_failures,
             validator,
             provider_busy_seconds,
@@ -206,6 +236,24 @@ impl Metrics {
         self.replaced_now.clear();
         for r in &out.replacements {
             self.replaced_now.get_or_create(&labels(r)).inc();
+        }
+        let scope_labels = |r: &translate::ScopeReplacement| ScopeLabels {
+            gateway: r.gateway.clone(),
+            scope: r.scope.clone(),
+            listener: r.listener.clone(),
+            error_class: r.class.to_string(),
+        };
+        let before: std::collections::BTreeSet<&translate::ScopeReplacement> = previous
+            .map(|p| p.scope_replacements.iter().collect())
+            .unwrap_or_default();
+        for r in &out.scope_replacements {
+            if !before.contains(r) {
+                self.scope_replacements.get_or_create(&scope_labels(r)).inc();
+            }
+        }
+        self.scope_replaced_now.clear();
+        for r in &out.scope_replacements {
+            self.scope_replaced_now.get_or_create(&scope_labels(r)).inc();
         }
         let before: std::collections::BTreeSet<&translate::PolicyFailure> = previous
             .map(|p| p.policy_failures.iter().collect())

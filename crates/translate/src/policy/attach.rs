@@ -3,7 +3,8 @@
 //!
 //! Targets: `targetRefs` name an HTTPRoute or GRPCRoute in the policy's
 //! namespace, optionally one rule of it by name (`sectionName`);
-//! `targetSelectors` pick routes of a kind by labels. Order of precedence on
+//! `targetSelectors` pick routes of a kind by labels. Gateway and listener
+//! targets are `scope`'s. Order of precedence on
 //! one rule: a rule target, then a whole-route target, then a selector;
 //! ties go to the older policy, then to namespace/name. Per feature the
 //! first policy in that order wins; every other policy that sets the
@@ -47,6 +48,7 @@ impl Attachment {
                             rule,
                             feature: FEATURES[fi].into(),
                             policy: policy.clone(),
+                            level: if e.levels[fi] == 0 { "rule" } else { "route" }.into(),
                         });
                     }
                 }
@@ -77,24 +79,31 @@ pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment
         let spec = &p.policy.object.spec;
         for (ti, t) in spec.target_refs.iter().enumerate() {
             let field = format!("spec.targetRefs[{ti}]");
+            if super::scope::is_gateway(&t.group, &t.kind) {
+                continue; // `scope` resolves Gateway and listener targets.
+            }
             let Some(kind) = route_kind(&t.group, &t.kind) else {
-                let e = if t.kind == "Gateway" {
-                    PolicyError::semantic(
-                        field,
-                        "targeting a Gateway is not supported yet (target HTTPRoutes or their rules)",
-                    )
-                } else {
-                    PolicyError::structural(
-                        field,
-                        format!(
-                            "kind {}/{} cannot be targeted (HTTPRoute or GRPCRoute)",
-                            t.group, t.kind
-                        ),
-                    )
-                };
-                p.errors.push(e);
+                p.errors.push(PolicyError::structural(
+                    field,
+                    format!(
+                        "kind {}/{} cannot be targeted (Gateway, HTTPRoute or GRPCRoute)",
+                        t.group, t.kind
+                    ),
+                ));
                 continue;
             };
+            if let Some(ns) = t.namespace.as_deref().filter(|ns| *ns != p.namespace) {
+                p.errors.push(PolicyError::semantic(
+                    format!("{field}.namespace"),
+                    format!(
+                        "{} {ns}/{} is in another namespace; a policy targets only objects in its own namespace ({})",
+                        kind.kind(),
+                        t.name,
+                        p.namespace
+                    ),
+                ));
+                continue;
+            }
             let found = routes
                 .iter()
                 .position(|r| r.kind == kind && r.namespace == p.namespace && r.name == t.name);
@@ -134,11 +143,14 @@ pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment
             }
         }
         for (si, s) in spec.target_selectors.iter().enumerate() {
+            if super::scope::is_gateway(&s.group, &s.kind) {
+                continue;
+            }
             let Some(kind) = route_kind(&s.group, &s.kind) else {
                 p.errors.push(PolicyError::structural(
                     format!("spec.targetSelectors[{si}]"),
                     format!(
-                        "kind {}/{} cannot be selected (HTTPRoute or GRPCRoute)",
+                        "kind {}/{} cannot be selected (Gateway, HTTPRoute or GRPCRoute)",
                         s.group, s.kind
                     ),
                 ));
@@ -231,7 +243,7 @@ fn merge(
 ) -> Effective {
     let mut e = Effective::default();
     let field = format!("spec.rules[{rule_index}]");
-    for &(_, pi) in order {
+    for &(prec, pi) in order {
         let p = &policies[pi];
         if let Some(first) = p.errors.first() {
             e.errors.push(RuleError {
@@ -249,6 +261,7 @@ fn merge(
                 None => {
                     e.features.take_from(&p.features, fi);
                     e.sources[fi] = Some(p.display());
+                    e.levels[fi] = prec;
                 }
                 Some(winner) => {
                     conflicts[pi].insert(PolicyError::semantic(

@@ -17,7 +17,10 @@
 //!    per-filter config, header mutations, timeouts and retries. A rule
 //!    reached by an invalid policy is replaced by the 500 (fail closed),
 //!    never served without it.
-//! 4. [`report`] with [`status`]: each policy's `status.ancestors` (the Gateways its targets
+//! 4. [`scope`]: Gateway and listener targets, merged once per scope and
+//!    placed on route configurations and virtual hosts (never copied into
+//!    routes); an invalid one fences its scope (`replacement::scope`).
+//! 5. [`report`] with [`status`]: each policy's `status.ancestors` (the Gateways its targets
 //!    are attached to) with `Accepted` and the reasons.
 
 pub mod apply;
@@ -28,6 +31,7 @@ pub mod header_modifiers;
 pub mod local_rate_limit;
 pub mod rbac;
 pub mod report;
+pub mod scope;
 pub mod status;
 pub mod timeouts;
 
@@ -232,6 +236,9 @@ pub struct Effective {
     pub features: Features,
     /// `TrafficPolicy ns/name` per feature that is set.
     pub sources: [Option<String>; 8],
+    /// Per feature set: the target's precedence (0 rule, 1 route, 2
+    /// selector; for scopes 0 targetRef, 1 selector).
+    pub levels: [u8; 8],
     /// Why the rule must answer 500 instead (first one wins in status).
     pub errors: Vec<crate::error::RuleError>,
 }

@@ -17,6 +17,7 @@ use crate::{Output, Settings};
 pub fn report(
     policies: &[super::Compiled<'_>],
     attachment: &super::attach::Attachment,
+    scopes: &super::scope::Scopes,
     providers: &BTreeMap<(String, String), super::ext_auth::Provider>,
     routes: &[Route<'_>],
     bindings: &[Vec<ParentBinding>],
@@ -24,8 +25,9 @@ pub fn report(
     settings: &Settings,
     out: &mut Output,
 ) {
-    for (p, reached) in policies.iter().zip(&attachment.reached) {
-        let mut ancestors = BTreeSet::new();
+    for (pi, (p, reached)) in policies.iter().zip(&attachment.reached).enumerate() {
+        // Gateways it targets directly, and those its routes attach to.
+        let mut ancestors: BTreeSet<String> = scopes.reached.get(pi).cloned().unwrap_or_default();
         for &ri in reached {
             for b in &bindings[ri] {
                 if !b.attachments.is_empty() {

@@ -36,6 +36,48 @@ pub fn route(r: &Route) -> Vec<u8> {
     out
 }
 
+/// A virtual host's fields after its routes, per-filter configs in key
+/// order (a Gateway or listener policy puts them there).
+pub fn host_tail(vh: &VirtualHost, out: &mut Vec<u8>) {
+    if vh.typed_per_filter_config.len() <= 1 {
+        vh.encode_raw(out);
+        return;
+    }
+    let mut bare = vh.clone();
+    let map = std::mem::take(&mut bare.typed_per_filter_config);
+    bare.encode_raw(out);
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    for k in keys {
+        let one = VirtualHost {
+            typed_per_filter_config: [(k.clone(), map[k].clone())].into_iter().collect(),
+            ..Default::default()
+        };
+        one.encode_raw(out);
+    }
+}
+
+/// A route configuration's fields after its virtual hosts, per-filter
+/// configs in key order.
+pub fn config_tail(rc: &RouteConfiguration, out: &mut Vec<u8>) {
+    if rc.typed_per_filter_config.len() <= 1 {
+        rc.encode_raw(out);
+        return;
+    }
+    let mut bare = rc.clone();
+    let map = std::mem::take(&mut bare.typed_per_filter_config);
+    bare.encode_raw(out);
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    for k in keys {
+        let one = RouteConfiguration {
+            typed_per_filter_config: [(k.clone(), map[k].clone())].into_iter().collect(),
+            ..Default::default()
+        };
+        one.encode_raw(out);
+    }
+}
+
 /// A whole route configuration, fields in field-number order.
 pub fn route_configuration(rc: &RouteConfiguration) -> Vec<u8> {
     let head = RouteConfiguration {

@@ -136,9 +136,9 @@ pub fn assemble(
             nested_head(VH_ROUTES, r.len(), &mut out);
             out.extend_from_slice(&r);
         }
-        h.tail.encode_raw(&mut out);
+        canonical::host_tail(&h.tail, &mut out);
     }
-    tail.encode_raw(&mut out);
+    canonical::config_tail(tail, &mut out);
     EncodedRouteConfiguration {
         name: head.name.clone(),
         bytes: out,

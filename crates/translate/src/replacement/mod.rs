@@ -30,3 +30,5 @@ pub fn replace(route: &mut Route) {
     route.response_headers_to_add.clear();
     route.response_headers_to_remove.clear();
 }
+
+pub mod scope;

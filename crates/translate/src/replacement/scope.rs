@@ -1,0 +1,142 @@
+//! What a fenced scope becomes: a virtual host (a listener-scope policy
+//! failure, or STRICT finding a host Envoy rejects) or a whole route
+//! configuration (a Gateway-scope or HTTPS-listener policy failure, or
+//! STRICT finding a configuration Envoy rejects). Both answer the
+//! replacement 500 ([`super::BODY`]) on every path; the listener keeps
+//! listening, so traffic fails closed instead of falling through.
+//!
+//! When a scope is fenced is decided by `policy::scope` (policies) and
+//! `strict` (Envoy's verdict); this module only builds the result, so a
+//! fenced scope looks the same whatever fenced it.
+
+use envoy_types::pb::envoy::config::route::v3::{
+    Route, RouteConfiguration, RouteMatch, VirtualHost, route_match,
+};
+
+/// Gateway condition reason for a Gateway-scope replacement.
+pub const GATEWAY_REPLACED: &str = "GatewayReplaced";
+/// Listener condition reason for a listener-scope replacement.
+pub const LISTENER_REPLACED: &str = "ListenerReplaced";
+
+/// One route matching every path (prefix `/`: listeners normalize paths,
+/// so every request path starts with `/`) that answers the 500.
+pub fn catch_all_route(vh_name: &str) -> Route {
+    let mut route = Route {
+        name: format!("{vh_name}/replaced"),
+        r#match: Some(RouteMatch {
+            path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    super::replace(&mut route);
+    route
+}
+
+/// A virtual host named `name` on `domains` answering only the 500: no
+/// per-filter config, no header edits (whatever was the cause is gone).
+pub fn fenced_host(name: &str, domains: Vec<String>) -> VirtualHost {
+    VirtualHost {
+        name: name.to_string(),
+        domains,
+        routes: vec![catch_all_route(name)],
+        ..Default::default()
+    }
+}
+
+/// The single catch-all host (`*`) a fenced route configuration holds.
+pub fn fenced_config_host(rc_name: &str) -> VirtualHost {
+    let name = format!("{rc_name}/replaced");
+    let mut route = catch_all_route(rc_name);
+    route.name.clone_from(&name);
+    VirtualHost {
+        name,
+        domains: vec!["*".into()],
+        routes: vec![route],
+        ..Default::default()
+    }
+}
+
+/// Replaces `rc` by one catch-all 500 host, dropping every configuration-
+/// level edit and per-filter config (keeps its name and the fields that
+/// only say how to read it).
+pub fn replace_config(rc: &mut RouteConfiguration) {
+    let host = fenced_config_host(&rc.name);
+    *rc = RouteConfiguration {
+        name: std::mem::take(&mut rc.name),
+        virtual_hosts: vec![host],
+        validate_clusters: rc.validate_clusters.take(),
+        ignore_port_in_host_matching: rc.ignore_port_in_host_matching,
+        ..Default::default()
+    };
+}
+
+/// Reports the scopes a Gateway's policies fenced: the Gateway's
+/// `Accepted=False` `GatewayReplaced` (a Gateway-scope fence) or the
+/// listener's `Accepted=False` `ListenerReplaced` (a listener-scope one),
+/// each naming the policy and the error; a diagnostic; and one
+/// [`crate::ScopeReplacement`] per fence (metrics, `describe gateway`).
+pub fn report(
+    gw: &crate::gateway::GatewayState<'_>,
+    key: &str,
+    fences: &[crate::policy::scope::ScopeFence],
+    time: &str,
+    status: &mut crate::status::StatusBody,
+    out: &mut crate::Output,
+) {
+    let stamp = crate::status::Stamp {
+        generation: gw.generation,
+        time,
+    };
+    for f in fences {
+        let what = if f.scope == crate::policy::scope::VIRTUAL_HOST {
+            "virtual hosts"
+        } else {
+            "route configurations"
+        };
+        let message = format!(
+            "{what} {} replaced by a catch-all 500: {} [{}]",
+            f.names.join(", "),
+            f.error,
+            f.error.class
+        );
+        out.diagnostics.push(api::Diagnostic::error(
+            Some(format!("Gateway {key}")),
+            Some(&gw.gateway.source),
+            match &f.listener {
+                None => message.clone(),
+                Some(l) => format!("listener {l}: {message}"),
+            },
+        ));
+        out.scope_replacements.push(crate::ScopeReplacement {
+            gateway: key.to_string(),
+            scope: f.scope.to_string(),
+            listener: f.listener.clone().unwrap_or_default(),
+            names: f.names.clone(),
+            class: f.error.class,
+            message: f.error.to_string(),
+        });
+        let crate::status::StatusBody::Gateway(s) = status else {
+            continue;
+        };
+        match &f.listener {
+            None => {
+                let c = stamp.condition("Accepted", false, GATEWAY_REPLACED, message);
+                match s.conditions.iter_mut().find(|c| c.type_ == "Accepted") {
+                    Some(old) => *old = c,
+                    None => s.conditions.push(c),
+                }
+            }
+            Some(name) => {
+                let Some(ls) = s.listeners.iter_mut().find(|l| &l.name == name) else {
+                    continue;
+                };
+                let c = stamp.condition("Accepted", false, LISTENER_REPLACED, message);
+                match ls.conditions.iter_mut().find(|c| c.type_ == "Accepted") {
+                    Some(old) => *old = c,
+                    None => ls.conditions.push(c),
+                }
+            }
+        }
+    }
+}
