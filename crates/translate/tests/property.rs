@@ -334,6 +334,33 @@ fn mutated_inputs_never_panic_and_never_nack() {
     );
 }
 
+/// Loads and translates one generated case, and asks the real Envoy about
+/// every Gateway's output: a panic or a rejection is a failure (named by
+/// `label`, with `detail` after Envoy's message). `None` after a panic.
+fn translate_case(
+    text: &str,
+    label: &str,
+    detail: &str,
+    failures: &mut Vec<String>,
+) -> Option<translate::Output> {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let loaded = api::loader::load_str("case.json", text);
+        translate::translate(&loaded.inputs, &translate::Settings::default())
+    }));
+    let Ok(out) = result else {
+        failures.push(format!("{label}: panic{detail}"));
+        return None;
+    };
+    for (key, gw) in &out.gateways {
+        let b = bootstrap::static_bootstrap(gw, key, &Default::default());
+        if let Err(e) = testkit::envoy::validate(&b) {
+            let e: String = e.chars().take(600).collect();
+            failures.push(format!("{label}: Envoy rejected Gateway {key}: {e}{detail}"));
+        }
+    }
+    Some(out)
+}
+
 /// Pieces of TrafficPolicies, valid and not: what users get wrong.
 const CEL: &[&str] = &[
     "request.headers['x-user'] == 'admin'",
@@ -484,29 +511,18 @@ fn random_policies_never_nack() {
         }
         let text = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": docs}))
             .unwrap_or_default();
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            let loaded = api::loader::load_str("case.json", &text);
-            translate::translate(&loaded.inputs, &translate::Settings::default())
-        }));
-        let out = match result {
-            Ok(out) => out,
-            Err(_) => {
-                failures.push(format!("case {case}: panic on input {text}"));
-                continue;
-            }
+        let Some(out) = translate_case(
+            &text,
+            &format!("case {case}"),
+            &format!("\ninput: {text}"),
+            &mut failures,
+        ) else {
+            continue;
         };
         if out.replacements.is_empty() {
             clean += 1;
         } else {
             replaced += 1;
-        }
-        for (key, gw) in &out.gateways {
-            let b = bootstrap::static_bootstrap(gw, key, &Default::default());
-            if let Err(e) = testkit::envoy::validate(&b) {
-                failures.push(format!(
-                    "case {case}: Envoy rejected Gateway {key}: {e}\ninput: {text}"
-                ));
-            }
         }
     }
     println!(
@@ -632,30 +648,16 @@ fn random_limits_never_nack() {
         }
         let text = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": docs}))
             .unwrap_or_default();
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            let loaded = api::loader::load_str("case.json", &text);
-            translate::translate(&loaded.inputs, &translate::Settings::default())
-        }));
-        let out = match result {
-            Ok(out) => out,
-            Err(_) => {
-                failures.push(format!("case {case}: panic"));
-                continue;
-            }
+        let label = format!(
+            "case {case} (rule {rule_n}, backend {backend_n}, policy {policy_n} {dir} additions; {n_backends} backends)"
+        );
+        let Some(out) = translate_case(&text, &label, "", &mut failures) else {
+            continue;
         };
         if out.replacements.is_empty() {
             clean += 1;
         } else {
             replaced += 1;
-        }
-        for (key, gw) in &out.gateways {
-            let b = bootstrap::static_bootstrap(gw, key, &Default::default());
-            if let Err(e) = testkit::envoy::validate(&b) {
-                failures.push(format!(
-                    "case {case} (rule {rule_n}, backend {backend_n}, policy {policy_n} {dir} additions; {n_backends} backends): Envoy rejected Gateway {key}: {}",
-                    e.chars().take(600).collect::<String>()
-                ));
-            }
         }
     }
     println!(
