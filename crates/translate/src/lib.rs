@@ -21,6 +21,7 @@ pub mod duration;
 pub mod endpoint_guard;
 pub mod envoy;
 pub mod error;
+pub mod extension;
 pub mod gateway;
 pub mod gatewayclass;
 pub mod hostname;
