@@ -197,12 +197,9 @@ fn replaced_rows(out: &translate::Output, kind: &str, ns: &str, name: &str) -> V
 /// `rule <i>: <features> from <policy> (<level>)`, one line per (rule,
 /// policy, level).
 fn policy_lines(out: &translate::Output, kind: &str, ns: &str, name: &str) -> Vec<String> {
+    let rows = out.policy_rows(kind, ns, name);
     let mut by: std::collections::BTreeMap<(usize, &str, &str), Vec<&str>> = Default::default();
-    for a in out
-        .policy_attachments
-        .iter()
-        .filter(|a| a.route_kind == kind && a.route_namespace == ns && a.route_name == name)
-    {
+    for a in &rows {
         by.entry((a.rule, a.policy.as_str(), a.level.as_str()))
             .or_default()
             .push(&a.feature);

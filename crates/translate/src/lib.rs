@@ -124,8 +124,12 @@ pub struct Output {
     pub replacements: Vec<Replacement>,
     /// Every policy error or warning: `policy_validation_failures_total`.
     pub policy_failures: Vec<PolicyFailure>,
-    /// Which policy supplies which feature to which rule (for `describe`).
+    /// Which route or rule policy supplies which feature to which rule
+    /// (for `describe`; [`Output::policy_rows`] adds the scope levels).
     pub policy_attachments: Vec<PolicyAttachment>,
+    /// Gateway- and listener-scope features in force, per scope, and the
+    /// scopes each route is attached to.
+    pub scoped_policies: ScopedPolicies,
     /// Every route configuration or virtual host fenced by a Gateway or
     /// listener policy: `scope_replacements_total`, `describe gateway`.
     pub scope_replacements: Vec<ScopeReplacement>,
@@ -149,7 +153,7 @@ pub struct ScopeReplacement {
 }
 
 /// One TrafficPolicy feature in force on one rule.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PolicyAttachment {
     pub route_kind: String,
     pub route_namespace: String,
@@ -162,6 +166,89 @@ pub struct PolicyAttachment {
     /// Where the policy is attached: `rule`, `route`, `listener NAME of
     /// Gateway NS/NAME` or `Gateway NS/NAME` (the most specific wins).
     pub level: String,
+}
+
+/// Gateway- and listener-scope policy features, kept once per scope and
+/// joined with a route's rules only when `describe` asks
+/// ([`Output::policy_rows`]). Copying them into every rule of every route
+/// made one translation of 10,000 routes cost 60% more than without them
+/// (ARCHITECTURE.md §3, `policy/scope.rs`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ScopedPolicies {
+    /// Per listener scope with something in force (fenced scopes have
+    /// nothing in force: their routes answer 500).
+    pub listeners: Vec<ListenerPolicies>,
+    /// Per route attached to at least one of those scopes.
+    pub routes: Vec<RouteScopes>,
+}
+
+/// The features in force on one listener of one Gateway (its own policies
+/// over its Gateway's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListenerPolicies {
+    /// (feature, `TrafficPolicy ns/name`, level) as [`PolicyAttachment`] spells them.
+    pub features: Vec<(&'static str, String, String)>,
+}
+
+/// One route's listener scopes (indices into [`ScopedPolicies::listeners`])
+/// and, per rule, the features its own route and rule policies decide.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RouteScopes {
+    pub route_kind: &'static str,
+    pub route_namespace: String,
+    pub route_name: String,
+    pub rules: usize,
+    pub listeners: Vec<usize>,
+    /// Per rule: bit `i` set when its own policies set `FEATURES[i]`; all
+    /// bits when they are invalid (the rule is replaced). Empty: none.
+    pub own: Vec<u16>,
+}
+
+impl Output {
+    /// Every feature in force on each rule of one route, with the policy
+    /// and level it comes from (rule > route > listener > Gateway).
+    pub fn policy_rows(&self, kind: &str, namespace: &str, name: &str) -> Vec<PolicyAttachment> {
+        let mut rows: Vec<PolicyAttachment> = self
+            .policy_attachments
+            .iter()
+            .filter(|a| a.route_kind == kind && a.route_namespace == namespace && a.route_name == name)
+            .cloned()
+            .collect();
+        let routes = self
+            .scoped_policies
+            .routes
+            .iter()
+            .filter(|r| r.route_kind == kind && r.route_namespace == namespace && r.route_name == name);
+        for r in routes {
+            for &li in &r.listeners {
+                let Some(l) = self.scoped_policies.listeners.get(li) else {
+                    continue;
+                };
+                for (feature, policy, level) in &l.features {
+                    let bit = policy::FEATURES.iter().position(|f| f == feature).unwrap_or(0);
+                    for rule in 0..r.rules {
+                        if r.own.get(rule).is_some_and(|own| own & (1 << bit) != 0) {
+                            continue;
+                        }
+                        rows.push(PolicyAttachment {
+                            route_kind: r.route_kind.into(),
+                            route_namespace: r.route_namespace.clone(),
+                            route_name: r.route_name.clone(),
+                            rule,
+                            feature: (*feature).into(),
+                            policy: policy.clone(),
+                            level: level.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        // Several listeners may supply the same row; keep the first (rows
+        // stay in feature order).
+        let mut seen = std::collections::HashSet::new();
+        rows.retain(|r| seen.insert(r.clone()));
+        rows
+    }
 }
 
 /// One rule that answers the replacement 500 (or a guard) instead of what it

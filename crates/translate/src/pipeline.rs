@@ -109,13 +109,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         .iter()
         .map(|r| binding::bind(&index, &gateways, &listener_sets, r))
         .collect();
-    out.policy_attachments.extend(policy::scope::records(
-        &scopes,
-        &attachment,
-        &routes,
-        &bindings,
-        &gateways,
-    ));
+    out.scoped_policies = policy::scope::in_force(&scopes, &attachment, &routes, &bindings, &gateways);
     for bs in &bindings {
         let mut counted = BTreeSet::new();
         for b in bs {

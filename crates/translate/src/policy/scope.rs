@@ -409,75 +409,102 @@ fn add_filters(filters: &mut BTreeSet<String>, f: &super::Features) {
     }
 }
 
-/// The Gateway- and listener-scope features in force on each rule of each
-/// route (those its own route and rule policies do not set), with the
-/// level they come from, for `describe route`.
-pub fn records(
+/// The Gateway- and listener-scope features in force, once per listener
+/// scope, and which scopes each route is attached to (for `describe
+/// route`, joined by [`crate::Output::policy_rows`]). Linear in routes ×
+/// attachments; nothing per rule × feature is built here.
+pub fn in_force(
     scopes: &Scopes,
     attachment: &super::attach::Attachment,
     routes: &[crate::route::model::Route<'_>],
     bindings: &[Vec<crate::binding::ParentBinding>],
     gateways: &[GatewayState<'_>],
-) -> Vec<crate::PolicyAttachment> {
-    let mut out = BTreeSet::new();
+) -> crate::ScopedPolicies {
+    let mut out = crate::ScopedPolicies::default();
+    // (gateway, listener) → its row in `out.listeners`, if anything is in force.
+    let mut slots: std::collections::HashMap<(usize, usize), Option<usize>> = Default::default();
     for (ri, route) in routes.iter().enumerate() {
+        let mut listeners = Vec::new();
         for b in &bindings[ri] {
-            let (Some(g), Some(s)) = (gateways.get(b.gateway), scopes.gateways.get(b.gateway)) else {
-                continue;
-            };
             for a in &b.attachments {
-                let listener = s.listeners.get(&a.listener);
-                let place = format!("listener {} of Gateway {}", g.listeners[a.listener].name, g.key());
-                // A fenced scope has nothing in force (its routes answer 500).
-                if s.gateway.as_ref().is_some_and(|e| !e.errors.is_empty())
-                    || listener.is_some_and(|e| !e.errors.is_empty())
-                {
-                    continue;
-                }
-                for (fi, feature) in FEATURES.iter().enumerate() {
-                    // The listener's (for HTTPS: already over the Gateway's),
-                    // then the Gateway's.
-                    let from = listener
-                        .and_then(|e| e.sources[fi].as_ref().map(|p| (p, place.clone())))
-                        .or_else(|| {
-                            s.gateway
-                                .as_ref()
-                                .and_then(|e| e.sources[fi].as_ref())
-                                .map(|p| (p, format!("Gateway {}", g.key())))
-                        });
-                    let Some((policy, level)) = from else { continue };
-                    // An HTTPS listener's merged source may be the Gateway's.
-                    let level = if listener.is_some_and(|e| e.sources[fi].as_ref() == Some(policy))
-                        && s.gateway
-                            .as_ref()
-                            .is_some_and(|e| e.sources[fi].as_ref() == Some(policy))
-                    {
-                        format!("Gateway {}", g.key())
-                    } else {
-                        level
-                    };
-                    for rule in 0..route.rules.len() {
-                        let own = attachment
-                            .effective
-                            .get(ri)
-                            .and_then(|r| r.get(rule))
-                            .and_then(Option::as_ref);
-                        if own.is_some_and(|e| !e.errors.is_empty() || e.sources[fi].is_some()) {
-                            continue;
-                        }
-                        out.insert(crate::PolicyAttachment {
-                            route_kind: route.kind.kind().into(),
-                            route_namespace: route.namespace.clone(),
-                            route_name: route.name.clone(),
-                            rule,
-                            feature: (*feature).into(),
-                            policy: policy.clone(),
-                            level: level.clone(),
-                        });
-                    }
-                }
+                let slot = *slots.entry((b.gateway, a.listener)).or_insert_with(|| {
+                    let features = listener_features(scopes, gateways, b.gateway, a.listener);
+                    (!features.is_empty()).then(|| {
+                        out.listeners.push(crate::ListenerPolicies { features });
+                        out.listeners.len() - 1
+                    })
+                });
+                listeners.extend(slot);
             }
         }
+        if listeners.is_empty() {
+            continue;
+        }
+        listeners.sort_unstable();
+        listeners.dedup();
+        let own = attachment
+            .effective
+            .get(ri)
+            .filter(|rules| rules.iter().any(Option::is_some))
+            .map(|rules| {
+                rules
+                    .iter()
+                    .map(|e| match e {
+                        None => 0,
+                        Some(e) if !e.errors.is_empty() => u16::MAX,
+                        Some(e) => e
+                            .sources
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, s)| s.is_some())
+                            .fold(0u16, |bits, (fi, _)| bits | (1 << fi)),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.routes.push(crate::RouteScopes {
+            route_kind: route.kind.kind(),
+            route_namespace: route.namespace.clone(),
+            route_name: route.name.clone(),
+            rules: route.rules.len(),
+            listeners,
+            own,
+        });
     }
-    out.into_iter().collect()
+    out
+}
+
+/// The features in force on one listener: its own (for HTTPS already
+/// merged over the Gateway's), then the Gateway's; nothing when either
+/// scope is fenced (its routes answer 500).
+fn listener_features(
+    scopes: &Scopes,
+    gateways: &[GatewayState<'_>],
+    gateway: usize,
+    listener: usize,
+) -> Vec<(&'static str, String, String)> {
+    let (Some(g), Some(s)) = (gateways.get(gateway), scopes.gateways.get(gateway)) else {
+        return Vec::new();
+    };
+    let own = s.listeners.get(&listener);
+    if s.gateway.as_ref().is_some_and(|e| !e.errors.is_empty()) || own.is_some_and(|e| !e.errors.is_empty()) {
+        return Vec::new();
+    }
+    let at_gateway = format!("Gateway {}", g.key());
+    let at_listener = format!("listener {} of Gateway {}", g.listeners[listener].name, g.key());
+    let mut features = Vec::new();
+    for (fi, feature) in FEATURES.iter().enumerate() {
+        let from_gateway = s.gateway.as_ref().and_then(|e| e.sources[fi].as_ref());
+        let row = match own.and_then(|e| e.sources[fi].as_ref()) {
+            // An HTTPS listener's merged source may be the Gateway's.
+            Some(p) if from_gateway == Some(p) => (p, &at_gateway),
+            Some(p) => (p, &at_listener),
+            None => match from_gateway {
+                Some(p) => (p, &at_gateway),
+                None => continue,
+            },
+        };
+        features.push((*feature, row.0.clone(), row.1.clone()));
+    }
+    features
 }
