@@ -4,7 +4,9 @@
 //!
 //! `cargo run --release -p translate --example translate_scale -- 10000`
 //! (`PORTCULLIS_REPEAT=k` translates k more times first; `PORTCULLIS_THREADS=n`
-//! sets the rule-building threads, default one per core)
+//! sets the rule-building threads, default one per core;
+//! `PORTCULLIS_SCALE_WRITE=FILE` also writes the generated manifests there,
+//! for measuring `portcullis translate -f FILE` on the same workload)
 
 /// The allocator of the `portcullis` binary (which runs this library), so
 /// the figures are the product's.
@@ -29,6 +31,9 @@ fn main() {
     let t = Instant::now();
     let text = manifests(Shape::with_routes(n));
     let gen_ms = t.elapsed().as_secs_f64() * 1e3;
+    if let Some(path) = std::env::var_os("PORTCULLIS_SCALE_WRITE") {
+        std::fs::write(&path, &text).expect("write the generated manifests");
+    }
     let t = Instant::now();
     let loaded = api::loader::load_str("scale.yaml", &text);
     let load_ms = t.elapsed().as_secs_f64() * 1e3;

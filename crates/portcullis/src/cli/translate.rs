@@ -62,13 +62,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     diagnostics.append(&mut output.diagnostics);
     output.diagnostics = diagnostics;
 
-    let text = match args.output {
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&translate::output::output_to_json(&output))?;
-            s.push('\n');
-            s
-        }
-        Format::Yaml => translate::output::output_to_yaml(&output),
+    // JSON and bootstraps are written as they render (one resource in
+    // memory at a time, not the document); YAML still renders whole.
+    let stdout = std::io::stdout().lock();
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout);
+    match args.output {
+        Format::Json => translate::output::stream::write_output_json(&output, &mut w)?,
+        Format::Yaml => w.write_all(translate::output::output_to_yaml(&output).as_bytes())?,
         Format::Bootstrap => {
             let key = match (&args.gateway, output.gateways.len()) {
                 (Some(k), _) => k.clone(),
@@ -89,12 +89,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     output.gateways.keys().cloned().collect::<Vec<_>>().join(", ")
                 );
             };
-            let bootstrap = translate::output::bootstrap::static_bootstrap(gw, &key, &Default::default());
-            let mut s = serde_json::to_string_pretty(&bootstrap)?;
-            s.push('\n');
-            s
+            translate::output::stream::write_static_bootstrap(gw, &key, &Default::default(), &mut w)
+                .with_context(|| format!("bootstrap of Gateway {key}"))?;
         }
-    };
-    std::io::stdout().lock().write_all(text.as_bytes())?;
+    }
+    w.flush()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -158,7 +158,7 @@ pub fn message_from_json<M: Message + Name + Default>(value: &Value) -> Result<M
 }
 
 /// The resource name used to identify a resource that cannot be rendered.
-trait Resource {
+pub(super) trait Resource {
     /// The protobuf type's short name, for messages.
     const NAME: &'static str;
     /// The protobuf type's full name.
@@ -208,6 +208,11 @@ resource!(
     name
 );
 
+/// What `diagnostics` says of a resource that cannot be rendered.
+pub(super) fn render_error<R: Resource>(r: &R, e: &OutputError) -> String {
+    format!("{} {:?} cannot be rendered: {e}", R::NAME, r.resource_name())
+}
+
 /// Renders a list of resources; those that cannot be rendered (an Any whose
 /// type is not in the descriptor pool, e.g. from an extension hook) become
 /// `{"name": …, "@error": …}` and are reported through `errors`.
@@ -218,11 +223,7 @@ fn render_list<R: Resource>(items: &[R], errors: &mut Vec<String>) -> Value {
             .map(|r| match r.to_json() {
                 Ok(v) => v,
                 Err(e) => {
-                    errors.push(format!(
-                        "{} {:?} cannot be rendered: {e}",
-                        R::NAME,
-                        r.resource_name()
-                    ));
+                    errors.push(render_error(r, &e));
                     json!({ "name": r.resource_name(), "@error": e.to_string() })
                 }
             })

@@ -232,6 +232,10 @@ impl EncodedRouteConfiguration {
     }
 }
 
+/// One virtual host's own fields (encoded, without its routes) and its
+/// routes' bytes.
+pub type HostBytes<'a> = (Vec<u8>, Vec<&'a [u8]>);
+
 impl Layout<'_> {
     /// Each route's bytes, in flat order (hosts in order, routes in order).
     pub fn routes(&self) -> Vec<&[u8]> {
@@ -247,6 +251,31 @@ impl Layout<'_> {
                 HostItem::Field(_) => None,
             })
             .collect()
+    }
+
+    /// The configuration's own fields without its virtual hosts (encoded),
+    /// and per virtual host its own fields without its routes (encoded)
+    /// and its routes' bytes: what a streamed rendering walks.
+    pub fn parts(&self) -> (Vec<u8>, Vec<HostBytes<'_>>) {
+        let mut envelope = Vec::new();
+        let mut hosts = Vec::new();
+        for item in &self.items {
+            match item {
+                Item::Field(f) => envelope.extend_from_slice(f),
+                Item::Host(host) => {
+                    let mut fields = Vec::new();
+                    let mut routes = Vec::new();
+                    for i in host {
+                        match i {
+                            HostItem::Route(r) => routes.push(*r),
+                            HostItem::Field(f) => fields.extend_from_slice(f),
+                        }
+                    }
+                    hosts.push((fields, routes));
+                }
+            }
+        }
+        (envelope, hosts)
     }
 
     /// The configuration with only the routes at flat positions `keep`

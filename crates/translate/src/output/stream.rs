@@ -1,0 +1,416 @@
+//! Streamed rendering for `portcullis translate -o json|bootstrap`: the same
+//! bytes as pretty-printing the whole document ([`super::output_to_json`],
+//! [`super::static_bootstrap`]), written as they are rendered.
+//!
+//! The whole-document path holds every resource as a `serde_json::Value`
+//! and then the whole text: at 10,000 routes that is hundreds of MB for a
+//! 50 MB document. Here only one resource is a `Value` at a time (it must
+//! be: map fields come out of `prost-reflect` in hash order and are sorted
+//! in the `Value`), and its text goes straight to the writer, indented to
+//! its place by [`Indented`]. Peak memory is the largest single resource,
+//! not the document.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::OutputError;
+use super::bootstrap::{BootstrapOptions, static_bootstrap_proto};
+use super::json::{Resource, message_to_json};
+use crate::{GatewayXds, Output};
+
+/// serde_json's `PrettyFormatter` (two spaces), starting at a given depth, so
+/// a value can be written in the middle of an enclosing pretty document.
+struct Indented {
+    depth: usize,
+    has_value: bool,
+}
+
+impl Indented {
+    fn at(depth: usize) -> Self {
+        Self {
+            depth,
+            has_value: false,
+        }
+    }
+}
+
+fn indent<W: ?Sized + Write>(w: &mut W, depth: usize) -> io::Result<()> {
+    for _ in 0..depth {
+        w.write_all(b"  ")?;
+    }
+    Ok(())
+}
+
+impl serde_json::ser::Formatter for Indented {
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        w.write_all(b"[")
+    }
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            w.write_all(b"\n")?;
+            indent(w, self.depth)?;
+        }
+        w.write_all(b"]")
+    }
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        w.write_all(if first { b"\n" } else { b",\n" })?;
+        indent(w, self.depth)
+    }
+    fn end_array_value<W: ?Sized + Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth += 1;
+        self.has_value = false;
+        w.write_all(b"{")
+    }
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth -= 1;
+        if self.has_value {
+            w.write_all(b"\n")?;
+            indent(w, self.depth)?;
+        }
+        w.write_all(b"}")
+    }
+    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        w.write_all(if first { b"\n" } else { b",\n" })?;
+        indent(w, self.depth)
+    }
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+    fn end_object_value<W: ?Sized + Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+}
+
+/// Writes `value` pretty-printed as if it sat at `depth` in a pretty document.
+fn write_at<W: Write, T: Serialize + ?Sized>(w: &mut W, depth: usize, value: &T) -> io::Result<()> {
+    let mut ser = serde_json::Serializer::with_formatter(&mut *w, Indented::at(depth));
+    value.serialize(&mut ser).map_err(io::Error::other)
+}
+
+/// The pretty-printer's framing of one object or array, written by hand
+/// around values written with [`write_at`].
+struct Frame {
+    depth: usize,
+    first: bool,
+}
+
+impl Frame {
+    fn open<W: Write>(w: &mut W, depth: usize, bracket: &[u8]) -> io::Result<Self> {
+        w.write_all(bracket)?;
+        Ok(Self {
+            depth: depth + 1,
+            first: true,
+        })
+    }
+    /// Before the next member: `\n` or `,\n`, the indentation, and for an
+    /// object member its `"key": `.
+    fn next<W: Write>(&mut self, w: &mut W, key: Option<&str>) -> io::Result<()> {
+        w.write_all(if self.first { b"\n" } else { b",\n" })?;
+        self.first = false;
+        indent(w, self.depth)?;
+        if let Some(key) = key {
+            serde_json::to_writer(&mut *w, key).map_err(io::Error::other)?;
+            w.write_all(b": ")?;
+        }
+        Ok(())
+    }
+    fn close<W: Write>(self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
+        if !self.first {
+            w.write_all(b"\n")?;
+            indent(w, self.depth - 1)?;
+        }
+        w.write_all(bracket)
+    }
+}
+
+/// A message rendered without one repeated field (`rest`), written with
+/// that field's items streamed in at its place: proto-JSON orders fields by
+/// number, so it goes before the first key with a higher number. An empty
+/// list is omitted, as proto-JSON omits it.
+fn write_with_streamed_field<W: Write>(
+    w: &mut W,
+    depth: usize,
+    type_name: &str,
+    rest: &Value,
+    field: &str,
+    items: usize,
+    mut item: impl FnMut(&mut W, usize, usize) -> io::Result<()>,
+) -> io::Result<()> {
+    let Value::Object(rest) = rest else {
+        return write_at(w, depth, rest);
+    };
+    let desc = super::json::descriptor_pool().get_message_by_name(type_name);
+    let number = |key: &str| {
+        desc.as_ref()
+            .and_then(|d| d.get_field_by_name(key))
+            .map_or(u32::MAX, |f| f.number())
+    };
+    let at = number(field);
+    let mut f = Frame::open(w, depth, b"{")?;
+    let mut placed = items == 0;
+    for (key, value) in rest {
+        if !placed && number(key) > at {
+            f.next(w, Some(field))?;
+            write_items(w, f.depth, items, &mut item)?;
+            placed = true;
+        }
+        f.next(w, Some(key))?;
+        write_at(w, f.depth, value)?;
+    }
+    if !placed {
+        f.next(w, Some(field))?;
+        write_items(w, f.depth, items, &mut item)?;
+    }
+    f.close(w, b"}")
+}
+
+fn write_items<W: Write>(
+    w: &mut W,
+    depth: usize,
+    items: usize,
+    item: &mut impl FnMut(&mut W, usize, usize) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut f = Frame::open(w, depth, b"[")?;
+    for i in 0..items {
+        f.next(w, None)?;
+        item(w, f.depth, i)?;
+    }
+    f.close(w, b"]")
+}
+
+const ROUTE_CONFIGURATION: &str = "envoy.config.route.v3.RouteConfiguration";
+const VIRTUAL_HOST: &str = "envoy.config.route.v3.VirtualHost";
+const ROUTE: &str = "envoy.config.route.v3.Route";
+
+/// One route configuration, a route at a time: a configuration of 10,000
+/// routes is most of a Gateway's output, and its `Value` alone is several
+/// times the size of its text. Falls back to the whole message when its
+/// bytes cannot be split (never for what the translator encodes).
+fn write_route_configuration<W: Write>(
+    w: &mut W,
+    depth: usize,
+    rc: &crate::xds::encoded::EncodedRouteConfiguration,
+) -> Result<(), StreamError> {
+    let Some(layout) = rc.layout() else {
+        write_at(w, depth, &rc.to_json()?)?;
+        return Ok(());
+    };
+    let (envelope, hosts) = layout.parts();
+    // Render every part before writing any, so a part that cannot be
+    // rendered fails the whole configuration (written as `@error`), not
+    // half of it.
+    let rest = super::json::bytes_to_json(ROUTE_CONFIGURATION, &envelope)?;
+    let heads = hosts
+        .iter()
+        .map(|(fields, _)| super::json::bytes_to_json(VIRTUAL_HOST, fields))
+        .collect::<Result<Vec<_>, _>>()?;
+    // A route that cannot be rendered (an Any of a type the descriptor
+    // pool lacks) is written as `{"@error": …}` in its place, which Envoy
+    // rejects, and reported: unlike the whole-document path, the rest of
+    // its configuration is already written.
+    let mut failed: Option<OutputError> = None;
+    write_with_streamed_field(
+        w,
+        depth,
+        ROUTE_CONFIGURATION,
+        &rest,
+        "virtual_hosts",
+        hosts.len(),
+        |w, d, h| {
+            let routes = &hosts[h].1;
+            write_with_streamed_field(
+                w,
+                d,
+                VIRTUAL_HOST,
+                &heads[h],
+                "routes",
+                routes.len(),
+                |w, d, r| match super::json::bytes_to_json(ROUTE, routes[r]) {
+                    Ok(v) => write_at(w, d, &v),
+                    Err(e) => {
+                        let v = json!({ "@error": e.to_string() });
+                        failed.get_or_insert(e);
+                        write_at(w, d, &v)
+                    }
+                },
+            )
+        },
+    )?;
+    if let Some(e) = failed {
+        return Err(StreamError::Written(e));
+    }
+    Ok(())
+}
+
+/// One list of resources at `depth`; a resource that cannot be rendered is
+/// written as `{"name": …, "@error": …}` and reported through `errors`, as
+/// in the whole-document path.
+fn write_list<W: Write, R: Resource>(
+    w: &mut W,
+    depth: usize,
+    items: &[R],
+    errors: &mut Vec<String>,
+) -> io::Result<()> {
+    let mut f = Frame::open(w, depth, b"[")?;
+    for r in items {
+        f.next(w, None)?;
+        let v = r.to_json().unwrap_or_else(|e| {
+            errors.push(super::json::render_error::<R>(r, &e));
+            json!({ "name": r.resource_name(), "@error": e.to_string() })
+        });
+        write_at(w, f.depth, &v)?;
+    }
+    f.close(w, b"]")
+}
+
+fn write_gateway<W: Write>(
+    w: &mut W,
+    depth: usize,
+    gw: &GatewayXds,
+    errors: &mut Vec<String>,
+) -> io::Result<()> {
+    let mut f = Frame::open(w, depth, b"{")?;
+    f.next(w, Some("listeners"))?;
+    write_list(w, f.depth, &gw.listeners, errors)?;
+    f.next(w, Some("routes"))?;
+    let mut list = Frame::open(w, f.depth, b"[")?;
+    for rc in &gw.routes {
+        list.next(w, None)?;
+        match write_route_configuration(w, list.depth, rc) {
+            Ok(()) => {}
+            Err(StreamError::Io(e)) => return Err(e),
+            Err(StreamError::Written(e)) => errors.push(super::json::render_error(rc, &e)),
+            Err(StreamError::Render(e)) => {
+                errors.push(super::json::render_error(rc, &e));
+                write_at(
+                    w,
+                    list.depth,
+                    &json!({ "name": rc.name, "@error": e.to_string() }),
+                )?;
+            }
+        }
+    }
+    list.close(w, b"]")?;
+    f.next(w, Some("clusters"))?;
+    write_list(w, f.depth, &gw.clusters, errors)?;
+    f.next(w, Some("endpoints"))?;
+    write_list(w, f.depth, &gw.endpoints, errors)?;
+    f.next(w, Some("secrets"))?;
+    write_list(w, f.depth, &gw.secrets, errors)?;
+    f.close(w, b"}")
+}
+
+/// The design §5 document, byte for byte what pretty-printing
+/// [`super::output_to_json`] gives (with its trailing newline), written
+/// as it renders.
+pub fn write_output_json<W: Write>(out: &Output, w: &mut W) -> io::Result<()> {
+    let mut errors: Vec<(String, String)> = Vec::new();
+    let mut doc = Frame::open(w, 0, b"{")?;
+    doc.next(w, Some("gateways"))?;
+    let mut gws = Frame::open(w, doc.depth, b"{")?;
+    for (key, gw) in &out.gateways {
+        gws.next(w, Some(key))?;
+        let mut errs = Vec::new();
+        write_gateway(w, gws.depth, gw, &mut errs)?;
+        errors.extend(errs.into_iter().map(|e| (key.clone(), e)));
+    }
+    gws.close(w, b"}")?;
+    doc.next(w, Some("status"))?;
+    write_at(w, doc.depth, &out.status)?;
+    doc.next(w, Some("diagnostics"))?;
+    let mut diags = Frame::open(w, doc.depth, b"[")?;
+    for d in &out.diagnostics {
+        diags.next(w, None)?;
+        write_at(w, diags.depth, d)?;
+    }
+    for (key, e) in errors {
+        diags.next(w, None)?;
+        let v = json!({ "severity": "error", "object": format!("Gateway {key}"), "message": e });
+        write_at(w, diags.depth, &v)?;
+    }
+    diags.close(w, b"]")?;
+    doc.close(w, b"}")?;
+    w.write_all(b"\n")
+}
+
+/// A static bootstrap of one Gateway ([`super::static_bootstrap`]), byte
+/// for byte what pretty-printing it gives (with a trailing newline), with
+/// `static_resources` written one resource at a time.
+pub fn write_static_bootstrap<W: Write>(
+    gw: &GatewayXds,
+    node_id: &str,
+    options: &BootstrapOptions,
+    w: &mut W,
+) -> Result<(), StreamError> {
+    let mut proto = static_bootstrap_proto(gw, node_id, options);
+    let resources = proto.static_resources.take().unwrap_or_default();
+    // Everything but the resources is small: render it whole, then place
+    // `static_resources` where proto-JSON puts it (field number order:
+    // after `node`, the only field before it).
+    let Value::Object(rest) = message_to_json(&proto)? else {
+        return Err(StreamError::Render(OutputError::Render(
+            "the bootstrap is not an object".into(),
+        )));
+    };
+    let mut errors = Vec::new();
+    let mut doc = Frame::open(w, 0, b"{")?;
+    let mut placed = false;
+    let place = |doc: &mut Frame, w: &mut W, errors: &mut Vec<String>| -> io::Result<()> {
+        doc.next(w, Some("static_resources"))?;
+        let mut f = Frame::open(w, doc.depth, b"{")?;
+        if !resources.listeners.is_empty() {
+            f.next(w, Some("listeners"))?;
+            write_list(w, f.depth, &resources.listeners, errors)?;
+        }
+        if !resources.clusters.is_empty() {
+            f.next(w, Some("clusters"))?;
+            write_list(w, f.depth, &resources.clusters, errors)?;
+        }
+        if !resources.secrets.is_empty() {
+            f.next(w, Some("secrets"))?;
+            write_list(w, f.depth, &resources.secrets, errors)?;
+        }
+        f.close(w, b"}")
+    };
+    for (key, value) in &rest {
+        if !placed && key != "node" {
+            place(&mut doc, w, &mut errors)?;
+            placed = true;
+        }
+        doc.next(w, Some(key))?;
+        write_at(w, doc.depth, value)?;
+    }
+    if !placed {
+        place(&mut doc, w, &mut errors)?;
+    }
+    doc.close(w, b"}")?;
+    w.write_all(b"\n")?;
+    match errors.into_iter().next() {
+        None => Ok(()),
+        Some(e) => Err(StreamError::Render(OutputError::Render(e))),
+    }
+}
+
+/// Why a streamed rendering stopped or is incomplete.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("cannot write the output: {0}")]
+    Io(#[from] io::Error),
+    /// Written, but a resource could not be rendered (it appears as
+    /// `{"name": …, "@error": …}`, which Envoy rejects).
+    #[error("{0}")]
+    Render(#[from] OutputError),
+    /// A part could not be rendered and was written as `{"@error": …}`.
+    #[error("{0}")]
+    Written(OutputError),
+}
