@@ -44,7 +44,7 @@ pub mod strict;
 pub mod tls;
 pub mod xds;
 
-pub use pipeline::{translate, translate_with};
+pub use pipeline::{Seams, translate, translate_seams, translate_with};
 
 mod settings;
 pub use settings::Settings;

@@ -1,0 +1,534 @@
+//! Running the hooks for one Gateway, as Envoy Gateway runs them, and what
+//! a failure means (ARCHITECTURE.md §3, "extension hooks"):
+//!
+//! | hook | called for | failed (`failOpen: false`) |
+//! | --- | --- | --- |
+//! | `PostRouteModify` | each Envoy route of a rule that uses extension resources (`extensionRef`) or is targeted by an extension policy; before it is encoded | that route answers the 500, keeping its match; its rule is reported replaced |
+//! | `PostVirtualHostModify` | each virtual host (not one already fenced) | that host becomes a catch-all 500 keeping its name and domains |
+//! | `PostHTTPListenerModify` | each listener (one per port) | the listener keeps listening, unmodified; every route configuration it serves becomes a catch-all 500 |
+//! | `PostTranslateModify` | once, after assembly, with what `translation` includes | the Gateway keeps its own unmodified resources (see below) |
+//!
+//! A reply is "failed" also when it would make Envoy NACK
+//! ([`super::check`]). With `failOpen: true` the unmodified resource is
+//! kept and a warning is reported instead.
+//!
+//! `PostTranslateModify` failing keeps portcullis's own clusters, secrets
+//! (and listeners and routes, if included): everything portcullis generated
+//! is complete and valid without the extension, and what the extension's
+//! other hooks made depend on its additions (a cluster an extension's
+//! route or filter names) fails closed by itself in Envoy: a route naming
+//! an absent cluster answers an error, never another backend. So nothing
+//! more is fenced; the failure is reported on the Gateway (diagnostic,
+//! condition-free) and counted as a scope replacement of scope
+//! `translation` so metrics see it.
+//!
+//! Only hooks listed in the registration run; each runs as one batch per
+//! Gateway ([`super::Hooks`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
+use envoy_types::pb::envoy::config::route::v3::{Route, RouteConfiguration, VirtualHost, route};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, http_connection_manager,
+};
+
+use super::{
+    ExtensionResource, Hook, HookError, HookFailure, Hooks, ListenerCall, Reply, RouteCall, TranslateCall,
+    VirtualHostCall,
+};
+use crate::GatewayXds;
+use crate::error::RuleError;
+use crate::policy::scope::{ROUTE_CONFIGURATION, ScopeFence, VIRTUAL_HOST};
+use crate::replacement::{self, scope as fence};
+use crate::xds::encoded::EncodedRouteConfiguration;
+
+/// One Envoy route waiting for `PostRouteModify`, with its context.
+#[derive(Clone, Debug)]
+pub struct PendingRoute {
+    /// Its slot in the routes its listener's work produced.
+    pub slot: usize,
+    /// The rule it was generated from (index in `spec.rules`).
+    pub rule: usize,
+    pub route: Route,
+    pub hostnames: Vec<String>,
+    pub resources: Vec<ExtensionResource>,
+    pub policies: Vec<ExtensionResource>,
+}
+
+/// What became of one pending route.
+#[derive(Debug)]
+pub enum RouteOutcome {
+    Unchanged,
+    /// The hook's reply, checked.
+    Modified(Route),
+    /// The hook failed (closed): the route answers the 500 with its match;
+    /// the error goes on the rule.
+    Failed {
+        replaced: Route,
+        error: RuleError,
+    },
+    /// The hook failed, fail-open: the route is kept unmodified.
+    Warned(String),
+}
+
+/// What the hooks of one Gateway found, for status and diagnostics.
+#[derive(Debug, Default)]
+pub struct Findings {
+    /// Scopes fenced because a hook failed (reported as policy fences are,
+    /// `replacement::scope::report`).
+    pub fences: Vec<ScopeFence>,
+    /// Gateway-level problems: (message, is_error).
+    pub problems: Vec<(String, bool)>,
+    /// What each hook replaced (Envoy names → the hook's manager): STRICT
+    /// attributes what Envoy rejects among them to the hook.
+    pub modified_routes: BTreeMap<String, String>,
+    pub modified_hosts: BTreeMap<String, String>,
+    pub modified_configs: BTreeMap<String, String>,
+    /// `PostTranslateModify` failed: `translation` scope replacement.
+    pub translation_failed: Option<RuleError>,
+}
+
+/// A reply's error as a rule or scope error.
+fn hook_error(field: &str, e: &HookError) -> RuleError {
+    RuleError::extension(field, e.to_string())
+}
+
+/// A reply that does not pass [`super::check`], as a hook failure. Never
+/// fail-open: the unmodified resource would be safe, but a reply Envoy
+/// would refuse is the extension's bug and must show as a fence.
+fn invalid(hook: Hook, manager: &str, fail_open: bool, message: String) -> HookError {
+    HookError {
+        manager: manager.to_string(),
+        failure: HookFailure::InvalidReply {
+            hook,
+            message: format!("Envoy would reject it: {message}"),
+        },
+        fail_open,
+    }
+}
+
+/// A reply does not say which configured manager made it (a chain of
+/// managers answers as one): replies portcullis refuses, and what they
+/// replaced, are attributed to "extension server".
+const ANSWERED_BY: &str = "server";
+
+/// The replies, exactly one per call: a missing reply is a failed call.
+fn padded<T>(mut replies: Vec<Reply<T>>, n: usize, hook: Hook) -> Vec<Reply<T>> {
+    replies.truncate(n);
+    while replies.len() < n {
+        replies.push(Err(HookError {
+            manager: ANSWERED_BY.to_string(),
+            failure: HookFailure::InvalidReply {
+                hook,
+                message: "no reply for this call".into(),
+            },
+            fail_open: false,
+        }));
+    }
+    replies
+}
+
+/// `PostRouteModify` for one Gateway's pending routes, in one batch.
+pub fn post_route(hooks: &dyn Hooks, pending: &[PendingRoute]) -> Vec<RouteOutcome> {
+    if pending.is_empty() {
+        return Vec::new();
+    }
+    let calls = pending
+        .iter()
+        .map(|p| RouteCall {
+            route: p.route.clone(),
+            hostnames: p.hostnames.clone(),
+            extension_resources: p.resources.clone(),
+            extension_policies: p.policies.clone(),
+        })
+        .collect();
+    let replies = padded(hooks.post_route_modify(calls), pending.len(), Hook::Route);
+    pending
+        .iter()
+        .zip(replies)
+        .map(|(p, reply)| {
+            let reply = reply.and_then(|r| match r {
+                None => Ok(None),
+                Some(r) => match super::check::check(&r) {
+                    Ok(()) => Ok(Some(r)),
+                    Err(m) => Err(invalid(
+                        Hook::Route,
+                        ANSWERED_BY,
+                        false,
+                        format!("route {}: {m}", r.name),
+                    )),
+                },
+            });
+            match reply {
+                Ok(None) => RouteOutcome::Unchanged,
+                Ok(Some(r)) => RouteOutcome::Modified(r),
+                Err(e) if e.fail_open => RouteOutcome::Warned(format!(
+                    "spec.rules[{}]: {e}; route {} kept unmodified (failOpen)",
+                    p.rule, p.route.name
+                )),
+                Err(e) => {
+                    let mut replaced = p.route.clone();
+                    replacement::replace(&mut replaced);
+                    RouteOutcome::Failed {
+                        replaced,
+                        error: hook_error(&format!("spec.rules[{}]", p.rule), &e),
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
+/// A host [`fence::fenced_host`] or [`fence::fenced_config_host`] made:
+/// a fence is never handed to an extension (it could un-fence it).
+fn is_fence(vh: &VirtualHost) -> bool {
+    matches!(vh.routes.as_slice(), [r] if r.name.ends_with("/replaced")
+        && matches!(&r.action, Some(route::Action::DirectResponse(d)) if d.status == 500))
+}
+
+/// `PostVirtualHostModify` for every virtual host of the Gateway, in one
+/// batch. `owners`: virtual host name → the Gateway listener that owns
+/// it (for the listener's condition when it is fenced).
+pub fn post_virtual_host(
+    hooks: &dyn Hooks,
+    built: &mut GatewayXds,
+    owners: &BTreeMap<String, String>,
+    findings: &mut Findings,
+) {
+    let mut configs: Vec<RouteConfiguration> = built
+        .routes
+        .iter()
+        .map(EncodedRouteConfiguration::decode)
+        .collect();
+    let mut at = Vec::new();
+    let mut calls = Vec::new();
+    for (ci, rc) in configs.iter().enumerate() {
+        for (hi, vh) in rc.virtual_hosts.iter().enumerate() {
+            if is_fence(vh) {
+                continue;
+            }
+            at.push((ci, hi));
+            calls.push(VirtualHostCall {
+                virtual_host: vh.clone(),
+            });
+        }
+    }
+    if calls.is_empty() {
+        return;
+    }
+    let n = calls.len();
+    let replies = padded(hooks.post_virtual_host_modify(calls), n, Hook::VirtualHost);
+    let mut changed = BTreeSet::new();
+    for ((ci, hi), reply) in at.into_iter().zip(replies) {
+        let Some(vh) = configs.get_mut(ci).and_then(|rc| rc.virtual_hosts.get_mut(hi)) else {
+            continue;
+        };
+        let name = vh.name.clone();
+        let reply = reply.and_then(|r| match r {
+            None => Ok(None),
+            // Renaming or re-homing a host would move traffic between
+            // scopes this Gateway's listeners decided: refused.
+            Some(r) if r.name != name => Err(invalid(
+                Hook::VirtualHost,
+                ANSWERED_BY,
+                false,
+                format!("virtual host {name} renamed to {:?}", r.name),
+            )),
+            Some(r) => match super::check::check(&r) {
+                Ok(()) => Ok(Some(r)),
+                Err(m) => Err(invalid(
+                    Hook::VirtualHost,
+                    ANSWERED_BY,
+                    false,
+                    format!("virtual host {name}: {m}"),
+                )),
+            },
+        });
+        match reply {
+            Ok(None) => {}
+            Ok(Some(r)) => {
+                *vh = r;
+                changed.insert(ci);
+                findings.modified_hosts.insert(name, ANSWERED_BY.to_string());
+            }
+            Err(e) if e.fail_open => findings.problems.push((
+                format!("virtual host {name}: {e}; kept unmodified (failOpen)"),
+                false,
+            )),
+            Err(e) => {
+                let domains = std::mem::take(&mut vh.domains);
+                *vh = fence::fenced_host(&name, domains);
+                changed.insert(ci);
+                findings.fences.push(ScopeFence {
+                    listener: owners.get(&name).cloned(),
+                    scope: VIRTUAL_HOST,
+                    names: vec![name],
+                    error: hook_error(&format!("extension {}", e.manager), &e),
+                });
+            }
+        }
+    }
+    for ci in changed {
+        if let (Some(rc), Some(slot)) = (configs.get(ci), built.routes.get_mut(ci)) {
+            // A modified host may clash with another (name or domain):
+            // Envoy would refuse the whole configuration.
+            *slot = EncodedRouteConfiguration::new(rc);
+        }
+    }
+    // Whole-configuration checks after the per-host replacements: a clash
+    // fences the configuration (the hosts that clash are the extension's).
+    for (ci, rc) in configs.iter_mut().enumerate() {
+        if let Err(m) = super::check::check(rc) {
+            let name = rc.name.clone();
+            fence::replace_config(rc);
+            if let Some(slot) = built.routes.get_mut(ci) {
+                *slot = EncodedRouteConfiguration::new(rc);
+            }
+            findings.fences.push(ScopeFence {
+                listener: None,
+                scope: ROUTE_CONFIGURATION,
+                names: vec![name],
+                error: RuleError::extension(
+                    format!("extension {ANSWERED_BY}"),
+                    format!(
+                        "{} replies make a route configuration Envoy would reject: {m}",
+                        Hook::VirtualHost
+                    ),
+                ),
+            });
+        }
+    }
+}
+
+/// The route configurations a listener's connection managers fetch.
+fn route_configs_of(l: &Listener) -> Vec<String> {
+    let mut out = Vec::new();
+    for chain in &l.filter_chains {
+        for f in &chain.filters {
+            let Some(filter::ConfigType::TypedConfig(any)) = &f.config_type else {
+                continue;
+            };
+            let Ok(hcm) = <HttpConnectionManager as prost::Message>::decode(any.value.as_slice()) else {
+                continue;
+            };
+            if let Some(http_connection_manager::RouteSpecifier::Rds(rds)) = hcm.route_specifier
+                && !out.contains(&rds.route_config_name)
+            {
+                out.push(rds.route_config_name);
+            }
+        }
+    }
+    out
+}
+
+/// One Envoy listener's context: the Gateway listeners on its port (names,
+/// for their conditions) and the extension policies targeting them.
+pub struct ListenerScope {
+    pub envoy_name: String,
+    pub gateway_listeners: Vec<String>,
+    pub policies: Vec<ExtensionResource>,
+}
+
+/// `PostHTTPListenerModify` for every listener, in one batch.
+pub fn post_http_listener(
+    hooks: &dyn Hooks,
+    built: &mut GatewayXds,
+    scopes: &[ListenerScope],
+    findings: &mut Findings,
+) {
+    if built.listeners.is_empty() {
+        return;
+    }
+    let calls: Vec<ListenerCall> = built
+        .listeners
+        .iter()
+        .map(|l| ListenerCall {
+            listener: l.clone(),
+            extension_resources: scopes
+                .iter()
+                .find(|s| s.envoy_name == l.name)
+                .map(|s| s.policies.clone())
+                .unwrap_or_default(),
+        })
+        .collect();
+    let n = calls.len();
+    let replies = padded(hooks.post_http_listener_modify(calls), n, Hook::HttpListener);
+    let mut fenced_configs = BTreeSet::new();
+    for (l, reply) in built.listeners.iter_mut().zip(replies) {
+        let name = l.name.clone();
+        let reply = reply.and_then(|r| match r {
+            None => Ok(None),
+            Some(r) if r.name != name => Err(invalid(
+                Hook::HttpListener,
+                ANSWERED_BY,
+                false,
+                format!("listener {name} renamed to {:?}", r.name),
+            )),
+            Some(r) => match super::check::check(&r) {
+                Ok(()) => Ok(Some(r)),
+                Err(m) => Err(invalid(
+                    Hook::HttpListener,
+                    ANSWERED_BY,
+                    false,
+                    format!("listener {name}: {m}"),
+                )),
+            },
+        });
+        match reply {
+            Ok(None) => {}
+            Ok(Some(r)) => *l = r,
+            Err(e) if e.fail_open => findings
+                .problems
+                .push((format!("listener {name}: {e}; kept unmodified (failOpen)"), false)),
+            Err(e) => {
+                // The listener keeps listening (unmodified); its traffic
+                // answers the 500.
+                let configs = route_configs_of(l);
+                fenced_configs.extend(configs.iter().cloned());
+                let gateway_listeners = scopes
+                    .iter()
+                    .find(|s| s.envoy_name == name)
+                    .map(|s| s.gateway_listeners.clone())
+                    .unwrap_or_default();
+                let error = hook_error(&format!("extension {}", e.manager), &e);
+                if gateway_listeners.is_empty() {
+                    findings.fences.push(ScopeFence {
+                        listener: None,
+                        scope: ROUTE_CONFIGURATION,
+                        names: configs,
+                        error,
+                    });
+                } else {
+                    for gl in gateway_listeners {
+                        findings.fences.push(ScopeFence {
+                            listener: Some(gl),
+                            scope: ROUTE_CONFIGURATION,
+                            names: configs.clone(),
+                            error: error.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    for rc in built
+        .routes
+        .iter_mut()
+        .filter(|rc| fenced_configs.contains(&rc.name))
+    {
+        rc.edit(fence::replace_config);
+    }
+}
+
+/// `PostTranslateModify` once for the Gateway, with the resources
+/// `includes` select; the reply's lists replace those kinds whole.
+pub fn post_translate(
+    hooks: &dyn Hooks,
+    built: &mut GatewayXds,
+    policies: Vec<ExtensionResource>,
+    findings: &mut Findings,
+) {
+    let includes = hooks.registration().translation;
+    let call = TranslateCall {
+        extension_resources: policies,
+        clusters: if includes.clusters {
+            built.clusters.clone()
+        } else {
+            Vec::new()
+        },
+        secrets: if includes.secrets {
+            built.secrets.clone()
+        } else {
+            Vec::new()
+        },
+        listeners: if includes.listeners {
+            built.listeners.clone()
+        } else {
+            Vec::new()
+        },
+        routes: if includes.routes {
+            built.route_configurations()
+        } else {
+            Vec::new()
+        },
+    };
+    let reply = hooks.post_translate_modify(call).and_then(|r| match r {
+        None => Ok(None),
+        Some(r) => match check_translate(&r, includes) {
+            Ok(()) => Ok(Some(r)),
+            Err(m) => Err(invalid(Hook::Translation, ANSWERED_BY, false, m)),
+        },
+    });
+    match reply {
+        Ok(None) => {}
+        Ok(Some(r)) => {
+            if includes.clusters {
+                built.clusters = r.clusters;
+            }
+            if includes.secrets {
+                built.secrets = r.secrets;
+            }
+            if includes.listeners {
+                built.listeners = r.listeners;
+            }
+            if includes.routes {
+                for rc in &r.routes {
+                    findings
+                        .modified_configs
+                        .insert(rc.name.clone(), ANSWERED_BY.to_string());
+                }
+                built.routes = r.routes.iter().map(EncodedRouteConfiguration::new).collect();
+            }
+        }
+        Err(e) if e.fail_open => findings.problems.push((
+            format!("{e}; the Gateway's resources kept unmodified (failOpen)"),
+            false,
+        )),
+        Err(e) => {
+            findings.problems.push((
+                format!(
+                    "{e}; the Gateway's own resources are kept unmodified, without the extension's additions"
+                ),
+                true,
+            ));
+            findings.translation_failed = Some(hook_error(&format!("extension {}", e.manager), &e));
+        }
+    }
+}
+
+/// Every resource of a `PostTranslateModify` reply checked, and names
+/// unique per kind (Envoy refuses a duplicate).
+fn check_translate(r: &super::TranslateReply, includes: super::TranslationIncludes) -> Result<(), String> {
+    fn each<M: prost::Message + prost::Name>(
+        kind: &str,
+        items: &[M],
+        name: impl Fn(&M) -> &str,
+    ) -> Result<(), String> {
+        let mut seen = BTreeSet::new();
+        for m in items {
+            let n = name(m);
+            if n.is_empty() {
+                return Err(format!("a {kind} without a name"));
+            }
+            if !seen.insert(n.to_string()) {
+                return Err(format!("{kind} {n:?} is returned twice"));
+            }
+            super::check::check(m).map_err(|e| format!("{kind} {n}: {e}"))?;
+        }
+        Ok(())
+    }
+    if includes.clusters {
+        each("cluster", &r.clusters, |c| &c.name)?;
+    }
+    if includes.secrets {
+        each("secret", &r.secrets, |s| &s.name)?;
+    }
+    if includes.listeners {
+        each("listener", &r.listeners, |l| &l.name)?;
+    }
+    if includes.routes {
+        each("route configuration", &r.routes, |rc| &rc.name)?;
+    }
+    Ok(())
+}
