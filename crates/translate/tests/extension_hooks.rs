@@ -1,0 +1,902 @@
+//! Extension hooks in the pipeline (ARCHITECTURE.md §3, `extension/`):
+//! an in-process [`Hooks`] implementation stands in for the extension
+//! server. Each case checks the xDS, the status, and that the real Envoy
+//! accepts the whole output (`envoy --mode validate` on the static
+//! bootstrap, as the fixture test does).
+
+#[path = "support/real_envoy.rs"]
+mod real_envoy;
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption};
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::route::v3::{
+    Route, RouteConfiguration, VirtualHost, route, route_action, route_match,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
+use envoy_types::pb::google::protobuf::{Any, UInt32Value};
+use serde_json::Value;
+use translate::error::ErrorClass;
+use translate::extension::{
+    ClusterCall, EndpointsCall, GroupKind, Hook, HookError, HookFailure, Hooks, ListenerCall, Registration,
+    Reply, RouteCall, TranslateCall, TranslateReply, VirtualHostCall,
+};
+use translate::output::bootstrap;
+
+const INPUT: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portcullis}
+spec: {controllerName: portcullis.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: infra}
+spec:
+  gatewayClassName: portcullis
+  listeners:
+  - name: http
+    protocol: HTTP
+    port: 80
+    allowedRoutes: {namespaces: {from: All}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: ext, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  hostnames: [ext.example.com]
+  rules:
+  - matches:
+    - path: {type: PathPrefix, value: /ext}
+    - path: {type: Exact, value: /other}
+    filters:
+    - type: ExtensionRef
+      extensionRef: {group: example.io, kind: HeaderFilter, name: hf}
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: plain, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  hostnames: [plain.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /plain}}]
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: mixed, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  hostnames: [mixed.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /a}}]
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /b}}]
+    filters:
+    - type: ExtensionRef
+      extensionRef: {group: example.io, kind: HeaderFilter, name: hf}
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: pol, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  hostnames: [pol.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /pol}}]
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: example.io/v1alpha1
+kind: HeaderFilter
+metadata: {name: hf, namespace: app}
+spec: {header: x-ext}
+---
+apiVersion: example.io/v1alpha1
+kind: ExtPolicy
+metadata: {name: on-route, namespace: app}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: pol}]
+---
+apiVersion: example.io/v1alpha1
+kind: ExtPolicy
+metadata: {name: on-gateway, namespace: infra}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: http}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: app}
+spec:
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  namespace: app
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints: [{addresses: [127.0.0.1]}]
+"#;
+
+const GW: &str = "infra/gw";
+const EXT_ROUTE: &str = "httproute/app/ext/rule/0/match/0";
+const PLAIN_ROUTE: &str = "httproute/app/plain/rule/0/match/0";
+const EXT_HOST: &str = "infra/gw/80/ext.example.com";
+
+type F<C, T> = Box<dyn Fn(&C) -> Reply<T> + Sync>;
+
+/// An extension server in-process: one closure per hook, every call
+/// recorded.
+struct TestHooks {
+    registration: Registration,
+    route: F<RouteCall, Route>,
+    virtual_host: F<VirtualHostCall, VirtualHost>,
+    listener: F<ListenerCall, Listener>,
+    translate: F<TranslateCall, TranslateReply>,
+    route_calls: Mutex<Vec<RouteCall>>,
+    listener_calls: Mutex<Vec<ListenerCall>>,
+    batches: Mutex<Vec<(Hook, usize)>>,
+}
+
+fn registration(hooks: &[Hook]) -> Registration {
+    let gk = |kind: &str| GroupKind {
+        group: "example.io".into(),
+        kind: kind.into(),
+    };
+    Registration {
+        resources: [gk("HeaderFilter")].into(),
+        policy_resources: [gk("ExtPolicy")].into(),
+        hooks: hooks.iter().copied().collect(),
+        ..Default::default()
+    }
+}
+
+impl TestHooks {
+    fn new(hooks: &[Hook]) -> Self {
+        Self {
+            registration: registration(hooks),
+            route: Box::new(|_| Ok(None)),
+            virtual_host: Box::new(|_| Ok(None)),
+            listener: Box::new(|_| Ok(None)),
+            translate: Box::new(|_| Ok(None)),
+            route_calls: Mutex::default(),
+            listener_calls: Mutex::default(),
+            batches: Mutex::default(),
+        }
+    }
+
+    fn batch(&self, hook: Hook, n: usize) {
+        self.batches.lock().unwrap().push((hook, n));
+    }
+}
+
+impl Hooks for TestHooks {
+    fn registration(&self) -> &Registration {
+        &self.registration
+    }
+    fn post_route_modify(&self, calls: Vec<RouteCall>) -> Vec<Reply<Route>> {
+        self.batch(Hook::Route, calls.len());
+        let out = calls.iter().map(|c| (self.route)(c)).collect();
+        self.route_calls.lock().unwrap().extend(calls);
+        out
+    }
+    fn post_virtual_host_modify(&self, calls: Vec<VirtualHostCall>) -> Vec<Reply<VirtualHost>> {
+        self.batch(Hook::VirtualHost, calls.len());
+        calls.iter().map(|c| (self.virtual_host)(c)).collect()
+    }
+    fn post_http_listener_modify(&self, calls: Vec<ListenerCall>) -> Vec<Reply<Listener>> {
+        self.batch(Hook::HttpListener, calls.len());
+        let out = calls.iter().map(|c| (self.listener)(c)).collect();
+        self.listener_calls.lock().unwrap().extend(calls);
+        out
+    }
+    fn post_cluster_modify(&self, calls: Vec<ClusterCall>) -> Vec<Reply<Cluster>> {
+        calls.iter().map(|_| Ok(None)).collect()
+    }
+    fn post_endpoints_modify(&self, calls: Vec<EndpointsCall>) -> Vec<Reply<ClusterLoadAssignment>> {
+        calls.iter().map(|_| Ok(None)).collect()
+    }
+    fn post_translate_modify(&self, call: TranslateCall) -> Reply<TranslateReply> {
+        self.batch(Hook::Translation, 1);
+        (self.translate)(&call)
+    }
+}
+
+fn options() -> api::loader::Options {
+    api::loader::Options {
+        extension_kinds: [
+            ("example.io".to_string(), "HeaderFilter".to_string()),
+            ("example.io".to_string(), "ExtPolicy".to_string()),
+        ]
+        .into(),
+    }
+}
+
+fn inputs() -> api::Inputs {
+    let loaded = api::loader::load_str_with("ext.yaml", INPUT, &options());
+    assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+    loaded.inputs
+}
+
+fn run(hooks: &TestHooks) -> translate::Output {
+    translate::translate_seams(
+        &inputs(),
+        &translate::Settings::default(),
+        translate::Seams {
+            validator: None,
+            hooks: Some(hooks),
+        },
+    )
+}
+
+fn failure(hook: Hook, fail_open: bool) -> HookError {
+    HookError {
+        manager: "ext.example:9443".into(),
+        failure: HookFailure::Status {
+            hook,
+            code: "Unavailable".into(),
+            message: "boom".into(),
+        },
+        fail_open,
+    }
+}
+
+fn configs(out: &translate::Output) -> Vec<RouteConfiguration> {
+    out.gateways[GW].route_configurations()
+}
+
+fn host(out: &translate::Output, name: &str) -> VirtualHost {
+    configs(out)
+        .into_iter()
+        .flat_map(|rc| rc.virtual_hosts)
+        .find(|vh| vh.name == name)
+        .unwrap_or_else(|| panic!("no virtual host {name}"))
+}
+
+fn envoy_route(out: &translate::Output, name: &str) -> Route {
+    configs(out)
+        .into_iter()
+        .flat_map(|rc| rc.virtual_hosts)
+        .flat_map(|vh| vh.routes)
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no route {name}"))
+}
+
+fn is_500(r: &Route) -> bool {
+    matches!(&r.action, Some(route::Action::DirectResponse(d)) if d.status == 500)
+}
+
+fn forwards(r: &Route) -> bool {
+    matches!(&r.action, Some(route::Action::Route(_)))
+}
+
+fn route_status(out: &translate::Output, name: &str) -> Value {
+    let s = out
+        .status
+        .iter()
+        .find(|s| s.kind == "HTTPRoute" && s.metadata.name == name)
+        .expect("route status");
+    serde_json::to_value(&s.status).unwrap()
+}
+
+fn condition(status: &Value, type_: &str) -> Value {
+    status["parents"][0]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// What the route's status says of replaced rules: `PartiallyInvalid`
+/// when other rules serve, `Accepted=False` when every rule is replaced.
+fn replaced_message(out: &translate::Output, name: &str) -> String {
+    let st = route_status(out, name);
+    let pi = condition(&st, "PartiallyInvalid");
+    let c = if pi.is_null() {
+        condition(&st, "Accepted")
+    } else {
+        pi
+    };
+    assert_eq!(
+        c["status"],
+        if c["type"] == "Accepted" { "False" } else { "True" },
+        "{c}"
+    );
+    let m = c["message"].as_str().unwrap_or_default().to_string();
+    assert!(m.contains("Replaced Rule (0)"), "{m}");
+    m
+}
+
+fn listener_condition(out: &translate::Output, listener: &str, type_: &str) -> Value {
+    let s = out
+        .status
+        .iter()
+        .find(|s| s.kind == "Gateway")
+        .expect("gateway status");
+    let v = serde_json::to_value(&s.status).unwrap();
+    v["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == listener)
+        .and_then(|l| {
+            l["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == type_)
+                .cloned()
+        })
+        .unwrap_or(Value::Null)
+}
+
+/// The real Envoy accepts every Gateway's resources.
+fn envoy_accepts(out: &translate::Output) {
+    for (key, gw) in &out.gateways {
+        let b = bootstrap::static_bootstrap(gw, key, &Default::default());
+        if let Err(e) = testkit::envoy::validate(&b) {
+            panic!("Envoy rejected the xDS of Gateway {key}: {e}");
+        }
+    }
+}
+
+fn header(route: &Route, key: &str) -> Option<String> {
+    route
+        .response_headers_to_add
+        .iter()
+        .filter_map(|h| h.header.as_ref())
+        .find(|h| h.key == key)
+        .map(|h| h.value.clone())
+}
+
+fn add_header(mut r: Route, key: &str, value: &str) -> Route {
+    r.response_headers_to_add.push(HeaderValueOption {
+        header: Some(HeaderValue {
+            key: key.into(),
+            value: value.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    r
+}
+
+#[test]
+fn registered_kinds_load_as_json_and_unregistered_stay_unknown() {
+    let loaded = api::loader::load_str_with("ext.yaml", INPUT, &options());
+    let names: Vec<(String, String, String)> = loaded
+        .inputs
+        .extension_resources
+        .iter()
+        .map(|r| {
+            (
+                r.object.kind.clone(),
+                r.object.namespace.clone(),
+                r.object.name.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("HeaderFilter".into(), "app".into(), "hf".into()),
+            ("ExtPolicy".into(), "app".into(), "on-route".into()),
+            ("ExtPolicy".into(), "infra".into(), "on-gateway".into()),
+        ]
+    );
+    let json: Value = serde_json::from_slice(&loaded.inputs.extension_resources[0].object.json).unwrap();
+    assert_eq!(json["spec"]["header"], "x-ext");
+    assert_eq!(json["metadata"]["namespace"], "app");
+    // Without registered kinds: today's behaviour.
+    let plain = api::loader::load_str("ext.yaml", INPUT);
+    assert!(plain.inputs.extension_resources.is_empty());
+    let unknown = plain
+        .diagnostics
+        .iter()
+        .filter(|d| d.message.starts_with("unknown kind example.io/v1alpha1/"))
+        .count();
+    assert_eq!(unknown, 3, "{:#?}", plain.diagnostics);
+}
+
+#[test]
+fn route_hook_adds_a_header_only_where_extension_resources_are_used() {
+    let mut hooks = TestHooks::new(&[Hook::Route]);
+    hooks.route = Box::new(|c| Ok(Some(add_header(c.route.clone(), "x-ext", &c.route.name))));
+    let out = run(&hooks);
+    let ext = envoy_route(&out, EXT_ROUTE);
+    assert!(forwards(&ext), "{ext:?}");
+    assert_eq!(header(&ext, "x-ext").as_deref(), Some(EXT_ROUTE));
+    assert_eq!(header(&envoy_route(&out, PLAIN_ROUTE), "x-ext"), None);
+    // Rule 0 of `mixed` uses no extension resource: untouched.
+    assert_eq!(
+        header(&envoy_route(&out, "httproute/app/mixed/rule/0/match/0"), "x-ext"),
+        None
+    );
+    assert!(header(&envoy_route(&out, "httproute/app/mixed/rule/1/match/0"), "x-ext").is_some());
+    assert_eq!(
+        condition(&route_status(&out, "ext"), "Accepted")["status"],
+        "True"
+    );
+    assert!(out.replacements.is_empty(), "{:?}", out.replacements);
+    envoy_accepts(&out);
+}
+
+#[test]
+fn route_hook_is_called_once_per_gateway_only_for_routes_using_extension_resources_or_policies() {
+    let hooks = TestHooks::new(&[Hook::Route]);
+    let out = run(&hooks);
+    assert!(!out.gateways.is_empty());
+    let calls = hooks.route_calls.lock().unwrap();
+    let names: BTreeSet<&str> = calls.iter().map(|c| c.route.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            EXT_ROUTE,
+            "httproute/app/ext/rule/0/match/1",
+            "httproute/app/mixed/rule/1/match/0",
+            "httproute/app/pol/rule/0/match/0",
+        ]
+        .into()
+    );
+    assert_eq!(calls.len(), 4, "one call per Envoy route");
+    // One batch for the one Gateway.
+    assert_eq!(*hooks.batches.lock().unwrap(), [(Hook::Route, 4)]);
+    let ext = calls.iter().find(|c| c.route.name == EXT_ROUTE).unwrap();
+    assert_eq!(ext.hostnames, ["ext.example.com"]);
+    assert_eq!(ext.extension_resources.len(), 1);
+    let res: Value = serde_json::from_slice(&ext.extension_resources[0].unstructured_bytes).unwrap();
+    assert_eq!(
+        (res["kind"].as_str(), res["metadata"]["name"].as_str()),
+        (Some("HeaderFilter"), Some("hf"))
+    );
+    assert!(ext.extension_policies.is_empty());
+    let pol = calls
+        .iter()
+        .find(|c| c.route.name.starts_with("httproute/app/pol/"))
+        .unwrap();
+    assert!(pol.extension_resources.is_empty());
+    assert_eq!(pol.extension_policies.len(), 1);
+    let p: Value = serde_json::from_slice(&pol.extension_policies[0].unstructured_bytes).unwrap();
+    assert_eq!(p["metadata"]["name"], "on-route");
+}
+
+#[test]
+fn nil_reply_keeps_the_route_as_generated() {
+    let hooks = TestHooks::new(&[Hook::Route]);
+    let out = run(&hooks);
+    let ext = envoy_route(&out, EXT_ROUTE);
+    assert!(forwards(&ext), "{ext:?}");
+    assert!(ext.response_headers_to_add.is_empty());
+    envoy_accepts(&out);
+}
+
+#[test]
+fn failed_route_hook_replaces_that_route_with_the_500_keeping_its_match() {
+    let mut hooks = TestHooks::new(&[Hook::Route]);
+    hooks.route = Box::new(|c| {
+        if c.route.name == EXT_ROUTE {
+            Err(failure(Hook::Route, false))
+        } else {
+            Ok(None)
+        }
+    });
+    let out = run(&hooks);
+    let ext = envoy_route(&out, EXT_ROUTE);
+    assert!(is_500(&ext), "{ext:?}");
+    assert_eq!(
+        ext.r#match.as_ref().and_then(|m| m.path_specifier.clone()),
+        Some(route_match::PathSpecifier::PathSeparatedPrefix("/ext".into()))
+    );
+    // The other match of the same rule, and every other route, serve.
+    assert!(forwards(&envoy_route(&out, "httproute/app/ext/rule/0/match/1")));
+    assert!(forwards(&envoy_route(&out, PLAIN_ROUTE)));
+    let message = replaced_message(&out, "ext");
+    assert!(
+        message.contains("PostRouteModify") && message.contains("ext.example:9443"),
+        "{message}"
+    );
+    assert_eq!(out.replacements.len(), 1, "{:?}", out.replacements);
+    assert_eq!(out.replacements[0].class, ErrorClass::Extension);
+    assert_eq!(out.replacements[0].route_name, "ext");
+    assert!(
+        out.diagnostics
+            .iter()
+            .any(|d| d.message.contains("PostRouteModify") && d.message.contains("[extension]")),
+        "{:#?}",
+        out.diagnostics
+    );
+    envoy_accepts(&out);
+}
+
+#[test]
+fn fail_open_route_hook_keeps_the_unmodified_route_and_warns() {
+    let mut hooks = TestHooks::new(&[Hook::Route]);
+    hooks.route = Box::new(|_| Err(failure(Hook::Route, true)));
+    let out = run(&hooks);
+    assert!(forwards(&envoy_route(&out, EXT_ROUTE)));
+    assert!(out.replacements.is_empty());
+    assert!(
+        out.diagnostics
+            .iter()
+            .any(|d| d.severity == api::Severity::Warning
+                && d.message.contains("PostRouteModify")
+                && d.message.contains("failOpen")),
+        "{:#?}",
+        out.diagnostics
+    );
+    envoy_accepts(&out);
+}
+
+#[test]
+fn a_reply_envoy_would_reject_is_a_failed_hook_for_that_route() {
+    for (what, bad) in [
+        (
+            "regex",
+            Box::new(|mut r: Route| {
+                if let Some(m) = r.r#match.as_mut() {
+                    m.path_specifier = Some(route_match::PathSpecifier::SafeRegex(RegexMatcher {
+                        regex: "/ext(".into(),
+                        ..Default::default()
+                    }));
+                }
+                r
+            }) as Box<dyn Fn(Route) -> Route + Sync>,
+        ),
+        (
+            "unknown type URL",
+            Box::new(|mut r: Route| {
+                r.typed_per_filter_config.insert(
+                    "example.filter".into(),
+                    Any {
+                        type_url: "type.googleapis.com/example.NotAnEnvoyType".into(),
+                        value: Vec::new(),
+                    },
+                );
+                r
+            }),
+        ),
+        (
+            "header name",
+            Box::new(|r: Route| add_header(r, "bad header", "v")),
+        ),
+        (
+            "format string",
+            Box::new(|r: Route| add_header(r, "x-f", "%NOT_A_COMMAND%")),
+        ),
+        (
+            "no action",
+            Box::new(|mut r: Route| {
+                r.action = None;
+                r
+            }),
+        ),
+    ] {
+        let mut hooks = TestHooks::new(&[Hook::Route]);
+        hooks.route = Box::new(move |c| Ok(Some(bad(c.route.clone()))));
+        let out = run(&hooks);
+        let ext = envoy_route(&out, EXT_ROUTE);
+        assert!(is_500(&ext), "{what}: {ext:?}");
+        assert!(ext.typed_per_filter_config.is_empty(), "{what}");
+        let m = replaced_message(&out, "ext");
+        assert!(m.contains("Envoy would reject it"), "{what}: {m}");
+        assert!(out.replacements.iter().all(|r| r.class == ErrorClass::Extension));
+        assert!(forwards(&envoy_route(&out, PLAIN_ROUTE)), "{what}");
+        envoy_accepts(&out);
+    }
+}
+
+#[test]
+fn extension_refs_that_do_not_resolve_are_the_500() {
+    // Registered kind, no such object: the spec's 500.
+    let missing = INPUT.replace("name: hf}", "name: nope}");
+    let loaded = api::loader::load_str_with("ext.yaml", &missing, &options());
+    let hooks = TestHooks::new(&[Hook::Route]);
+    let out = translate::translate_seams(
+        &loaded.inputs,
+        &translate::Settings::default(),
+        translate::Seams {
+            validator: None,
+            hooks: Some(&hooks),
+        },
+    );
+    assert!(is_500(&envoy_route(&out, EXT_ROUTE)));
+    let m = replaced_message(&out, "ext");
+    assert!(m.contains("not found in namespace app"), "{m}");
+    // Unregistered kind (no hooks at all): today's 500.
+    let out = translate::translate(&loaded.inputs, &translate::Settings::default());
+    assert!(is_500(&envoy_route(&out, EXT_ROUTE)));
+    // Registered, but the Route hook is not enabled: nothing would apply
+    // the filter, so it is not skipped silently.
+    let hooks = TestHooks::new(&[Hook::VirtualHost]);
+    let out = run(&hooks);
+    assert!(is_500(&envoy_route(&out, EXT_ROUTE)));
+    assert!(hooks.route_calls.lock().unwrap().is_empty());
+    envoy_accepts(&out);
+}
+
+#[test]
+fn virtual_host_hook_modifies_or_fences_its_host() {
+    let mut hooks = TestHooks::new(&[Hook::VirtualHost]);
+    hooks.virtual_host = Box::new(|c| {
+        let mut vh = c.virtual_host.clone();
+        vh.response_headers_to_add.push(HeaderValueOption {
+            header: Some(HeaderValue {
+                key: "x-vhost".into(),
+                value: vh.name.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        Ok(Some(vh))
+    });
+    let out = run(&hooks);
+    let vh = host(&out, EXT_HOST);
+    assert_eq!(vh.response_headers_to_add.len(), 1);
+    assert_eq!(*hooks.batches.lock().unwrap(), [(Hook::VirtualHost, 4)]);
+    envoy_accepts(&out);
+
+    let mut hooks = TestHooks::new(&[Hook::VirtualHost]);
+    hooks.virtual_host = Box::new(|c| {
+        if c.virtual_host.name == EXT_HOST {
+            Err(failure(Hook::VirtualHost, false))
+        } else {
+            Ok(None)
+        }
+    });
+    let out = run(&hooks);
+    let vh = host(&out, EXT_HOST);
+    assert_eq!(vh.domains, ["ext.example.com"]);
+    assert_eq!(vh.routes.len(), 1);
+    assert!(is_500(&vh.routes[0]));
+    assert_eq!(
+        vh.routes[0]
+            .r#match
+            .as_ref()
+            .and_then(|m| m.path_specifier.clone()),
+        Some(route_match::PathSpecifier::Prefix("/".into()))
+    );
+    assert!(forwards(&envoy_route(&out, PLAIN_ROUTE)));
+    let accepted = listener_condition(&out, "http", "Accepted");
+    assert_eq!(
+        (accepted["status"].as_str(), accepted["reason"].as_str()),
+        (Some("False"), Some("ListenerReplaced"))
+    );
+    assert!(
+        accepted["message"]
+            .as_str()
+            .unwrap()
+            .contains("PostVirtualHostModify"),
+        "{accepted}"
+    );
+    assert_eq!(out.scope_replacements.len(), 1, "{:?}", out.scope_replacements);
+    assert_eq!(out.scope_replacements[0].class, ErrorClass::Extension);
+    assert_eq!(out.scope_replacements[0].names, [EXT_HOST]);
+    envoy_accepts(&out);
+}
+
+#[test]
+fn virtual_host_reply_with_an_invalid_route_is_fenced() {
+    let mut hooks = TestHooks::new(&[Hook::VirtualHost]);
+    hooks.virtual_host = Box::new(|c| {
+        let mut vh = c.virtual_host.clone();
+        if let Some(r) = vh.routes.first_mut()
+            && let Some(m) = r.r#match.as_mut()
+        {
+            m.path_specifier = Some(route_match::PathSpecifier::SafeRegex(RegexMatcher {
+                regex: "a{1001}".into(),
+                ..Default::default()
+            }));
+        }
+        Ok(Some(vh))
+    });
+    let out = run(&hooks);
+    for rc in configs(&out) {
+        for vh in rc.virtual_hosts {
+            assert!(vh.routes.len() == 1 && is_500(&vh.routes[0]), "{vh:?}");
+        }
+    }
+    assert!(
+        out.scope_replacements
+            .iter()
+            .all(|s| s.message.contains("Envoy would reject it"))
+    );
+    envoy_accepts(&out);
+}
+
+#[test]
+fn listener_hook_modifies_the_listener_or_fences_its_traffic() {
+    let mut hooks = TestHooks::new(&[Hook::HttpListener]);
+    hooks.listener = Box::new(|c| {
+        let mut l = c.listener.clone();
+        l.per_connection_buffer_limit_bytes = Some(UInt32Value { value: 12345 });
+        Ok(Some(l))
+    });
+    let out = run(&hooks);
+    let l = &out.gateways[GW].listeners[0];
+    assert_eq!(
+        l.per_connection_buffer_limit_bytes,
+        Some(UInt32Value { value: 12345 })
+    );
+    // The listener context carries the policy that targets its Gateway listener.
+    let calls = hooks.listener_calls.lock().unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].extension_resources.len(), 1);
+    let p: Value = serde_json::from_slice(&calls[0].extension_resources[0].unstructured_bytes).unwrap();
+    assert_eq!(p["metadata"]["name"], "on-gateway");
+    drop(calls);
+    envoy_accepts(&out);
+
+    let mut hooks = TestHooks::new(&[Hook::HttpListener]);
+    hooks.listener = Box::new(|_| Err(failure(Hook::HttpListener, false)));
+    let out = run(&hooks);
+    let l = &out.gateways[GW].listeners[0];
+    assert_eq!(l.name, "infra/gw/80", "the listener keeps listening");
+    assert_eq!(l.per_connection_buffer_limit_bytes, None);
+    let rcs = configs(&out);
+    assert_eq!(rcs.len(), 1);
+    assert_eq!(rcs[0].virtual_hosts.len(), 1);
+    assert_eq!(rcs[0].virtual_hosts[0].domains, ["*"]);
+    assert!(is_500(&rcs[0].virtual_hosts[0].routes[0]));
+    let accepted = listener_condition(&out, "http", "Accepted");
+    assert_eq!(accepted["reason"], "ListenerReplaced");
+    assert!(
+        accepted["message"]
+            .as_str()
+            .unwrap()
+            .contains("PostHTTPListenerModify"),
+        "{accepted}"
+    );
+    envoy_accepts(&out);
+
+    // A reply that renames the listener is refused as a failed hook.
+    let mut hooks = TestHooks::new(&[Hook::HttpListener]);
+    hooks.listener = Box::new(|c| {
+        let mut l = c.listener.clone();
+        l.name = "elsewhere".into();
+        Ok(Some(l))
+    });
+    let out = run(&hooks);
+    assert_eq!(out.gateways[GW].listeners[0].name, "infra/gw/80");
+    assert!(is_500(&configs(&out)[0].virtual_hosts[0].routes[0]));
+    envoy_accepts(&out);
+}
+
+fn static_cluster(name: &str) -> Cluster {
+    use envoy_types::pb::envoy::config::cluster::v3::cluster;
+    use envoy_types::pb::envoy::config::core::v3::{Address, SocketAddress, address, socket_address};
+    use envoy_types::pb::envoy::config::endpoint::v3::{
+        Endpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+    };
+    Cluster {
+        name: name.into(),
+        connect_timeout: Some(envoy_types::pb::google::protobuf::Duration { seconds: 1, nanos: 0 }),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+            cluster::DiscoveryType::Static as i32,
+        )),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: name.into(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: vec![LbEndpoint {
+                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
+                        address: Some(Address {
+                            address: Some(address::Address::SocketAddress(SocketAddress {
+                                address: "127.0.0.1".into(),
+                                port_specifier: Some(socket_address::PortSpecifier::PortValue(9999)),
+                                ..Default::default()
+                            })),
+                        }),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn translate_hook_replaces_clusters_or_keeps_ours_when_it_fails() {
+    let mut hooks = TestHooks::new(&[Hook::Translation]);
+    hooks.translate = Box::new(|c| {
+        let mut clusters = c.clusters.clone();
+        clusters.push(static_cluster("ext/authz"));
+        Ok(Some(TranslateReply {
+            clusters,
+            secrets: c.secrets.clone(),
+            ..Default::default()
+        }))
+    });
+    let out = run(&hooks);
+    let names: Vec<&str> = out.gateways[GW]
+        .clusters
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert!(names.contains(&"ext/authz"), "{names:?}");
+    assert!(names.len() >= 2, "ours are kept: {names:?}");
+    envoy_accepts(&out);
+
+    let ours = translate::translate(&inputs(), &translate::Settings::default());
+    let mut hooks = TestHooks::new(&[Hook::Translation]);
+    hooks.translate = Box::new(|_| Err(failure(Hook::Translation, false)));
+    let out = run(&hooks);
+    assert_eq!(out.gateways[GW].clusters, ours.gateways[GW].clusters);
+    assert!(
+        out.diagnostics
+            .iter()
+            .any(|d| d.severity == api::Severity::Error && d.message.contains("PostTranslateModify"))
+    );
+    assert_eq!(out.scope_replacements.len(), 1);
+    assert_eq!(out.scope_replacements[0].scope, "translation");
+    envoy_accepts(&out);
+
+    // A duplicate cluster name would be a NACK: the reply is refused.
+    let mut hooks = TestHooks::new(&[Hook::Translation]);
+    hooks.translate = Box::new(|c| {
+        let mut clusters = c.clusters.clone();
+        clusters.push(static_cluster("x"));
+        clusters.push(static_cluster("x"));
+        Ok(Some(TranslateReply {
+            clusters,
+            ..Default::default()
+        }))
+    });
+    let out = run(&hooks);
+    assert_eq!(out.gateways[GW].clusters, ours.gateways[GW].clusters);
+    envoy_accepts(&out);
+}
+
+/// What the in-process checks cannot see, STRICT's real Envoy does; the
+/// rejection is attributed to the hook (class `extension`).
+#[test]
+fn strict_attributes_an_envoy_rejection_of_a_hook_reply_to_the_hook() {
+    let mut hooks = TestHooks::new(&[Hook::Route]);
+    hooks.route = Box::new(|c| {
+        let mut r = c.route.clone();
+        if c.route.name == EXT_ROUTE
+            && let Some(route::Action::Route(a)) = r.action.as_mut()
+        {
+            // PGV: `cluster` has min_len 1.
+            a.cluster_specifier = Some(route_action::ClusterSpecifier::Cluster(String::new()));
+        }
+        Ok(Some(r))
+    });
+    let envoy = real_envoy::RealEnvoy::default();
+    let out = translate::translate_seams(
+        &inputs(),
+        &translate::Settings::default(),
+        translate::Seams {
+            validator: Some(&envoy),
+            hooks: Some(&hooks),
+        },
+    );
+    assert!(is_500(&envoy_route(&out, EXT_ROUTE)));
+    assert!(forwards(&envoy_route(&out, PLAIN_ROUTE)));
+    let r = out
+        .replacements
+        .iter()
+        .find(|r| r.route_name == "ext")
+        .expect("the rule is reported replaced");
+    assert_eq!(r.class, ErrorClass::Extension, "{r:?}");
+    assert!(
+        r.message.contains("PostRouteModify reply was rejected by Envoy"),
+        "{}",
+        r.message
+    );
+    envoy_accepts(&out);
+}
