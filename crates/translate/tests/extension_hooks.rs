@@ -900,3 +900,43 @@ fn strict_attributes_an_envoy_rejection_of_a_hook_reply_to_the_hook() {
     );
     envoy_accepts(&out);
 }
+
+/// A scope a policy fenced is never handed to the extension: a reply
+/// could serve its traffic again.
+#[test]
+fn fenced_virtual_hosts_are_not_handed_to_the_extension() {
+    let path = format!(
+        "{}/tests/fixtures/policy-listener-http-invalid.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let input = text.split("\n# ---- expected output").next().unwrap();
+    let mut hooks = TestHooks::new(&[Hook::VirtualHost]);
+    // An extension that would serve everything from the first route.
+    hooks.virtual_host = Box::new(|c| {
+        let mut vh = c.virtual_host.clone();
+        for r in &mut vh.routes {
+            r.action = Some(route::Action::DirectResponse(
+                envoy_types::pb::envoy::config::route::v3::DirectResponseAction {
+                    status: 200,
+                    ..Default::default()
+                },
+            ));
+        }
+        Ok(Some(vh))
+    });
+    let out = translate::translate_seams(
+        &api::loader::load_str("policy.yaml", input).inputs,
+        &translate::Settings::default(),
+        translate::Seams {
+            validator: None,
+            hooks: Some(&hooks),
+        },
+    );
+    assert_eq!(*hooks.batches.lock().unwrap(), [(Hook::VirtualHost, 1)]);
+    let a = host(&out, "infra/gw/80/a.example.com");
+    assert!(a.routes.len() == 1 && is_500(&a.routes[0]), "{a:?}");
+    let b = host(&out, "infra/gw/80/b.example.com");
+    assert!(matches!(&b.routes[0].action, Some(route::Action::DirectResponse(d)) if d.status == 200));
+    envoy_accepts(&out);
+}
