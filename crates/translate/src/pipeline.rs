@@ -219,8 +219,24 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
             let (bind, reported) = settings.addresses_of(&key);
             let owners = hooks.map(|_| host_owners(&ir, gw)).unwrap_or_default();
             let ports: Vec<i32> = ir.ports.keys().copied().collect();
+            let extension_clusters: BTreeMap<String, Vec<crate::extension::ExtensionResource>> = ir
+                .clusters
+                .values()
+                .filter(|c| !c.extension.is_empty())
+                .map(|c| (c.name.clone(), c.extension.clone()))
+                .collect();
             let mut built = xds::build(ir, bind, &mut store);
             if let (Some(h), Some(x)) = (hooks, index.extensions.as_ref()) {
+                if x.runs(Hook::Cluster) {
+                    let endpoints = x.runs(Hook::Endpoints);
+                    hooks_run::post_cluster(
+                        h,
+                        &mut built,
+                        &extension_clusters,
+                        endpoints,
+                        &mut hooked.scopes,
+                    );
+                }
                 scope_hooks(h, x, gw, &ports, &owners, &mut built, &mut hooked.scopes);
                 fences.append(&mut hooked.scopes.fences);
             }
@@ -241,6 +257,16 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
                 Diagnostic::error(object, Some(&gw.gateway.source), format!("{message} [extension]"))
             } else {
                 Diagnostic::warning(object, Some(&gw.gateway.source), format!("{message} [extension]"))
+            });
+        }
+        for (name, e) in &hooked.scopes.dropped_clusters {
+            out.scope_replacements.push(crate::ScopeReplacement {
+                gateway: key.clone(),
+                scope: "cluster".into(),
+                listener: String::new(),
+                names: vec![name.clone()],
+                class: e.class,
+                message: e.to_string(),
             });
         }
         if let Some(e) = &hooked.scopes.translation_failed {

@@ -143,6 +143,9 @@ struct TestHooks {
     virtual_host: F<VirtualHostCall, VirtualHost>,
     listener: F<ListenerCall, Listener>,
     translate: F<TranslateCall, TranslateReply>,
+    cluster: F<ClusterCall, Cluster>,
+    endpoints: F<EndpointsCall, ClusterLoadAssignment>,
+    cluster_calls: Mutex<Vec<ClusterCall>>,
     route_calls: Mutex<Vec<RouteCall>>,
     listener_calls: Mutex<Vec<ListenerCall>>,
     batches: Mutex<Vec<(Hook, usize)>>,
@@ -156,6 +159,7 @@ fn registration(hooks: &[Hook]) -> Registration {
     Registration {
         resources: [gk("HeaderFilter")].into(),
         policy_resources: [gk("ExtPolicy")].into(),
+        backend_resources: [gk("Backend")].into(),
         hooks: hooks.iter().copied().collect(),
         ..Default::default()
     }
@@ -169,6 +173,9 @@ impl TestHooks {
             virtual_host: Box::new(|_| Ok(None)),
             listener: Box::new(|_| Ok(None)),
             translate: Box::new(|_| Ok(None)),
+            cluster: Box::new(|_| Ok(None)),
+            endpoints: Box::new(|_| Ok(None)),
+            cluster_calls: Mutex::default(),
             route_calls: Mutex::default(),
             listener_calls: Mutex::default(),
             batches: Mutex::default(),
@@ -201,10 +208,14 @@ impl Hooks for TestHooks {
         out
     }
     fn post_cluster_modify(&self, calls: Vec<ClusterCall>) -> Vec<Reply<Cluster>> {
-        calls.iter().map(|_| Ok(None)).collect()
+        self.batch(Hook::Cluster, calls.len());
+        let out = calls.iter().map(|c| (self.cluster)(c)).collect();
+        self.cluster_calls.lock().unwrap().extend(calls);
+        out
     }
     fn post_endpoints_modify(&self, calls: Vec<EndpointsCall>) -> Vec<Reply<ClusterLoadAssignment>> {
-        calls.iter().map(|_| Ok(None)).collect()
+        self.batch(Hook::Endpoints, calls.len());
+        calls.iter().map(|c| (self.endpoints)(c)).collect()
     }
     fn post_translate_modify(&self, call: TranslateCall) -> Reply<TranslateReply> {
         self.batch(Hook::Translation, 1);
@@ -217,6 +228,7 @@ fn options() -> api::loader::Options {
         extension_kinds: [
             ("example.io".to_string(), "HeaderFilter".to_string()),
             ("example.io".to_string(), "ExtPolicy".to_string()),
+            ("example.io".to_string(), "Backend".to_string()),
         ]
         .into(),
     }
@@ -938,5 +950,163 @@ fn fenced_virtual_hosts_are_not_handed_to_the_extension() {
     assert!(a.routes.len() == 1 && is_500(&a.routes[0]), "{a:?}");
     let b = host(&out, "infra/gw/80/b.example.com");
     assert!(matches!(&b.routes[0].action, Some(route::Action::DirectResponse(d)) if d.status == 200));
+    envoy_accepts(&out);
+}
+
+/// A route to an extension backend (a `backendResources` kind).
+const BACKEND_INPUT: &str = r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: be, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  hostnames: [be.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /llm}}]
+    backendRefs: [{group: example.io, kind: Backend, name: llm}]
+---
+apiVersion: example.io/v1alpha1
+kind: Backend
+metadata: {name: llm, namespace: app}
+spec: {endpoint: 127.0.0.1:9999}
+"#;
+
+const BACKEND_CLUSTER: &str = "extension/app/example.io/Backend/llm";
+
+fn run_backend(hooks: &TestHooks) -> translate::Output {
+    let text = format!("{INPUT}{BACKEND_INPUT}");
+    let loaded = api::loader::load_str_with("ext.yaml", &text, &options());
+    assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+    translate::translate_seams(
+        &loaded.inputs,
+        &translate::Settings::default(),
+        translate::Seams {
+            validator: None,
+            hooks: Some(hooks),
+        },
+    )
+}
+
+fn cluster_of(r: &Route) -> Option<String> {
+    match &r.action {
+        Some(route::Action::Route(a)) => match &a.cluster_specifier {
+            Some(route_action::ClusterSpecifier::Cluster(c)) => Some(c.clone()),
+            Some(route_action::ClusterSpecifier::WeightedClusters(w)) => {
+                w.clusters.first().map(|c| c.name.clone())
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+#[test]
+fn cluster_hook_completes_an_extension_backend_cluster_or_leaves_it_out() {
+    const BE_ROUTE: &str = "httproute/app/be/rule/0/match/0";
+    let mut hooks = TestHooks::new(&[Hook::Cluster, Hook::Endpoints]);
+    hooks.cluster = Box::new(|c| Ok(Some(static_cluster(&c.cluster.name))));
+    let out = run_backend(&hooks);
+    assert_eq!(
+        cluster_of(&envoy_route(&out, BE_ROUTE)).as_deref(),
+        Some(BACKEND_CLUSTER)
+    );
+    let c = out.gateways[GW]
+        .clusters
+        .iter()
+        .find(|c| c.name == BACKEND_CLUSTER)
+        .expect("the extension's cluster");
+    assert!(c.load_assignment.is_some(), "{c:?}");
+    let calls = hooks.cluster_calls.lock().unwrap();
+    assert_eq!(calls.len(), 1, "only the extension backend's cluster");
+    let r: Value =
+        serde_json::from_slice(&calls[0].backend_extension_resources[0].unstructured_bytes).unwrap();
+    assert_eq!(r["spec"]["endpoint"], "127.0.0.1:9999");
+    drop(calls);
+    assert_eq!(
+        *hooks.batches.lock().unwrap(),
+        [(Hook::Cluster, 1), (Hook::Endpoints, 1)]
+    );
+    envoy_accepts(&out);
+
+    // Endpoints from PostEndpointsModify.
+    let mut hooks = TestHooks::new(&[Hook::Cluster, Hook::Endpoints]);
+    hooks.endpoints = Box::new(|c| {
+        let mut cla = static_cluster(&c.load_assignment.cluster_name)
+            .load_assignment
+            .unwrap();
+        cla.cluster_name = c.load_assignment.cluster_name.clone();
+        Ok(Some(cla))
+    });
+    let out = run_backend(&hooks);
+    let cla = out.gateways[GW]
+        .endpoints
+        .iter()
+        .find(|e| e.cluster_name == BACKEND_CLUSTER)
+        .expect("its load assignment");
+    assert_eq!(cla.endpoints[0].lb_endpoints.len(), 1);
+    envoy_accepts(&out);
+
+    // A failed hook leaves the cluster out: the route's share answers 500
+    // (`cluster_not_found_response_code`), everything else serves.
+    let mut hooks = TestHooks::new(&[Hook::Cluster]);
+    hooks.cluster = Box::new(|_| Err(failure(Hook::Cluster, false)));
+    let out = run_backend(&hooks);
+    assert!(
+        out.gateways[GW]
+            .clusters
+            .iter()
+            .all(|c| c.name != BACKEND_CLUSTER)
+    );
+    assert!(
+        out.gateways[GW]
+            .endpoints
+            .iter()
+            .all(|c| c.cluster_name != BACKEND_CLUSTER)
+    );
+    let be = envoy_route(&out, BE_ROUTE);
+    match &be.action {
+        Some(route::Action::Route(a)) => assert_eq!(
+            a.cluster_not_found_response_code,
+            route_action::ClusterNotFoundResponseCode::InternalServerError as i32
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(forwards(&envoy_route(&out, PLAIN_ROUTE)));
+    let s = out
+        .scope_replacements
+        .iter()
+        .find(|s| s.scope == "cluster")
+        .expect("a cluster scope replacement");
+    assert_eq!(
+        (s.names.as_slice(), s.class),
+        ([BACKEND_CLUSTER.to_string()].as_slice(), ErrorClass::Extension)
+    );
+    let accepted = listener_condition(&out, "http", "Accepted");
+    assert_eq!(
+        accepted["status"], "True",
+        "the Gateway keeps serving: {accepted}"
+    );
+    envoy_accepts(&out);
+
+    // Without the Cluster hook nothing would make the cluster: the backend
+    // is invalid (its share answers 500), not silently empty.
+    let hooks = TestHooks::new(&[Hook::Route]);
+    let out = run_backend(&hooks);
+    assert!(
+        out.gateways[GW]
+            .clusters
+            .iter()
+            .all(|c| c.name != BACKEND_CLUSTER)
+    );
+    let rr = condition(&route_status(&out, "be"), "ResolvedRefs");
+    assert_eq!(rr["status"], "False", "{rr}");
+    assert!(
+        rr["message"]
+            .as_str()
+            .unwrap()
+            .contains("Cluster hook is not enabled"),
+        "{rr}"
+    );
     envoy_accepts(&out);
 }

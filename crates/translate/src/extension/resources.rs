@@ -151,6 +151,21 @@ impl Extensions {
         }
     }
 
+    /// A `backendResources` object, by the backendRef's group, kind,
+    /// namespace and name.
+    pub fn backend(&self, group: &str, kind: &str, namespace: &str, name: &str) -> Option<ExtensionResource> {
+        let gk = super::GroupKind {
+            group: group.to_string(),
+            kind: kind.to_string(),
+        };
+        if !self.registration.backend_resources.contains(&gk) {
+            return None;
+        }
+        self.by_name
+            .get(&(gk.group, gk.kind, namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
     /// The policies targeting a route's rule (`sectionName` = the rule's
     /// name) or the whole route.
     pub fn route_policies(

@@ -5,6 +5,7 @@
 //! | --- | --- | --- |
 //! | `PostRouteModify` | each Envoy route of a rule that uses extension resources (`extensionRef`) or is targeted by an extension policy; before it is encoded | that route answers the 500, keeping its match; its rule is reported replaced |
 //! | `PostVirtualHostModify` | each virtual host (not one already fenced) | that host becomes a catch-all 500 keeping its name and domains |
+//! | `PostClusterModify`, `PostEndpointsModify` | each cluster of a backendRef to a `backendResources` kind (a placeholder: EDS, no endpoints) and its load assignment | the cluster is left out: the routes' share for it answers 500 (`cluster_not_found_response_code`), as for any invalid backend |
 //! | `PostHTTPListenerModify` | each listener (one per port) | the listener keeps listening, unmodified; every route configuration it serves becomes a catch-all 500 |
 //! | `PostTranslateModify` | once, after assembly, with what `translation` includes | the Gateway keeps its own unmodified resources (see below) |
 //!
@@ -34,8 +35,8 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 
 use super::{
-    ExtensionResource, Hook, HookError, HookFailure, Hooks, ListenerCall, Reply, RouteCall, TranslateCall,
-    VirtualHostCall,
+    ClusterCall, EndpointsCall, ExtensionResource, Hook, HookError, HookFailure, Hooks, ListenerCall, Reply,
+    RouteCall, TranslateCall, VirtualHostCall,
 };
 use crate::GatewayXds;
 use crate::error::RuleError;
@@ -85,6 +86,10 @@ pub struct Findings {
     pub modified_routes: BTreeMap<String, String>,
     pub modified_hosts: BTreeMap<String, String>,
     pub modified_configs: BTreeMap<String, String>,
+    /// Extension-backend clusters left out because their hook failed:
+    /// `cluster` scope replacements (no Gateway condition: the Gateway
+    /// serves, only the share of traffic for them answers 500).
+    pub dropped_clusters: Vec<(String, RuleError)>,
     /// `PostTranslateModify` failed: `translation` scope replacement.
     pub translation_failed: Option<RuleError>,
 }
@@ -178,6 +183,128 @@ pub fn post_route(hooks: &dyn Hooks, pending: &[PendingRoute]) -> Vec<RouteOutco
             }
         })
         .collect()
+}
+
+/// `PostClusterModify` for the extension-backend clusters (`clusters`:
+/// name → its backend resources), then `PostEndpointsModify` for their
+/// load assignments; one batch each. A failure drops the cluster (and its
+/// endpoints): routes naming a missing cluster answer 500.
+pub fn post_cluster(
+    hooks: &dyn Hooks,
+    built: &mut GatewayXds,
+    clusters: &BTreeMap<String, Vec<ExtensionResource>>,
+    endpoints_hook: bool,
+    findings: &mut Findings,
+) {
+    if clusters.is_empty() {
+        return;
+    }
+    let mut dropped: BTreeSet<String> = BTreeSet::new();
+    let fail = |findings: &mut Findings, name: &str, e: HookError| {
+        if e.fail_open {
+            findings
+                .problems
+                .push((format!("cluster {name}: {e}; kept unmodified (failOpen)"), false));
+            return false;
+        }
+        findings.problems.push((
+            format!("cluster {name}: {e}; the cluster is left out, routes to it answer 500"),
+            true,
+        ));
+        findings.dropped_clusters.push((
+            name.to_string(),
+            hook_error(&format!("extension {}", e.manager), &e),
+        ));
+        true
+    };
+    let at: Vec<usize> = (0..built.clusters.len())
+        .filter(|&i| clusters.contains_key(&built.clusters[i].name))
+        .collect();
+    let calls: Vec<ClusterCall> = at
+        .iter()
+        .map(|&i| ClusterCall {
+            cluster: built.clusters[i].clone(),
+            backend_extension_resources: clusters.get(&built.clusters[i].name).cloned().unwrap_or_default(),
+        })
+        .collect();
+    let replies = padded(hooks.post_cluster_modify(calls), at.len(), Hook::Cluster);
+    for (i, reply) in at.into_iter().zip(replies) {
+        let name = built.clusters[i].name.clone();
+        let reply = reply.and_then(|r| match r {
+            None => Ok(None),
+            Some(r) if r.name != name => Err(invalid(
+                Hook::Cluster,
+                ANSWERED_BY,
+                false,
+                format!("cluster {name} renamed to {:?}", r.name),
+            )),
+            Some(r) => match super::check::check(&r) {
+                Ok(()) => Ok(Some(r)),
+                Err(m) => Err(invalid(
+                    Hook::Cluster,
+                    ANSWERED_BY,
+                    false,
+                    format!("cluster {name}: {m}"),
+                )),
+            },
+        });
+        match reply {
+            Ok(None) => {}
+            Ok(Some(r)) => built.clusters[i] = r,
+            Err(e) => {
+                if fail(findings, &name, e) {
+                    dropped.insert(name);
+                }
+            }
+        }
+    }
+    if endpoints_hook {
+        let at: Vec<usize> = (0..built.endpoints.len())
+            .filter(|&i| {
+                let n = &built.endpoints[i].cluster_name;
+                clusters.contains_key(n) && !dropped.contains(n)
+            })
+            .collect();
+        let calls: Vec<EndpointsCall> = at
+            .iter()
+            .map(|&i| EndpointsCall {
+                load_assignment: built.endpoints[i].clone(),
+            })
+            .collect();
+        let replies = padded(hooks.post_endpoints_modify(calls), at.len(), Hook::Endpoints);
+        for (i, reply) in at.into_iter().zip(replies) {
+            let name = built.endpoints[i].cluster_name.clone();
+            let reply = reply.and_then(|r| match r {
+                None => Ok(None),
+                Some(r) if r.cluster_name != name => Err(invalid(
+                    Hook::Endpoints,
+                    ANSWERED_BY,
+                    false,
+                    format!("load assignment of {name} renamed to {:?}", r.cluster_name),
+                )),
+                Some(r) => match super::check::check(&r) {
+                    Ok(()) => Ok(Some(r)),
+                    Err(m) => Err(invalid(
+                        Hook::Endpoints,
+                        ANSWERED_BY,
+                        false,
+                        format!("endpoints of {name}: {m}"),
+                    )),
+                },
+            });
+            match reply {
+                Ok(None) => {}
+                Ok(Some(r)) => built.endpoints[i] = r,
+                Err(e) => {
+                    if fail(findings, &name, e) {
+                        dropped.insert(name);
+                    }
+                }
+            }
+        }
+    }
+    built.clusters.retain(|c| !dropped.contains(&c.name));
+    built.endpoints.retain(|e| !dropped.contains(&e.cluster_name));
 }
 
 /// A host [`fence::fenced_host`] or [`fence::fenced_config_host`] made:
