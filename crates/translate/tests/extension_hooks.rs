@@ -4,6 +4,7 @@
 //! accepts the whole output (`envoy --mode validate` on the static
 //! bootstrap, as the fixture test does).
 
+#[allow(dead_code)] // `calls` is for the fixture test
 #[path = "support/real_envoy.rs"]
 mod real_envoy;
 
@@ -183,7 +184,7 @@ impl TestHooks {
     }
 
     fn batch(&self, hook: Hook, n: usize) {
-        self.batches.lock().unwrap().push((hook, n));
+        self.batches.lock().expect("lock").push((hook, n));
     }
 }
 
@@ -194,7 +195,7 @@ impl Hooks for TestHooks {
     fn post_route_modify(&self, calls: Vec<RouteCall>) -> Vec<Reply<Route>> {
         self.batch(Hook::Route, calls.len());
         let out = calls.iter().map(|c| (self.route)(c)).collect();
-        self.route_calls.lock().unwrap().extend(calls);
+        self.route_calls.lock().expect("lock").extend(calls);
         out
     }
     fn post_virtual_host_modify(&self, calls: Vec<VirtualHostCall>) -> Vec<Reply<VirtualHost>> {
@@ -204,13 +205,13 @@ impl Hooks for TestHooks {
     fn post_http_listener_modify(&self, calls: Vec<ListenerCall>) -> Vec<Reply<Listener>> {
         self.batch(Hook::HttpListener, calls.len());
         let out = calls.iter().map(|c| (self.listener)(c)).collect();
-        self.listener_calls.lock().unwrap().extend(calls);
+        self.listener_calls.lock().expect("lock").extend(calls);
         out
     }
     fn post_cluster_modify(&self, calls: Vec<ClusterCall>) -> Vec<Reply<Cluster>> {
         self.batch(Hook::Cluster, calls.len());
         let out = calls.iter().map(|c| (self.cluster)(c)).collect();
-        self.cluster_calls.lock().unwrap().extend(calls);
+        self.cluster_calls.lock().expect("lock").extend(calls);
         out
     }
     fn post_endpoints_modify(&self, calls: Vec<EndpointsCall>) -> Vec<Reply<ClusterLoadAssignment>> {
@@ -224,14 +225,8 @@ impl Hooks for TestHooks {
 }
 
 fn options() -> api::loader::Options {
-    api::loader::Options {
-        extension_kinds: [
-            ("example.io".to_string(), "HeaderFilter".to_string()),
-            ("example.io".to_string(), "ExtPolicy".to_string()),
-            ("example.io".to_string(), "Backend".to_string()),
-        ]
-        .into(),
-    }
+    // What the edge does with the configured registration.
+    translate::extension::resources::loader_options(&registration(&[]))
 }
 
 fn inputs() -> api::Inputs {
@@ -298,13 +293,13 @@ fn route_status(out: &translate::Output, name: &str) -> Value {
         .iter()
         .find(|s| s.kind == "HTTPRoute" && s.metadata.name == name)
         .expect("route status");
-    serde_json::to_value(&s.status).unwrap()
+    serde_json::to_value(&s.status).expect("status JSON")
 }
 
 fn condition(status: &Value, type_: &str) -> Value {
     status["parents"][0]["conditions"]
         .as_array()
-        .unwrap()
+        .expect("a list")
         .iter()
         .find(|c| c["type"] == type_)
         .cloned()
@@ -337,16 +332,16 @@ fn listener_condition(out: &translate::Output, listener: &str, type_: &str) -> V
         .iter()
         .find(|s| s.kind == "Gateway")
         .expect("gateway status");
-    let v = serde_json::to_value(&s.status).unwrap();
+    let v = serde_json::to_value(&s.status).expect("status JSON");
     v["listeners"]
         .as_array()
-        .unwrap()
+        .expect("a list")
         .iter()
         .find(|l| l["name"] == listener)
         .and_then(|l| {
             l["conditions"]
                 .as_array()
-                .unwrap()
+                .expect("a list")
                 .iter()
                 .find(|c| c["type"] == type_)
                 .cloned()
@@ -408,7 +403,8 @@ fn registered_kinds_load_as_json_and_unregistered_stay_unknown() {
             ("ExtPolicy".into(), "infra".into(), "on-gateway".into()),
         ]
     );
-    let json: Value = serde_json::from_slice(&loaded.inputs.extension_resources[0].object.json).unwrap();
+    let json: Value =
+        serde_json::from_slice(&loaded.inputs.extension_resources[0].object.json).expect("JSON");
     assert_eq!(json["spec"]["header"], "x-ext");
     assert_eq!(json["metadata"]["namespace"], "app");
     // Without registered kinds: today's behaviour.
@@ -450,7 +446,7 @@ fn route_hook_is_called_once_per_gateway_only_for_routes_using_extension_resourc
     let hooks = TestHooks::new(&[Hook::Route]);
     let out = run(&hooks);
     assert!(!out.gateways.is_empty());
-    let calls = hooks.route_calls.lock().unwrap();
+    let calls = hooks.route_calls.lock().expect("lock");
     let names: BTreeSet<&str> = calls.iter().map(|c| c.route.name.as_str()).collect();
     assert_eq!(
         names,
@@ -464,11 +460,14 @@ fn route_hook_is_called_once_per_gateway_only_for_routes_using_extension_resourc
     );
     assert_eq!(calls.len(), 4, "one call per Envoy route");
     // One batch for the one Gateway.
-    assert_eq!(*hooks.batches.lock().unwrap(), [(Hook::Route, 4)]);
-    let ext = calls.iter().find(|c| c.route.name == EXT_ROUTE).unwrap();
+    assert_eq!(*hooks.batches.lock().expect("lock"), [(Hook::Route, 4)]);
+    let ext = calls
+        .iter()
+        .find(|c| c.route.name == EXT_ROUTE)
+        .expect("a call for the route");
     assert_eq!(ext.hostnames, ["ext.example.com"]);
     assert_eq!(ext.extension_resources.len(), 1);
-    let res: Value = serde_json::from_slice(&ext.extension_resources[0].unstructured_bytes).unwrap();
+    let res: Value = serde_json::from_slice(&ext.extension_resources[0].unstructured_bytes).expect("JSON");
     assert_eq!(
         (res["kind"].as_str(), res["metadata"]["name"].as_str()),
         (Some("HeaderFilter"), Some("hf"))
@@ -477,10 +476,10 @@ fn route_hook_is_called_once_per_gateway_only_for_routes_using_extension_resourc
     let pol = calls
         .iter()
         .find(|c| c.route.name.starts_with("httproute/app/pol/"))
-        .unwrap();
+        .expect("a call for the policy-targeted route");
     assert!(pol.extension_resources.is_empty());
     assert_eq!(pol.extension_policies.len(), 1);
-    let p: Value = serde_json::from_slice(&pol.extension_policies[0].unstructured_bytes).unwrap();
+    let p: Value = serde_json::from_slice(&pol.extension_policies[0].unstructured_bytes).expect("JSON");
     assert_eq!(p["metadata"]["name"], "on-route");
 }
 
@@ -634,7 +633,7 @@ fn extension_refs_that_do_not_resolve_are_the_500() {
     let hooks = TestHooks::new(&[Hook::VirtualHost]);
     let out = run(&hooks);
     assert!(is_500(&envoy_route(&out, EXT_ROUTE)));
-    assert!(hooks.route_calls.lock().unwrap().is_empty());
+    assert!(hooks.route_calls.lock().expect("lock").is_empty());
     envoy_accepts(&out);
 }
 
@@ -656,7 +655,7 @@ fn virtual_host_hook_modifies_or_fences_its_host() {
     let out = run(&hooks);
     let vh = host(&out, EXT_HOST);
     assert_eq!(vh.response_headers_to_add.len(), 1);
-    assert_eq!(*hooks.batches.lock().unwrap(), [(Hook::VirtualHost, 4)]);
+    assert_eq!(*hooks.batches.lock().expect("lock"), [(Hook::VirtualHost, 4)]);
     envoy_accepts(&out);
 
     let mut hooks = TestHooks::new(&[Hook::VirtualHost]);
@@ -688,7 +687,7 @@ fn virtual_host_hook_modifies_or_fences_its_host() {
     assert!(
         accepted["message"]
             .as_str()
-            .unwrap()
+            .expect("a string")
             .contains("PostVirtualHostModify"),
         "{accepted}"
     );
@@ -742,10 +741,10 @@ fn listener_hook_modifies_the_listener_or_fences_its_traffic() {
         Some(UInt32Value { value: 12345 })
     );
     // The listener context carries the policy that targets its Gateway listener.
-    let calls = hooks.listener_calls.lock().unwrap();
+    let calls = hooks.listener_calls.lock().expect("lock");
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].extension_resources.len(), 1);
-    let p: Value = serde_json::from_slice(&calls[0].extension_resources[0].unstructured_bytes).unwrap();
+    let p: Value = serde_json::from_slice(&calls[0].extension_resources[0].unstructured_bytes).expect("JSON");
     assert_eq!(p["metadata"]["name"], "on-gateway");
     drop(calls);
     envoy_accepts(&out);
@@ -766,7 +765,7 @@ fn listener_hook_modifies_the_listener_or_fences_its_traffic() {
     assert!(
         accepted["message"]
             .as_str()
-            .unwrap()
+            .expect("a string")
             .contains("PostHTTPListenerModify"),
         "{accepted}"
     );
@@ -921,8 +920,8 @@ fn fenced_virtual_hosts_are_not_handed_to_the_extension() {
         "{}/tests/fixtures/policy-listener-http-invalid.yaml",
         env!("CARGO_MANIFEST_DIR")
     );
-    let text = std::fs::read_to_string(path).unwrap();
-    let input = text.split("\n# ---- expected output").next().unwrap();
+    let text = std::fs::read_to_string(path).expect("fixture");
+    let input = text.split("\n# ---- expected output").next().expect("input");
     let mut hooks = TestHooks::new(&[Hook::VirtualHost]);
     // An extension that would serve everything from the first route.
     hooks.virtual_host = Box::new(|c| {
@@ -945,7 +944,7 @@ fn fenced_virtual_hosts_are_not_handed_to_the_extension() {
             hooks: Some(&hooks),
         },
     );
-    assert_eq!(*hooks.batches.lock().unwrap(), [(Hook::VirtualHost, 1)]);
+    assert_eq!(*hooks.batches.lock().expect("lock"), [(Hook::VirtualHost, 1)]);
     let a = host(&out, "infra/gw/80/a.example.com");
     assert!(a.routes.len() == 1 && is_500(&a.routes[0]), "{a:?}");
     let b = host(&out, "infra/gw/80/b.example.com");
@@ -1017,14 +1016,14 @@ fn cluster_hook_completes_an_extension_backend_cluster_or_leaves_it_out() {
         .find(|c| c.name == BACKEND_CLUSTER)
         .expect("the extension's cluster");
     assert!(c.load_assignment.is_some(), "{c:?}");
-    let calls = hooks.cluster_calls.lock().unwrap();
+    let calls = hooks.cluster_calls.lock().expect("lock");
     assert_eq!(calls.len(), 1, "only the extension backend's cluster");
     let r: Value =
-        serde_json::from_slice(&calls[0].backend_extension_resources[0].unstructured_bytes).unwrap();
+        serde_json::from_slice(&calls[0].backend_extension_resources[0].unstructured_bytes).expect("JSON");
     assert_eq!(r["spec"]["endpoint"], "127.0.0.1:9999");
     drop(calls);
     assert_eq!(
-        *hooks.batches.lock().unwrap(),
+        *hooks.batches.lock().expect("lock"),
         [(Hook::Cluster, 1), (Hook::Endpoints, 1)]
     );
     envoy_accepts(&out);
@@ -1034,7 +1033,7 @@ fn cluster_hook_completes_an_extension_backend_cluster_or_leaves_it_out() {
     hooks.endpoints = Box::new(|c| {
         let mut cla = static_cluster(&c.load_assignment.cluster_name)
             .load_assignment
-            .unwrap();
+            .expect("a load assignment");
         cla.cluster_name = c.load_assignment.cluster_name.clone();
         Ok(Some(cla))
     });
@@ -1104,7 +1103,7 @@ fn cluster_hook_completes_an_extension_backend_cluster_or_leaves_it_out() {
     assert!(
         rr["message"]
             .as_str()
-            .unwrap()
+            .expect("a string")
             .contains("Cluster hook is not enabled"),
         "{rr}"
     );

@@ -24,11 +24,14 @@ pub struct Extensions {
     by_name: HashMap<(String, String, String, String), ExtensionResource>,
     /// Policies targeting a route: (route kind, namespace, name) →
     /// [(sectionName, policy)].
-    route_policies: BTreeMap<(String, String, String), Vec<(Option<String>, ExtensionResource)>>,
+    route_policies: BTreeMap<(String, String, String), Vec<Targeted>>,
     /// Policies targeting a Gateway: (namespace, name) → [(sectionName,
     /// policy)]; `None` = the whole Gateway.
-    gateway_policies: BTreeMap<(String, String), Vec<(Option<String>, ExtensionResource)>>,
+    gateway_policies: BTreeMap<(String, String), Vec<Targeted>>,
 }
+
+/// A policy with the `sectionName` it targets (`None`: the whole object).
+type Targeted = (Option<String>, ExtensionResource);
 
 /// What an `extensionRef` names.
 #[derive(Debug, PartialEq)]
@@ -205,6 +208,22 @@ impl Extensions {
             }
         }
         out
+    }
+}
+
+/// What the loader must accept for `registration`: every registered kind
+/// (`resources`, `policyResources`, `backendResources`) is loaded as an
+/// extension object instead of being reported as an unknown kind. The edge
+/// (`serve`, `translate --config`) passes it to `api::loader::*_with`.
+pub fn loader_options(registration: &Registration) -> api::loader::Options {
+    api::loader::Options {
+        extension_kinds: registration
+            .resources
+            .iter()
+            .chain(&registration.policy_resources)
+            .chain(&registration.backend_resources)
+            .map(|gk| (gk.group.clone(), gk.kind.clone()))
+            .collect(),
     }
 }
 
