@@ -226,6 +226,8 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
                 .map(|c| (c.name.clone(), c.extension.clone()))
                 .collect();
             let mut built = xds::build(ir, bind, &mut store);
+            // What portcullis made, for STRICT's check of what hooks replaced.
+            let before = validator.and(hooks).map(|_| built.clone());
             if let (Some(h), Some(x)) = (hooks, index.extensions.as_ref()) {
                 if x.runs(Hook::Cluster) {
                     let endpoints = x.runs(Hook::Endpoints);
@@ -238,6 +240,10 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
                     );
                 }
                 scope_hooks(h, x, gw, &ports, &owners, &mut built, &mut hooked.scopes);
+                if let (Some(v), Some(before)) = (validator, &before) {
+                    let names = std::mem::take(&mut hooked.scopes.listener_names);
+                    hooks_run::strict_precheck(v, &key, before, &mut built, &names, &mut hooked.scopes);
+                }
                 fences.append(&mut hooked.scopes.fences);
             }
             let findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
@@ -644,6 +650,16 @@ fn scope_hooks(
     }
     let programmed: Vec<&crate::listener::Listener> =
         gw.listeners.iter().filter(|l| l.programmed()).collect();
+    for &port in ports {
+        found.listener_names.insert(
+            crate::naming::listener(&gw.namespace, &gw.name, port),
+            programmed
+                .iter()
+                .filter(|l| l.port == port)
+                .map(|l| l.name.clone())
+                .collect(),
+        );
+    }
     if x.runs(Hook::HttpListener) {
         let scopes: Vec<hooks_run::ListenerScope> = ports
             .iter()

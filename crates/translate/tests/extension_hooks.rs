@@ -1109,3 +1109,78 @@ fn cluster_hook_completes_an_extension_backend_cluster_or_leaves_it_out() {
     );
     envoy_accepts(&out);
 }
+
+/// STRICT: a listener reply, or clusters, that the in-process checks pass
+/// but the real Envoy rejects go back to what portcullis made; the
+/// listener's traffic is fenced and the rejection reported as the hook's.
+#[test]
+fn strict_checks_hook_modified_listeners_and_clusters_with_the_real_envoy() {
+    let strict = |hooks: &TestHooks| {
+        let envoy = real_envoy::RealEnvoy::default();
+        translate::translate_seams(
+            &inputs(),
+            &translate::Settings::default(),
+            translate::Seams {
+                validator: Some(&envoy),
+                hooks: Some(hooks),
+            },
+        )
+    };
+    let mut hooks = TestHooks::new(&[Hook::HttpListener]);
+    hooks.listener = Box::new(|c| {
+        let mut l = c.listener.clone();
+        l.per_connection_buffer_limit_bytes = Some(UInt32Value { value: 12345 });
+        // PGV: a filter needs a name; not among the in-process checks.
+        if let Some(f) = l.filter_chains.first_mut().and_then(|fc| fc.filters.first_mut()) {
+            f.name = String::new();
+        }
+        Ok(Some(l))
+    });
+    let out = strict(&hooks);
+    let l = &out.gateways[GW].listeners[0];
+    assert_eq!(l.per_connection_buffer_limit_bytes, None, "ours is back");
+    let rcs = configs(&out);
+    assert!(
+        rcs.iter()
+            .all(|rc| rc.virtual_hosts.len() == 1 && is_500(&rc.virtual_hosts[0].routes[0]))
+    );
+    let accepted = listener_condition(&out, "http", "Accepted");
+    assert_eq!(accepted["reason"], "ListenerReplaced");
+    assert!(
+        accepted["message"]
+            .as_str()
+            .expect("message")
+            .contains("rejected by Envoy"),
+        "{accepted}"
+    );
+    envoy_accepts(&out);
+
+    let ours = translate::translate(&inputs(), &translate::Settings::default());
+    let mut hooks = TestHooks::new(&[Hook::Translation]);
+    hooks.translate = Box::new(|c| {
+        let mut bad = static_cluster("ext/authz");
+        // PGV: connect_timeout must be positive.
+        bad.connect_timeout = Some(envoy_types::pb::google::protobuf::Duration {
+            seconds: -1,
+            nanos: 0,
+        });
+        let mut clusters = c.clusters.clone();
+        clusters.push(bad);
+        Ok(Some(TranslateReply {
+            clusters,
+            secrets: c.secrets.clone(),
+            ..Default::default()
+        }))
+    });
+    let out = strict(&hooks);
+    assert_eq!(out.gateways[GW].clusters, ours.gateways[GW].clusters);
+    assert!(
+        out.diagnostics
+            .iter()
+            .any(|d| d.severity == api::Severity::Error && d.message.contains("rejected by Envoy")),
+        "{:#?}",
+        out.diagnostics
+    );
+    assert!(forwards(&envoy_route(&out, PLAIN_ROUTE)));
+    envoy_accepts(&out);
+}

@@ -90,6 +90,8 @@ pub struct Findings {
     /// `cluster` scope replacements (no Gateway condition: the Gateway
     /// serves, only the share of traffic for them answers 500).
     pub dropped_clusters: Vec<(String, RuleError)>,
+    /// Envoy listener name → the Gateway listeners on its port.
+    pub listener_names: BTreeMap<String, Vec<String>>,
     /// `PostTranslateModify` failed: `translation` scope replacement.
     pub translation_failed: Option<RuleError>,
 }
@@ -658,4 +660,145 @@ fn check_translate(r: &super::TranslateReply, includes: super::TranslationInclud
         each("route configuration", &r.routes, |rc| &rc.name)?;
     }
     Ok(())
+}
+
+/// STRICT for what the listener, cluster, endpoints and translation hooks
+/// replaced: STRICT's own pass (`strict::check_gateway`) bisects route
+/// configurations but takes listeners and secrets as given (a rejected
+/// skeleton is only reported) and never sees clusters. So, before it, the
+/// hook-modified non-route resources are asked of the real Envoy as two
+/// candidates: the listeners and secrets (no routes), and the clusters and
+/// endpoints (with portcullis's own listeners). A rejected candidate's
+/// resources go back to what portcullis generated; the listeners whose
+/// reply was rejected have their traffic fenced (as a failed
+/// `PostHTTPListenerModify`); everything is reported as the hook's.
+pub fn strict_precheck(
+    validator: &dyn crate::strict::Validator,
+    key: &str,
+    before: &GatewayXds,
+    built: &mut GatewayXds,
+    listener_names: &BTreeMap<String, Vec<String>>,
+    findings: &mut Findings,
+) {
+    use crate::output::bootstrap::{BootstrapOptions, static_bootstrap};
+    use crate::strict::{Candidate, Verdict};
+    let candidate = |label: String, partial: GatewayXds| Candidate {
+        label,
+        bootstrap: static_bootstrap(&partial, "portcullis-strict", &BootstrapOptions::default()),
+        xds: Some(std::sync::Arc::new(partial)),
+    };
+    let listeners_changed = built.listeners != before.listeners || built.secrets != before.secrets;
+    let clusters_changed = built.clusters != before.clusters || built.endpoints != before.endpoints;
+    let mut batch = Vec::new();
+    if listeners_changed {
+        batch.push(candidate(
+            format!("{key} listeners and secrets as the extension replied"),
+            GatewayXds {
+                listeners: built.listeners.clone(),
+                secrets: built.secrets.clone(),
+                ..Default::default()
+            },
+        ));
+    }
+    if clusters_changed {
+        batch.push(candidate(
+            format!("{key} clusters as the extension replied"),
+            GatewayXds {
+                listeners: before.listeners.clone(),
+                secrets: before.secrets.clone(),
+                clusters: built.clusters.clone(),
+                endpoints: built.endpoints.clone(),
+                ..Default::default()
+            },
+        ));
+    }
+    if batch.is_empty() {
+        return;
+    }
+    let mut verdicts = validator.validate(&batch).into_iter();
+    let mut verdict = |changed: bool| changed.then(|| verdicts.next()).flatten();
+    let listeners_verdict = verdict(listeners_changed);
+    let clusters_verdict = verdict(clusters_changed);
+    let rejected = |v: &Option<Verdict>| match v {
+        Some(Verdict::Rejected(m)) => Some(m.clone()),
+        _ => None,
+    };
+    for v in [&listeners_verdict, &clusters_verdict] {
+        if let Some(Verdict::Unavailable(m)) = v {
+            findings.problems.push((
+                format!("STRICT validation of the extension's replies for {key} unavailable: {m}"),
+                false,
+            ));
+        }
+    }
+    if let Some(m) = rejected(&listeners_verdict) {
+        let error = RuleError::extension(
+            format!("extension {ANSWERED_BY}"),
+            format!(
+                "the {} / {} replies were rejected by Envoy: {m}",
+                Hook::HttpListener,
+                Hook::Translation
+            ),
+        );
+        let mut fenced = BTreeSet::new();
+        for l in &before.listeners {
+            if built.listeners.iter().find(|b| b.name == l.name) == Some(l) {
+                continue;
+            }
+            let configs = route_configs_of(l);
+            fenced.extend(configs.iter().cloned());
+            let names = listener_names.get(&l.name).cloned().unwrap_or_default();
+            if names.is_empty() {
+                findings.fences.push(ScopeFence {
+                    listener: None,
+                    scope: ROUTE_CONFIGURATION,
+                    names: configs.clone(),
+                    error: error.clone(),
+                });
+            }
+            for gl in names {
+                findings.fences.push(ScopeFence {
+                    listener: Some(gl),
+                    scope: ROUTE_CONFIGURATION,
+                    names: configs.clone(),
+                    error: error.clone(),
+                });
+            }
+        }
+        if fenced.is_empty() {
+            // Only secrets changed: nothing to fence, ours are complete.
+            findings
+                .problems
+                .push((format!("{error}; the Gateway's own secrets are kept"), true));
+        }
+        built.listeners = before.listeners.clone();
+        built.secrets = before.secrets.clone();
+        for rc in built.routes.iter_mut().filter(|rc| fenced.contains(&rc.name)) {
+            rc.edit(fence::replace_config);
+        }
+    }
+    if let Some(m) = rejected(&clusters_verdict) {
+        findings.problems.push((
+            format!(
+                "extension {ANSWERED_BY}: the {} / {} / {} replies were rejected by Envoy: {m}; the Gateway's own clusters are kept",
+                Hook::Cluster,
+                Hook::Endpoints,
+                Hook::Translation
+            ),
+            true,
+        ));
+        for c in &built.clusters {
+            if !before.clusters.contains(c) && before.clusters.iter().any(|b| b.name == c.name) {
+                findings.dropped_clusters.push((
+                    c.name.clone(),
+                    RuleError::extension(
+                        format!("extension {ANSWERED_BY}"),
+                        format!("rejected by Envoy: {m}"),
+                    ),
+                ));
+            }
+        }
+        built.clusters = before.clusters.clone();
+        built.endpoints = before.endpoints.clone();
+    }
 }
