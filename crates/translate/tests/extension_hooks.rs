@@ -1184,3 +1184,49 @@ fn strict_checks_hook_modified_listeners_and_clusters_with_the_real_envoy() {
     assert!(forwards(&envoy_route(&out, PLAIN_ROUTE)));
     envoy_accepts(&out);
 }
+
+#[test]
+fn grpc_routes_use_extension_refs_too() {
+    let text = format!(
+        "{INPUT}{}",
+        r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: g, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  hostnames: [grpc.example.com]
+  rules:
+  - matches: [{method: {service: echo.Echo, method: Ping}}]
+    filters:
+    - type: ExtensionRef
+      extensionRef: {group: example.io, kind: HeaderFilter, name: hf}
+    backendRefs: [{name: web, port: 80}]
+"#
+    );
+    let loaded = api::loader::load_str_with("ext.yaml", &text, &options());
+    assert!(loaded.diagnostics.is_empty(), "{:#?}", loaded.diagnostics);
+    let mut hooks = TestHooks::new(&[Hook::Route]);
+    hooks.route = Box::new(|c| Ok(Some(add_header(c.route.clone(), "x-ext", "grpc"))));
+    let out = translate::translate_seams(
+        &loaded.inputs,
+        &translate::Settings::default(),
+        translate::Seams {
+            validator: None,
+            hooks: Some(&hooks),
+        },
+    );
+    let g = envoy_route(&out, "grpcroute/app/g/rule/0/match/0");
+    assert!(forwards(&g), "{g:?}");
+    assert_eq!(header(&g, "x-ext").as_deref(), Some("grpc"));
+    let calls = hooks.route_calls.lock().expect("lock");
+    let call = calls
+        .iter()
+        .find(|c| c.route.name.starts_with("grpcroute/"))
+        .expect("a call for the GRPCRoute");
+    assert_eq!(call.hostnames, ["grpc.example.com"]);
+    assert_eq!(call.extension_resources.len(), 1);
+    drop(calls);
+    envoy_accepts(&out);
+}
