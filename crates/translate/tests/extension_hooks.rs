@@ -1230,3 +1230,69 @@ spec:
     drop(calls);
     envoy_accepts(&out);
 }
+
+/// STANDARD catches listener replies Envoy would refuse: an HTTP filter
+/// after the router, two filter chains with one match.
+#[test]
+fn listener_replies_envoy_would_reject_are_fenced_in_standard() {
+    use envoy_types::pb::envoy::config::listener::v3::filter;
+    use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+        HttpConnectionManager, HttpFilter, http_filter,
+    };
+    use prost::Message;
+    let after_router = |mut l: Listener| {
+        for fc in &mut l.filter_chains {
+            for f in &mut fc.filters {
+                if let Some(filter::ConfigType::TypedConfig(any)) = f.config_type.as_mut() {
+                    let mut hcm = HttpConnectionManager::decode(any.value.as_slice()).expect("an HCM");
+                    hcm.http_filters.push(HttpFilter {
+                        name: "late".into(),
+                        config_type: Some(http_filter::ConfigType::TypedConfig(envoy_types::util::pack_any(
+                            envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors::default(),
+                        ))),
+                        ..Default::default()
+                    });
+                    any.value = hcm.encode_to_vec();
+                }
+            }
+        }
+        l
+    };
+    let duplicate_chain = |mut l: Listener| {
+        let c = l.filter_chains[0].clone();
+        l.filter_chains.push(c);
+        l
+    };
+    for (what, bad) in [
+        (
+            "filter after the router",
+            std::sync::Arc::new(after_router) as std::sync::Arc<dyn Fn(Listener) -> Listener + Sync + Send>,
+        ),
+        ("duplicate filter chain", std::sync::Arc::new(duplicate_chain)),
+    ] {
+        let mut hooks = TestHooks::new(&[Hook::HttpListener]);
+        let reply = bad.clone();
+        hooks.listener = Box::new(move |c| Ok(Some(reply(c.listener.clone()))));
+        let out = run(&hooks);
+        let l = &out.gateways[GW].listeners[0];
+        assert_eq!(l.filter_chains.len(), 1, "{what}: ours is kept");
+        assert!(is_500(&configs(&out)[0].virtual_hosts[0].routes[0]), "{what}");
+        let accepted = listener_condition(&out, "http", "Accepted");
+        assert!(
+            accepted["message"]
+                .as_str()
+                .expect("message")
+                .contains("Envoy would reject it"),
+            "{what}: {accepted}"
+        );
+        envoy_accepts(&out);
+        // And the real Envoy does reject the reply as the extension sent it.
+        let mut raw = out.gateways[GW].clone();
+        raw.listeners[0] = bad(raw.listeners[0].clone());
+        let b = bootstrap::static_bootstrap(&raw, GW, &Default::default());
+        assert!(
+            testkit::envoy::validate(&b).is_err(),
+            "{what}: Envoy accepts it after all"
+        );
+    }
+}

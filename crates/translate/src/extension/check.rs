@@ -14,6 +14,9 @@
 //!   Envoy's program-size limit);
 //! - every `HeaderValue` key and value goes through the header checks route
 //!   filters use (names, CR/LF/NUL, 16 KiB, format strings);
+//! - a connection manager's HTTP filters end with the router, and only
+//!   there (Envoy refuses a terminal filter elsewhere, or none last);
+//! - a listener's filter chains have distinct matches;
 //! - an Envoy route needs its match (with a path specifier) and an action;
 //!   a virtual host a name and domains; a route configuration unique
 //!   virtual host names and domains.
@@ -121,6 +124,10 @@ fn walk(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<(), 
             }
         }
         "envoy.config.route.v3.RouteConfiguration" => unique_hosts(m, path)?,
+        "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager" => {
+            router_last(m, path)?
+        }
+        "envoy.config.listener.v3.Listener" => unique_chain_matches(m, path)?,
         _ => {}
     }
     for (field, value) in m.fields() {
@@ -199,6 +206,69 @@ fn unique_hosts(m: &DynamicMessage, path: &[String]) -> Result<(), Failure> {
                     return Err(fail(path, format!("domain {d:?} is used by two virtual hosts")));
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+const ROUTER: &str = "envoy.extensions.filters.http.router.v3.Router";
+
+/// The type a filter's `typed_config` names (`None`: not a typed config,
+/// e.g. a config discovery source).
+fn typed_config_type(filter: &DynamicMessage) -> Option<String> {
+    match filter.get_field_by_name("typed_config").as_deref() {
+        Some(Value::Message(any)) if filter.has_field_by_name("typed_config") => {
+            let url = string_field(any, "type_url");
+            Some(url.rsplit_once('/').map_or(url.clone(), |(_, n)| n.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// Envoy: the router is terminal and must be the last HTTP filter; a chain
+/// ending in a non-terminal filter is refused.
+fn router_last(hcm: &DynamicMessage, path: &[String]) -> Result<(), Failure> {
+    let Some(Value::List(filters)) = hcm.get_field_by_name("http_filters").as_deref().cloned() else {
+        return Ok(());
+    };
+    let n = filters.len();
+    for (i, f) in filters.iter().enumerate() {
+        let Value::Message(f) = f else { continue };
+        let is_router = typed_config_type(f).as_deref() == Some(ROUTER);
+        let last = i + 1 == n;
+        if is_router && !last {
+            return Err(fail(
+                path,
+                format!("http_filters[{i}]: the router is terminal and must be the last HTTP filter"),
+            ));
+        }
+        if last && !is_router && typed_config_type(f).is_some() {
+            return Err(fail(
+                path,
+                format!("http_filters[{i}]: the last HTTP filter must be the router"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Envoy refuses a listener with two filter chains of the same match.
+fn unique_chain_matches(listener: &DynamicMessage, path: &[String]) -> Result<(), Failure> {
+    let Some(Value::List(chains)) = listener.get_field_by_name("filter_chains").as_deref().cloned() else {
+        return Ok(());
+    };
+    let mut seen = BTreeSet::new();
+    for (i, c) in chains.iter().enumerate() {
+        let Value::Message(c) = c else { continue };
+        let key = match c.get_field_by_name("filter_chain_match").as_deref() {
+            Some(Value::Message(m)) if c.has_field_by_name("filter_chain_match") => m.encode_to_vec(),
+            _ => Vec::new(),
+        };
+        if !seen.insert(key) {
+            return Err(fail(
+                path,
+                format!("filter_chains[{i}]: another filter chain has the same filter_chain_match"),
+            ));
         }
     }
     Ok(())
