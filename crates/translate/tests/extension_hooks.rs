@@ -552,6 +552,7 @@ fn fail_open_route_hook_keeps_the_unmodified_route_and_warns() {
 
 #[test]
 fn a_reply_envoy_would_reject_is_a_failed_hook_for_that_route() {
+    let unmodified = run(&TestHooks::new(&[Hook::Route]));
     for (what, bad) in [
         (
             "regex",
@@ -580,7 +581,7 @@ fn a_reply_envoy_would_reject_is_a_failed_hook_for_that_route() {
         ),
         (
             "header name",
-            Box::new(|r: Route| add_header(r, "bad header", "v")),
+            Box::new(|r: Route| add_header(r, "bad\nheader", "v")),
         ),
         (
             "format string",
@@ -593,7 +594,42 @@ fn a_reply_envoy_would_reject_is_a_failed_hook_for_that_route() {
                 r
             }),
         ),
+        (
+            "empty cluster name (PGV)",
+            Box::new(|mut r: Route| {
+                if let Some(route::Action::Route(a)) = r.action.as_mut() {
+                    a.cluster_specifier = Some(route_action::ClusterSpecifier::Cluster(String::new()));
+                }
+                r
+            }),
+        ),
+        (
+            "undefined enum value (PGV)",
+            Box::new(|mut r: Route| {
+                if let Some(route::Action::Route(a)) = r.action.as_mut() {
+                    a.priority = 7;
+                }
+                r
+            }),
+        ),
     ] {
+        // The real Envoy does reject the reply as the extension sent it.
+        let mut raw = unmodified.gateways[GW].clone();
+        for rc in &mut raw.routes {
+            rc.edit(|rc| {
+                for r in rc.virtual_hosts.iter_mut().flat_map(|vh| &mut vh.routes) {
+                    if r.name == EXT_ROUTE {
+                        *r = bad(r.clone());
+                    }
+                }
+            });
+        }
+        let b = bootstrap::static_bootstrap(&raw, GW, &Default::default());
+        assert!(
+            testkit::envoy::validate(&b).is_err(),
+            "{what}: Envoy accepts it after all"
+        );
+
         let mut hooks = TestHooks::new(&[Hook::Route]);
         hooks.route = Box::new(move |c| Ok(Some(bad(c.route.clone()))));
         let out = run(&hooks);
@@ -882,8 +918,18 @@ fn strict_attributes_an_envoy_rejection_of_a_hook_reply_to_the_hook() {
         if c.route.name == EXT_ROUTE
             && let Some(route::Action::Route(a)) = r.action.as_mut()
         {
-            // PGV: `cluster` has min_len 1.
-            a.cluster_specifier = Some(route_action::ClusterSpecifier::Cluster(String::new()));
+            // Envoy refuses both rewrites on one route (not a PGV rule:
+            // beyond the in-process checks).
+            a.prefix_rewrite = "/x".into();
+            a.regex_rewrite = Some(
+                envoy_types::pb::envoy::r#type::matcher::v3::RegexMatchAndSubstitute {
+                    pattern: Some(RegexMatcher {
+                        regex: "^/ext".into(),
+                        ..Default::default()
+                    }),
+                    substitution: "/y".into(),
+                },
+            );
         }
         Ok(Some(r))
     });
@@ -1130,9 +1176,22 @@ fn strict_checks_hook_modified_listeners_and_clusters_with_the_real_envoy() {
     hooks.listener = Box::new(|c| {
         let mut l = c.listener.clone();
         l.per_connection_buffer_limit_bytes = Some(UInt32Value { value: 12345 });
-        // PGV: a filter needs a name; not among the in-process checks.
-        if let Some(f) = l.filter_chains.first_mut().and_then(|fc| fc.filters.first_mut()) {
-            f.name = String::new();
+        // Envoy refuses an HTTP/3 codec on a TCP listener: a semantic
+        // check, beyond the in-process ones.
+        use envoy_types::pb::envoy::config::listener::v3::filter;
+        use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+            HttpConnectionManager, http_connection_manager,
+        };
+        use prost::Message;
+        if let Some(filter::ConfigType::TypedConfig(any)) = l
+            .filter_chains
+            .first_mut()
+            .and_then(|fc| fc.filters.first_mut())
+            .and_then(|f| f.config_type.as_mut())
+        {
+            let mut hcm = HttpConnectionManager::decode(any.value.as_slice()).expect("an HCM");
+            hcm.codec_type = http_connection_manager::CodecType::Http3 as i32;
+            any.value = hcm.encode_to_vec();
         }
         Ok(Some(l))
     });
@@ -1159,11 +1218,10 @@ fn strict_checks_hook_modified_listeners_and_clusters_with_the_real_envoy() {
     let mut hooks = TestHooks::new(&[Hook::Translation]);
     hooks.translate = Box::new(|c| {
         let mut bad = static_cluster("ext/authz");
-        // PGV: connect_timeout must be positive.
-        bad.connect_timeout = Some(envoy_types::pb::google::protobuf::Duration {
-            seconds: -1,
-            nanos: 0,
-        });
+        // Envoy refuses CLUSTER_PROVIDED on a STATIC cluster: a semantic
+        // check, beyond the in-process ones.
+        bad.lb_policy =
+            envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy::ClusterProvided as i32;
         let mut clusters = c.clusters.clone();
         clusters.push(bad);
         Ok(Some(TranslateReply {
@@ -1295,4 +1353,48 @@ fn listener_replies_envoy_would_reject_are_fenced_in_standard() {
             "{what}: Envoy accepts it after all"
         );
     }
+}
+
+/// The in-process checks never refuse what portcullis itself generates
+/// (which the real Envoy accepts, `tests/fixtures.rs`): every resource of
+/// every fixture passes them.
+#[test]
+fn every_fixture_output_passes_the_reply_checks() {
+    use translate::extension::check::check;
+    let dir = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .expect("fixtures")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    names.sort();
+    assert!(names.len() > 20);
+    let mut failures = Vec::new();
+    for path in names {
+        let text = std::fs::read_to_string(&path).expect("fixture");
+        let input = text.split("\n# ---- expected output").next().expect("input");
+        let out = translate::translate(
+            &api::loader::load_str("f.yaml", input).inputs,
+            &translate::Settings::default(),
+        );
+        for (key, gw) in &out.gateways {
+            let mut results = Vec::new();
+            results.extend(gw.listeners.iter().map(|l| (l.name.clone(), check(l))));
+            results.extend(
+                gw.route_configurations()
+                    .iter()
+                    .map(|r| (r.name.clone(), check(r))),
+            );
+            results.extend(gw.clusters.iter().map(|c| (c.name.clone(), check(c))));
+            results.extend(gw.endpoints.iter().map(|e| (e.cluster_name.clone(), check(e))));
+            results.extend(gw.secrets.iter().map(|s| (s.name.clone(), check(s))));
+            for (name, r) in results {
+                if let Err(e) = r {
+                    failures.push(format!("{}: {key}: {name}: {e}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

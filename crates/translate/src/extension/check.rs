@@ -17,6 +17,8 @@
 //! - a connection manager's HTTP filters end with the router, and only
 //!   there (Envoy refuses a terminal filter elsewhere, or none last);
 //! - a listener's filter chains have distinct matches;
+//! - every message meets Envoy's protoc-gen-validate rules ([`super::pgv`]:
+//!   required fields, lengths, bounds);
 //! - an Envoy route needs its match (with a path specifier) and an action;
 //!   a virtual host a name and domains; a route configuration unique
 //!   virtual host names and domains.
@@ -69,6 +71,7 @@ fn walk(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<(), 
         return Err(fail(path, format!("nested more than {MAX_DEPTH} levels deep")));
     }
     let desc = m.descriptor();
+    super::pgv::check(m).map_err(|e| fail(path, e))?;
     match desc.full_name() {
         "google.protobuf.Any" => return walk_any(m, path, depth),
         "envoy.type.matcher.v3.RegexMatcher" => {

@@ -101,6 +101,12 @@ fn hook_error(field: &str, e: &HookError) -> RuleError {
     RuleError::extension(field, e.to_string())
 }
 
+/// A failed call as the error of a scope (virtual host, listener,
+/// cluster, translation): `extension MANAGER: HOOK failed: …`.
+fn scope_error(e: &HookError) -> RuleError {
+    RuleError::extension(format!("extension {}", e.manager), e.failure.to_string())
+}
+
 /// A reply that does not pass [`super::check`], as a hook failure. Never
 /// fail-open: the unmodified resource would be safe, but a reply Envoy
 /// would refuse is the extension's bug and must show as a fence.
@@ -213,10 +219,9 @@ pub fn post_cluster(
             format!("cluster {name}: {e}; the cluster is left out, routes to it answer 500"),
             true,
         ));
-        findings.dropped_clusters.push((
-            name.to_string(),
-            hook_error(&format!("extension {}", e.manager), &e),
-        ));
+        findings
+            .dropped_clusters
+            .push((name.to_string(), scope_error(&e)));
         true
     };
     let at: Vec<usize> = (0..built.clusters.len())
@@ -393,7 +398,7 @@ pub fn post_virtual_host(
                     listener: owners.get(&name).cloned(),
                     scope: VIRTUAL_HOST,
                     names: vec![name],
-                    error: hook_error(&format!("extension {}", e.manager), &e),
+                    error: scope_error(&e),
                 });
             }
         }
@@ -520,7 +525,7 @@ pub fn post_http_listener(
                     .find(|s| s.envoy_name == name)
                     .map(|s| s.gateway_listeners.clone())
                     .unwrap_or_default();
-                let error = hook_error(&format!("extension {}", e.manager), &e);
+                let error = scope_error(&e);
                 if gateway_listeners.is_empty() {
                     findings.fences.push(ScopeFence {
                         listener: None,
@@ -621,7 +626,7 @@ pub fn post_translate(
                 ),
                 true,
             ));
-            findings.translation_failed = Some(hook_error(&format!("extension {}", e.manager), &e));
+            findings.translation_failed = Some(scope_error(&e));
         }
     }
 }
