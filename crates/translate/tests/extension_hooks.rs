@@ -1398,3 +1398,40 @@ fn every_fixture_output_passes_the_reply_checks() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// failOpen on the scope hooks: the unmodified resources, a warning, no
+/// fence.
+#[test]
+fn fail_open_scope_hooks_keep_the_unmodified_resources() {
+    let ours = translate::translate(&inputs(), &translate::Settings::default());
+    for hook in [Hook::VirtualHost, Hook::HttpListener, Hook::Translation] {
+        let mut hooks = TestHooks::new(&[hook]);
+        hooks.virtual_host = Box::new(|_| Err(failure(Hook::VirtualHost, true)));
+        hooks.listener = Box::new(|_| Err(failure(Hook::HttpListener, true)));
+        hooks.translate = Box::new(|_| Err(failure(Hook::Translation, true)));
+        let out = run(&hooks);
+        // The ExtensionRef routes differ (no Route hook: they are the 500
+        // in both); everything else is the same xDS.
+        assert_eq!(out.gateways[GW], ours.gateways[GW], "{hook}");
+        assert!(
+            out.scope_replacements.is_empty(),
+            "{hook}: {:?}",
+            out.scope_replacements
+        );
+        assert!(
+            out.diagnostics
+                .iter()
+                .any(|d| d.severity == api::Severity::Warning
+                    && d.message.contains(hook.rpc())
+                    && d.message.contains("failOpen")),
+            "{hook}: {:#?}",
+            out.diagnostics
+        );
+        assert_eq!(
+            listener_condition(&out, "http", "Accepted")["status"],
+            "True",
+            "{hook}"
+        );
+        envoy_accepts(&out);
+    }
+}
