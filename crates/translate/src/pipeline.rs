@@ -251,40 +251,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
         },
     );
     for (gw, (key, reported, built, findings, fences, mut hooked)) in gateways.iter().zip(assembled) {
-        for (ri, rule, e) in std::mem::take(&mut hooked.failed) {
-            reports[ri].replaced.entry(rule).or_insert(e);
-        }
-        for (ri, w) in std::mem::take(&mut hooked.warnings) {
-            reports[ri].warnings.push(w);
-        }
-        for (message, error) in &hooked.scopes.problems {
-            let object = Some(format!("Gateway {key}"));
-            out.diagnostics.push(if *error {
-                Diagnostic::error(object, Some(&gw.gateway.source), format!("{message} [extension]"))
-            } else {
-                Diagnostic::warning(object, Some(&gw.gateway.source), format!("{message} [extension]"))
-            });
-        }
-        for (name, e) in &hooked.scopes.dropped_clusters {
-            out.scope_replacements.push(crate::ScopeReplacement {
-                gateway: key.clone(),
-                scope: "cluster".into(),
-                listener: String::new(),
-                names: vec![name.clone()],
-                class: e.class,
-                message: e.to_string(),
-            });
-        }
-        if let Some(e) = &hooked.scopes.translation_failed {
-            out.scope_replacements.push(crate::ScopeReplacement {
-                gateway: key.clone(),
-                scope: "translation".into(),
-                listener: String::new(),
-                names: Vec::new(),
-                class: e.class,
-                message: e.to_string(),
-            });
-        }
+        absorb_hooks(&key, gw, &mut hooked, &mut reports, &mut out);
         if let Some(findings) = findings {
             absorb_strict(
                 &key,
@@ -571,6 +538,54 @@ fn build_route(
         }
     }
     out
+}
+
+/// Puts what one Gateway's extension hooks found where the rest of the
+/// report goes: failed route hooks replace their rule (status, metrics),
+/// fail-open ones warn on the route, scope failures are diagnostics and
+/// scope replacements (the fences themselves are reported with the
+/// policy fences, `replacement::scope::report`).
+fn absorb_hooks(
+    key: &str,
+    gw: &GatewayState<'_>,
+    hooked: &mut HookFindings,
+    reports: &mut [RouteReport],
+    out: &mut Output,
+) {
+    for (ri, rule, e) in std::mem::take(&mut hooked.failed) {
+        reports[ri].replaced.entry(rule).or_insert(e);
+    }
+    for (ri, w) in std::mem::take(&mut hooked.warnings) {
+        reports[ri].warnings.push(w);
+    }
+    for (message, error) in &hooked.scopes.problems {
+        let object = Some(format!("Gateway {key}"));
+        out.diagnostics.push(if *error {
+            Diagnostic::error(object, Some(&gw.gateway.source), format!("{message} [extension]"))
+        } else {
+            Diagnostic::warning(object, Some(&gw.gateway.source), format!("{message} [extension]"))
+        });
+    }
+    for (name, e) in &hooked.scopes.dropped_clusters {
+        out.scope_replacements.push(crate::ScopeReplacement {
+            gateway: key.to_string(),
+            scope: "cluster".into(),
+            listener: String::new(),
+            names: vec![name.clone()],
+            class: e.class,
+            message: e.to_string(),
+        });
+    }
+    if let Some(e) = &hooked.scopes.translation_failed {
+        out.scope_replacements.push(crate::ScopeReplacement {
+            gateway: key.to_string(),
+            scope: "translation".into(),
+            listener: String::new(),
+            names: Vec::new(),
+            class: e.class,
+            message: e.to_string(),
+        });
+    }
 }
 
 /// What the extension hooks of one Gateway found (`extension::run`).
