@@ -99,6 +99,34 @@ pub struct Inputs {
     pub secrets: Vec<Sourced<Secret>>,
     pub traffic_policies: Vec<Sourced<TrafficPolicy>>,
     pub gateway_extensions: Vec<Sourced<GatewayExtension>>,
+    /// Objects of the kinds an extension server registered (see
+    /// [`ExtensionObject`]); empty unless the loader was given such kinds.
+    pub extension_resources: Vec<Sourced<ExtensionObject>>,
+}
+
+/// An object of a kind an extension server registered (Envoy Gateway's
+/// `resources`, `policyResources`, `backendResources`). portcullis does not
+/// know its schema: it keeps the object as JSON, which is what the
+/// extension protocol sends (`ExtensionResource.unstructured_bytes`), and
+/// reads only its identity (and, for policies, its `targetRefs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtensionObject {
+    /// `group/version` (or `version` for the core group), as written.
+    pub api_version: String,
+    pub kind: String,
+    /// Defaulted to `default` when absent.
+    pub namespace: String,
+    pub name: String,
+    /// The object as JSON, `status` removed, `metadata.namespace` set.
+    /// Shared: every hook call that passes it refers to these bytes.
+    pub json: std::sync::Arc<[u8]>,
+}
+
+impl ExtensionObject {
+    /// The API group (`""` for the core group).
+    pub fn group(&self) -> &str {
+        self.api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    }
 }
 
 impl Inputs {
@@ -116,6 +144,7 @@ impl Inputs {
             + self.secrets.len()
             + self.traffic_policies.len()
             + self.gateway_extensions.len()
+            + self.extension_resources.len()
     }
 
     /// Whether no object was loaded.
@@ -137,5 +166,6 @@ impl Inputs {
         self.secrets.extend(other.secrets);
         self.traffic_policies.extend(other.traffic_policies);
         self.gateway_extensions.extend(other.gateway_extensions);
+        self.extension_resources.extend(other.extension_resources);
     }
 }

@@ -16,7 +16,7 @@ pub mod policy;
 pub mod source;
 
 pub use diagnostic::{Diagnostic, Severity};
-pub use inputs::{FieldStep, Inputs, Sourced, Unreadable};
+pub use inputs::{ExtensionObject, FieldStep, Inputs, Sourced, Unreadable};
 pub use source::Source;
 
 /// Re-exported so downstream crates name the same versions of the types.

@@ -14,7 +14,9 @@
 //! - `kind: List` (or a typed list such as `ServiceList`) is expanded into its
 //!   `items`, each keeping its own line.
 //! - Each document is dispatched on `apiVersion` and `kind`; unknown kinds
-//!   are reported as warnings. Known kinds get a typed parse whose errors
+//!   are reported as warnings, except the kinds an extension server
+//!   registered ([`Options::extension_kinds`]), which are kept as JSON
+//!   ([`crate::ExtensionObject`]). Known kinds get a typed parse whose errors
 //!   name the field path and the line of the offending value. Fields the
 //!   typed object does not know are reported as warnings (they would
 //!   otherwise be dropped silently); `status` is ignored.
@@ -86,6 +88,16 @@ impl Loaded {
     }
 }
 
+/// What a load accepts beyond the built-in kinds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `(group, kind)` of the kinds an extension server registered: their
+    /// documents are kept as JSON in [`Inputs::extension_resources`]
+    /// instead of being reported as unknown kinds. Empty: today's
+    /// behaviour (every such document is an unknown kind).
+    pub extension_kinds: std::collections::BTreeSet<(String, String)>,
+}
+
 /// A path that cannot be read at all. Problems inside a directory (an
 /// unreadable file, a broken document) are diagnostics instead.
 #[derive(Debug, thiserror::Error)]
@@ -102,12 +114,17 @@ pub enum LoadError {
 /// directory, recursively and in sorted path order. Entries whose name
 /// starts with `.` are skipped (editor files, Kubernetes' `..data` links).
 pub fn load_path(path: &Path) -> Result<Loaded, LoadError> {
+    load_path_with(path, &Options::default())
+}
+
+/// [`load_path`] with [`Options`].
+pub fn load_path_with(path: &Path, options: &Options) -> Result<Loaded, LoadError> {
     let read_error = |source| LoadError::Read {
         path: path.to_path_buf(),
         source,
     };
     let metadata = fs::metadata(path).map_err(read_error)?;
-    let mut sink = Sink::default();
+    let mut sink = Sink::with_options(options);
     if metadata.is_dir() {
         let root = Root::new(path).map_err(read_error)?;
         let mut files = Vec::new();
@@ -132,7 +149,12 @@ pub fn load_path(path: &Path) -> Result<Loaded, LoadError> {
 /// Loads one file's text. `file` names it in every [`Source`] and
 /// diagnostic; a name ending in `.json` selects JSON, anything else YAML.
 pub fn load_str(file: &str, text: &str) -> Loaded {
-    let mut sink = Sink::default();
+    load_str_with(file, text, &Options::default())
+}
+
+/// [`load_str`] with [`Options`].
+pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
+    let mut sink = Sink::with_options(options);
     on_large_stack(|| load_text_into(&mut sink, file, text));
     finish(sink)
 }

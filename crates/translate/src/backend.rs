@@ -22,6 +22,11 @@ pub struct ClusterSpec {
     /// (address, port), sorted; shared by every route using the Service
     /// port (computed once per translation, see [`Index::endpoints_memo`]).
     pub endpoints: std::sync::Arc<Vec<(String, u32)>>,
+    /// For a backendRef to a `backendResources` kind: the extension
+    /// resource. Such a cluster has no endpoints of its own; the
+    /// extension's `PostClusterModify` (and `PostEndpointsModify`) make it
+    /// (`extension::run::post_cluster`).
+    pub extension: Vec<crate::extension::ExtensionResource>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +56,19 @@ pub fn resolve(
         reason,
         message: format!("{}: {message}", field()),
     };
+    if let Some(x) = index.extensions.as_ref()
+        && x.registration
+            .backend_resources
+            .contains(&crate::extension::GroupKind {
+                group: b.group.to_string(),
+                kind: b.kind.to_string(),
+            })
+    {
+        return match extension_cluster(index, x, route, b, clusters) {
+            Ok(name) => Backend::Cluster { name, weight },
+            Err((reason, message)) => invalid(reason, message),
+        };
+    }
     if !(b.group.is_empty() || b.group == "core") || b.kind != "Service" {
         return invalid(
             reason::INVALID_KIND,
@@ -88,6 +106,58 @@ pub fn resolve(
         Ok(name) => Backend::Cluster { name, weight },
         Err(message) => invalid(reason::BACKEND_NOT_FOUND, message),
     }
+}
+
+/// The cluster for a backendRef to an extension backend (a `backendResources`
+/// kind): named `extension/<namespace>/<group>/<kind>/<name>` (five
+/// segments, so it never equals a Service's `ns/name/port[/h2c]`; every
+/// part is a validated name), registered in `clusters` with the resource.
+fn extension_cluster(
+    index: &Index<'_>,
+    x: &crate::extension::resources::Extensions,
+    route: &Route<'_>,
+    b: &BackendRef<'_>,
+    clusters: &mut BTreeMap<String, ClusterSpec>,
+) -> Result<String, (&'static str, String)> {
+    let ns = b.namespace.unwrap_or(&route.namespace);
+    let what = format!("{}/{} {ns}/{}", b.group, b.kind, b.name);
+    let from = From {
+        group: "gateway.networking.k8s.io",
+        kind: route.kind.kind(),
+        namespace: &route.namespace,
+    };
+    let to = To {
+        group: b.group,
+        kind: b.kind,
+        namespace: ns,
+        name: b.name,
+    };
+    if !reference_grant::permitted(index, &from, &to) {
+        return Err((
+            reason::REF_NOT_PERMITTED,
+            format!("{what} is in another namespace and no ReferenceGrant allows it"),
+        ));
+    }
+    // Nothing but the extension can make this cluster: without its Cluster
+    // hook the cluster would have no endpoints, so the backend is invalid
+    // (its share answers 500) rather than silently empty.
+    if !x.runs(crate::extension::Hook::Cluster) {
+        return Err((
+            reason::INVALID_KIND,
+            format!("{what}: the extension's Cluster hook is not enabled (hooks.xdsTranslator.post)"),
+        ));
+    }
+    let Some(resource) = x.backend(b.group, b.kind, ns, b.name) else {
+        return Err((reason::BACKEND_NOT_FOUND, format!("{what} not found")));
+    };
+    let name = format!("extension/{ns}/{}/{}/{}", b.group, b.kind, b.name);
+    clusters.entry(name.clone()).or_insert_with(|| ClusterSpec {
+        name: name.clone(),
+        http2: route.kind == RouteKind::Grpc,
+        endpoints: Default::default(),
+        extension: vec![resource],
+    });
+    Ok(name)
 }
 
 /// The cluster for port `port` of Service `ns/name` (HTTP/2 when `grpc` or
@@ -151,6 +221,7 @@ pub fn service_cluster(
                 name: cluster.clone(),
                 http2,
                 endpoints,
+                extension: Vec::new(),
             },
         );
     }

@@ -64,4 +64,12 @@ impl RuleError {
             class: ErrorClass::Referential,
         }
     }
+
+    pub fn extension(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+            class: ErrorClass::Extension,
+        }
+    }
 }

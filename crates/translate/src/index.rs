@@ -32,6 +32,9 @@ pub struct Index<'a> {
     pub endpoints_memo: std::sync::Mutex<EndpointsMemo<'a>>,
     /// Which endpoint addresses may be used (from the settings).
     pub endpoint_guard: crate::endpoint_guard::EndpointGuard,
+    /// Registered extension kinds and their objects (set when hooks are
+    /// given, see `extension::resources`).
+    pub extensions: Option<crate::extension::resources::Extensions>,
 }
 
 pub type EndpointsMemo<'a> = HashMap<(&'a str, &'a str, i32), std::sync::Arc<Vec<(String, u32)>>>;
@@ -69,6 +72,7 @@ impl<'a> Index<'a> {
             reference_grants: inputs.reference_grants.iter().map(|g| &g.object).collect(),
             endpoints_memo: Default::default(),
             endpoint_guard: Default::default(),
+            extensions: None,
         }
     }
 

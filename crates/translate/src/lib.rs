@@ -44,7 +44,7 @@ pub mod strict;
 pub mod tls;
 pub mod xds;
 
-pub use pipeline::{translate, translate_with};
+pub use pipeline::{Seams, translate, translate_seams, translate_with};
 
 mod settings;
 pub use settings::Settings;
@@ -141,7 +141,9 @@ pub struct Output {
 pub struct ScopeReplacement {
     /// `namespace/name` of the Gateway.
     pub gateway: String,
-    /// `route_configuration` or `virtual_host`.
+    /// `route_configuration` or `virtual_host`; for extension hook
+    /// failures also `cluster` (an extension backend's cluster left out)
+    /// and `translation` (`PostTranslateModify` failed, nothing fenced).
     pub scope: String,
     /// The listener whose policy fenced it; empty for the Gateway's.
     pub listener: String,

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use api::{Diagnostic, Inputs};
 
 use crate::binding::{self, ParentBinding};
+use crate::extension::{Hook, Hooks, run as hooks_run};
 use crate::gateway::GatewayState;
 use crate::index::Index;
 use crate::ir::{self, Chain, RouteOrder};
@@ -23,9 +24,40 @@ pub fn translate(inputs: &Inputs, settings: &Settings) -> Output {
 
 /// With a validator: STRICT mode (see [`crate::strict`]).
 pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&dyn Validator>) -> Output {
+    translate_seams(
+        inputs,
+        settings,
+        Seams {
+            validator,
+            hooks: None,
+        },
+    )
+}
+
+/// The translator's I/O seams, implemented at the edge (the binary, tests):
+/// all optional, so `serve`, `translate --config` and the controller call
+/// one function whatever they configure.
+#[derive(Clone, Copy, Default)]
+pub struct Seams<'a> {
+    /// STRICT mode: the real Envoy's verdict ([`crate::strict`]).
+    pub validator: Option<&'a dyn Validator>,
+    /// Extension hooks ([`crate::extension`]): run per Gateway, before
+    /// STRICT, so STRICT judges what the extension made.
+    pub hooks: Option<&'a dyn Hooks>,
+}
+
+/// STANDARD, STRICT (with a validator) and extension hooks (with hooks).
+pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -> Output {
+    let Seams { validator, hooks } = seams;
     let mut out = Output::default();
     let mut index = Index::new(inputs);
     index.endpoint_guard = settings.endpoint_guard.clone();
+    if let Some(h) = hooks {
+        let (extensions, diagnostics) =
+            crate::extension::resources::Extensions::new(inputs, h.registration().clone());
+        index.extensions = Some(extensions);
+        out.diagnostics.extend(diagnostics);
+    }
     out.diagnostics
         .extend(crate::endpoint_guard::diagnostics(inputs, &index));
     let classes = gatewayclass::process(
@@ -156,7 +188,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     // absorbed in Gateway order.
     // Small inputs stay on one thread, unless STRICT's Envoy calls (slow,
     // per Gateway) can overlap.
-    let gateway_threads = if routes.len() < PARALLEL_MIN_ROUTES && validator.is_none() {
+    let gateway_threads = if routes.len() < PARALLEL_MIN_ROUTES && validator.is_none() && hooks.is_none() {
         1
     } else {
         threads
@@ -165,24 +197,64 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         gateways.iter().zip(per_gateway).zip(&scopes.gateways).collect(),
         gateway_threads,
         2,
-        |((gw, works), gw_scopes)| {
+        |((gw, mut works), gw_scopes)| {
+            let mut hooked = HookFindings::default();
+            if let Some(h) = hooks {
+                route_hooks(h, &mut works, &mut hooked);
+            }
             let mut ir = skeleton(gw);
             let mut store = ir::RouteStore::default();
             for w in works {
                 merge(&mut ir, &mut store, gw, w);
             }
-            let fences = policy::scope::project(&mut ir, gw, gw_scopes);
+            let mut fences = policy::scope::project(&mut ir, gw, gw_scopes);
             policy::ext_auth::install(&mut ir, &providers);
             let key = gw.key();
             let (bind, reported) = settings.addresses_of(&key);
+            let owners = hooks.map(|_| host_owners(&ir, gw)).unwrap_or_default();
+            let ports: Vec<i32> = ir.ports.keys().copied().collect();
+            let extension_clusters: BTreeMap<String, Vec<crate::extension::ExtensionResource>> = ir
+                .clusters
+                .values()
+                .filter(|c| !c.extension.is_empty())
+                .map(|c| (c.name.clone(), c.extension.clone()))
+                .collect();
             let mut built = xds::build(ir, bind, &mut store);
+            // What portcullis made, for STRICT's check of what hooks replaced.
+            let before = validator.and(hooks).map(|_| built.clone());
+            if let (Some(h), Some(x)) = (hooks, index.extensions.as_ref()) {
+                if x.runs(Hook::Cluster) {
+                    let endpoints = x.runs(Hook::Endpoints);
+                    hooks_run::post_cluster(
+                        h,
+                        &mut built,
+                        &extension_clusters,
+                        endpoints,
+                        &mut hooked.scopes,
+                    );
+                }
+                scope_hooks(h, x, gw, &ports, &owners, &mut built, &mut hooked.scopes);
+                if let (Some(v), Some(before)) = (validator, &before) {
+                    let names = std::mem::take(&mut hooked.scopes.listener_names);
+                    hooks_run::strict_precheck(v, &key, before, &mut built, &names, &mut hooked.scopes);
+                }
+                fences.append(&mut hooked.scopes.fences);
+            }
             let findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
-            (key, reported, built, findings, fences)
+            (key, reported, built, findings, fences, hooked)
         },
     );
-    for (gw, (key, reported, built, findings, fences)) in gateways.iter().zip(assembled) {
+    for (gw, (key, reported, built, findings, fences, mut hooked)) in gateways.iter().zip(assembled) {
+        absorb_hooks(&key, gw, &mut hooked, &mut reports, &mut out);
         if let Some(findings) = findings {
-            absorb_strict(&key, findings, &routes, &mut reports, &mut out.diagnostics);
+            absorb_strict(
+                &key,
+                findings,
+                &routes,
+                &mut reports,
+                &mut out.diagnostics,
+                &hooked,
+            );
         }
         for problem in gw.listener_problems() {
             out.diagnostics.push(Diagnostic::error(
@@ -294,6 +366,10 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
 
 /// One route's rules built for one listener it is attached to.
 struct Work {
+    /// Index of the route (in the pipeline's route order).
+    route: usize,
+    /// Routes waiting for `PostRouteModify` (slots in `routes`).
+    hooked: Vec<hooks_run::PendingRoute>,
     gateway: usize,
     listener: usize,
     hostnames: Vec<String>,
@@ -344,6 +420,7 @@ fn build_all(
     let one = |ri: usize| {
         build_route(
             index,
+            ri,
             gateways,
             &routes[ri],
             &bindings[ri],
@@ -355,8 +432,10 @@ fn build_all(
 }
 
 /// Builds one route's rules for every listener it attaches to.
+#[allow(clippy::too_many_arguments)]
 fn build_route(
     index: &Index<'_>,
+    ri: usize,
     gateways: &[GatewayState<'_>],
     route: &Route<'_>,
     bs: &[ParentBinding],
@@ -365,6 +444,9 @@ fn build_route(
 ) -> Vec<Work> {
     let mut out = Vec::new();
     let mut done = BTreeSet::new();
+    // PostRouteModify runs for routes of rules that use extension
+    // resources or are targeted by extension policies (as Envoy Gateway).
+    let route_hook = index.extensions.as_ref().filter(|x| x.runs(Hook::Route));
     for b in bs {
         let gw = &gateways[b.gateway];
         if !gw.class_accepted {
@@ -388,10 +470,35 @@ fn build_route(
             let mut orders = Vec::with_capacity(expected);
             let mut routes = Vec::with_capacity(expected);
             let mut filters: Vec<String> = Vec::new();
+            let mut hooked = Vec::new();
             for (rule_index, rule) in route.rules.iter().enumerate() {
                 let policy = effective.get(rule_index).and_then(Option::as_deref);
                 let mut r = rule::build(index, route, rule_index, rule, ctx, &mut clusters, policy);
+                let policies = route_hook
+                    .map(|x| {
+                        x.route_policies(
+                            route.kind.kind(),
+                            &route.namespace,
+                            &route.name,
+                            rule.name.as_deref(),
+                        )
+                    })
+                    .unwrap_or_default();
+                let hook =
+                    route_hook.is_some() && (!r.extension_resources.is_empty() || !policies.is_empty());
                 for (match_index, br) in std::mem::take(&mut r.routes).into_iter().enumerate() {
+                    // A replaced route (a 500, a guard) is never handed to
+                    // the extension: it could un-fence it.
+                    if hook && !br.replaced {
+                        hooked.push(hooks_run::PendingRoute {
+                            slot: routes.len(),
+                            rule: rule_index,
+                            route: br.route.clone(),
+                            hostnames: a.hostnames.clone(),
+                            resources: r.extension_resources.clone(),
+                            policies: policies.clone(),
+                        });
+                    }
                     let order = RouteOrder {
                         rank: br.rank,
                         route: age,
@@ -411,6 +518,8 @@ fn build_route(
                 rules.push((rule_index, r));
             }
             out.push(Work {
+                route: ri,
+                hooked,
                 gateway: b.gateway,
                 listener: a.listener,
                 hostnames: a.hostnames.clone(),
@@ -425,18 +534,195 @@ fn build_route(
     out
 }
 
+/// Puts what one Gateway's extension hooks found where the rest of the
+/// report goes: failed route hooks replace their rule (status, metrics),
+/// fail-open ones warn on the route, scope failures are diagnostics and
+/// scope replacements (the fences themselves are reported with the
+/// policy fences, `replacement::scope::report`).
+fn absorb_hooks(
+    key: &str,
+    gw: &GatewayState<'_>,
+    hooked: &mut HookFindings,
+    reports: &mut [RouteReport],
+    out: &mut Output,
+) {
+    for (ri, rule, e) in std::mem::take(&mut hooked.failed) {
+        reports[ri].replaced.entry(rule).or_insert(e);
+    }
+    for (ri, w) in std::mem::take(&mut hooked.warnings) {
+        reports[ri].warnings.push(w);
+    }
+    for (message, error) in &hooked.scopes.problems {
+        let object = Some(format!("Gateway {key}"));
+        out.diagnostics.push(if *error {
+            Diagnostic::error(object, Some(&gw.gateway.source), format!("{message} [extension]"))
+        } else {
+            Diagnostic::warning(object, Some(&gw.gateway.source), format!("{message} [extension]"))
+        });
+    }
+    for (name, e) in &hooked.scopes.dropped_clusters {
+        out.scope_replacements.push(crate::ScopeReplacement {
+            gateway: key.to_string(),
+            scope: "cluster".into(),
+            listener: String::new(),
+            names: vec![name.clone()],
+            class: e.class,
+            message: e.to_string(),
+        });
+    }
+    if let Some(e) = &hooked.scopes.translation_failed {
+        out.scope_replacements.push(crate::ScopeReplacement {
+            gateway: key.to_string(),
+            scope: "translation".into(),
+            listener: String::new(),
+            names: Vec::new(),
+            class: e.class,
+            message: e.to_string(),
+        });
+    }
+}
+
+/// What the extension hooks of one Gateway found (`extension::run`).
+#[derive(Default)]
+struct HookFindings {
+    /// (route, rule, error): a `PostRouteModify` that failed closed.
+    failed: Vec<(usize, usize, crate::error::RuleError)>,
+    /// (route, warning): one that failed open.
+    warnings: Vec<(usize, String)>,
+    scopes: hooks_run::Findings,
+}
+
+/// `PostRouteModify` for every pending route of one Gateway's works, in one
+/// batch; the replies (or the 500s) go into the routes' slots before the
+/// works are merged.
+fn route_hooks(hooks: &dyn Hooks, works: &mut [Work], found: &mut HookFindings) {
+    let mut at = Vec::new();
+    let mut pending = Vec::new();
+    for (wi, w) in works.iter_mut().enumerate() {
+        for p in std::mem::take(&mut w.hooked) {
+            at.push(wi);
+            pending.push(p);
+        }
+    }
+    let outcomes = hooks_run::post_route(hooks, &pending);
+    for ((wi, p), outcome) in at.into_iter().zip(&pending).zip(outcomes) {
+        let Some(w) = works.get_mut(wi) else { continue };
+        let slot = w.routes.get_mut(p.slot);
+        match outcome {
+            hooks_run::RouteOutcome::Unchanged => {}
+            hooks_run::RouteOutcome::Modified(r) => {
+                found
+                    .scopes
+                    .modified_routes
+                    .insert(r.name.clone(), p.route.name.clone());
+                if let Some(slot) = slot {
+                    *slot = Some(xds::canonical::route(&r));
+                }
+            }
+            hooks_run::RouteOutcome::Failed { replaced, error } => {
+                if let Some(slot) = slot {
+                    *slot = Some(xds::canonical::route(&replaced));
+                }
+                found.failed.push((w.route, p.rule, error));
+            }
+            hooks_run::RouteOutcome::Warned(m) => found.warnings.push((w.route, m)),
+        }
+    }
+}
+
+/// Virtual host name → the name of the Gateway listener that owns it.
+fn host_owners(ir: &ir::Gateway, gw: &GatewayState<'_>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for chain in ir.ports.values().flat_map(|p| &p.chains) {
+        for vh in chain.virtual_hosts.values() {
+            if let Some(l) = gw.listeners.iter().find(|l| l.key == vh.owner) {
+                out.insert(format!("{}/{}", chain.route_config, vh.hostname), l.name.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The virtual host, listener and translation hooks of one Gateway, in
+/// Envoy Gateway's order, on the assembled resources.
+fn scope_hooks(
+    hooks: &dyn Hooks,
+    x: &crate::extension::resources::Extensions,
+    gw: &GatewayState<'_>,
+    ports: &[i32],
+    owners: &BTreeMap<String, String>,
+    built: &mut crate::GatewayXds,
+    found: &mut hooks_run::Findings,
+) {
+    if x.runs(Hook::VirtualHost) {
+        hooks_run::post_virtual_host(hooks, built, owners, found);
+    }
+    let programmed: Vec<&crate::listener::Listener> =
+        gw.listeners.iter().filter(|l| l.programmed()).collect();
+    for &port in ports {
+        found.listener_names.insert(
+            crate::naming::listener(&gw.namespace, &gw.name, port),
+            programmed
+                .iter()
+                .filter(|l| l.port == port)
+                .map(|l| l.name.clone())
+                .collect(),
+        );
+    }
+    if x.runs(Hook::HttpListener) {
+        let scopes: Vec<hooks_run::ListenerScope> = ports
+            .iter()
+            .map(|&port| {
+                let names: Vec<&str> = programmed
+                    .iter()
+                    .filter(|l| l.port == port)
+                    .map(|l| l.name.as_str())
+                    .collect();
+                hooks_run::ListenerScope {
+                    envoy_name: crate::naming::listener(&gw.namespace, &gw.name, port),
+                    policies: x.gateway_policies(&gw.namespace, &gw.name, &names),
+                    gateway_listeners: names.iter().map(|n| n.to_string()).collect(),
+                }
+            })
+            .collect();
+        hooks_run::post_http_listener(hooks, built, &scopes, found);
+    }
+    if x.runs(Hook::Translation) {
+        let names: Vec<&str> = programmed.iter().map(|l| l.name.as_str()).collect();
+        let policies = x.gateway_policies(&gw.namespace, &gw.name, &names);
+        hooks_run::post_translate(hooks, built, policies, found);
+    }
+}
+
 /// Puts what the STRICT pass found where the rest of the report goes: a
 /// rejected Envoy route replaces its rule (status, diagnostics, metrics).
+/// What an extension hook made and Envoy rejects is attributed to the hook
+/// (class `extension`).
 fn absorb_strict(
     gateway: &str,
     findings: strict::GatewayFindings,
     routes: &[Route<'_>],
     reports: &mut [RouteReport],
     diagnostics: &mut Vec<Diagnostic>,
+    hooked: &HookFindings,
 ) {
+    let by_hook = |name: &str, modified: &BTreeMap<String, String>, hook: Hook| {
+        if modified.contains_key(name) {
+            format!(" (as the extension's {hook} reply made it) [extension]")
+        } else {
+            String::new()
+        }
+    };
     let object = Some(format!("Gateway {gateway}"));
     for r in findings.rejected_routes {
-        let found = strict::parse_route_name(&r.route_name).and_then(|(kind, ns, name, rule_id)| {
+        // A route the extension renamed is found by its original name.
+        let original = hooked
+            .scopes
+            .modified_routes
+            .get(&r.route_name)
+            .map_or(r.route_name.as_str(), String::as_str);
+        let from_hook = hooked.scopes.modified_routes.contains_key(&r.route_name);
+        let found = strict::parse_route_name(original).and_then(|(kind, ns, name, rule_id)| {
             routes.iter().enumerate().find_map(|(ri, route)| {
                 if route.kind.kind() != kind || route.namespace != ns || route.name != name {
                     return None;
@@ -452,18 +738,31 @@ fn absorb_strict(
         match found {
             Some((ri, rule)) => {
                 reports[ri].replaced.entry(rule).or_insert_with(|| {
-                    crate::error::RuleError::structural(
-                        format!("spec.rules[{rule}]"),
-                        format!("rejected by Envoy: {}", r.message),
-                    )
+                    if from_hook {
+                        crate::error::RuleError::extension(
+                            format!("spec.rules[{rule}]"),
+                            format!(
+                                "the extension's {} reply was rejected by Envoy: {}",
+                                Hook::Route,
+                                r.message
+                            ),
+                        )
+                    } else {
+                        crate::error::RuleError::structural(
+                            format!("spec.rules[{rule}]"),
+                            format!("rejected by Envoy: {}", r.message),
+                        )
+                    }
                 });
             }
             None => diagnostics.push(Diagnostic::error(
                 object.clone(),
                 None,
                 format!(
-                    "STRICT: Envoy route {} was rejected and replaced: {}",
-                    r.route_name, r.message
+                    "STRICT: Envoy route {} was rejected and replaced: {}{}",
+                    r.route_name,
+                    r.message,
+                    by_hook(&r.route_name, &hooked.scopes.modified_routes, Hook::Route)
                 ),
             )),
         }
@@ -472,7 +771,10 @@ fn absorb_strict(
         diagnostics.push(Diagnostic::error(
             object.clone(),
             None,
-            format!("STRICT: virtual host {vh} replaced by a catch-all 500: rejected by Envoy: {message}"),
+            format!(
+                "STRICT: virtual host {vh} replaced by a catch-all 500: rejected by Envoy: {message}{}",
+                by_hook(&vh, &hooked.scopes.modified_hosts, Hook::VirtualHost)
+            ),
         ));
     }
     for d in findings.dropped_domains {
@@ -490,7 +792,8 @@ fn absorb_strict(
             object.clone(),
             None,
             format!(
-                "STRICT: route configuration {rc} replaced by a catch-all 500: rejected by Envoy: {message}"
+                "STRICT: route configuration {rc} replaced by a catch-all 500: rejected by Envoy: {message}{}",
+                by_hook(&rc, &hooked.scopes.modified_configs, Hook::Translation)
             ),
         ));
     }

@@ -1,7 +1,7 @@
 //! From an untyped document to a typed object: dispatch on `apiVersion` and
 //! `kind`, typed parse with field paths, defaulting, and the duplicate check.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use gateway_api::experimental::{
     gatewayclasses::GatewayClass,
@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::tree::{Node, NodeValue, Segment, render_path, segments};
 use crate::policy::{GatewayExtension, TrafficPolicy, TrafficPolicySpec};
-use crate::{Diagnostic, FieldStep, Inputs, Source, Sourced, Unreadable};
+use crate::{Diagnostic, ExtensionObject, FieldStep, Inputs, Source, Sourced, Unreadable};
 
 /// The Gateway API group; every served version shares one schema here.
 const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
@@ -160,9 +160,20 @@ pub(crate) struct Sink {
     pub(crate) inputs: Inputs,
     pub(crate) diagnostics: Vec<Diagnostic>,
     seen: HashMap<(&'static str, String, String), Source>,
+    /// (group, kind) of the extension kinds to load (`super::Options`).
+    pub(crate) extension_kinds: BTreeSet<(String, String)>,
+    /// The duplicate check of extension objects: (group, kind, ns, name).
+    seen_extensions: HashMap<(String, String, String, String), Source>,
 }
 
 impl Sink {
+    pub(crate) fn with_options(options: &super::Options) -> Self {
+        Self {
+            extension_kinds: options.extension_kinds.clone(),
+            ..Self::default()
+        }
+    }
+
     pub(crate) fn add<T: Object>(&mut self, source: Source, object: T, unreadable: Vec<Unreadable>) {
         let namespace = object.meta().namespace.clone().unwrap_or_default();
         let name = object.meta().name.clone().unwrap_or_default();
@@ -181,6 +192,32 @@ impl Sink {
             source,
             object,
             unreadable,
+        });
+    }
+
+    /// Adds an extension object (first of the same group, kind, namespace
+    /// and name wins, as for every kind).
+    pub(crate) fn add_extension(&mut self, source: Source, object: ExtensionObject) {
+        let key = (
+            object.group().to_string(),
+            object.kind.clone(),
+            object.namespace.clone(),
+            object.name.clone(),
+        );
+        if let Some(first) = self.seen_extensions.get(&key) {
+            let label = object_label(&object.kind, true, Some(&key.2), &key.3);
+            let message = format!(
+                "duplicate object: {label} is already defined at {first}; this definition is ignored"
+            );
+            self.diagnostics
+                .push(Diagnostic::warning(Some(label), Some(&source), message));
+            return;
+        }
+        self.seen_extensions.insert(key, source.clone());
+        self.inputs.extension_resources.push(Sourced {
+            source,
+            object,
+            unreadable: Vec::new(),
         });
     }
 
@@ -209,6 +246,7 @@ impl Sink {
             secrets,
             traffic_policies,
             gateway_extensions,
+            extension_resources,
         } = inputs;
         each(self, gateway_classes);
         each(self, gateways);
@@ -222,6 +260,9 @@ impl Sink {
         each(self, secrets);
         each(self, traffic_policies);
         each(self, gateway_extensions);
+        for e in extension_resources {
+            self.add_extension(e.source, e.object);
+        }
     }
 
     fn error(&mut self, object: Option<String>, source: &Source, message: impl Into<String>) {
@@ -386,6 +427,14 @@ pub(crate) fn load_document(sink: &mut Sink, file: &str, root: &Node, line: usiz
     }
 
     let Some(known) = Known::resolve(api_version, kind) else {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        if sink
+            .extension_kinds
+            .contains(&(group.to_string(), kind.to_string()))
+        {
+            load_extension(sink, file, root, line, api_version, kind, name, namespace);
+            return;
+        }
         sink.warning(
             loose_label(kind),
             &source,
@@ -445,6 +494,79 @@ pub(crate) fn load_document(sink: &mut Sink, file: &str, root: &Node, line: usiz
         Known::TrafficPolicy => doc.load::<TrafficPolicy>(sink),
         Known::GatewayExtension => doc.load::<GatewayExtension>(sink),
     }
+}
+
+/// A document of a registered extension kind: kept as JSON (the extension
+/// server reads it, portcullis does not know its schema), with the same
+/// name rules as every namespaced kind: generated Envoy names and the
+/// reference resolution (`extensionRef` in the route's namespace) rely on
+/// them.
+#[allow(clippy::too_many_arguments)]
+fn load_extension(
+    sink: &mut Sink,
+    file: &str,
+    root: &Node,
+    line: usize,
+    api_version: &str,
+    kind: &str,
+    name: Option<&str>,
+    namespace: Option<&str>,
+) {
+    let source = Source::new(file, line);
+    let Some(name) = name else {
+        let path = [Segment::Key("metadata".into()), Segment::Key("name".into())];
+        let at = Source::new(file, root.line_at(&path, line));
+        sink.error(None, &at, "metadata.name: missing required field");
+        return;
+    };
+    let namespace = namespace.filter(|ns| !ns.is_empty()).unwrap_or("default");
+    let label = object_label(kind, true, Some(namespace), name);
+    for (field, value, format) in [
+        ("name", name, NameFormat::Dns1123Subdomain),
+        ("namespace", namespace, NameFormat::Dns1123Label),
+    ] {
+        if !format.accepts(value) {
+            let path = [Segment::Key("metadata".into()), Segment::Key(field.into())];
+            let at = Source::new(file, root.line_at(&path, line));
+            sink.error(
+                Some(label.clone()),
+                &at,
+                format!(
+                    "metadata.{field}: {value:?} is not a valid {kind} {field}: it must be {}; the {kind} is ignored",
+                    format.describe()
+                ),
+            );
+            return;
+        }
+    }
+    let mut value = root.to_json();
+    if let Value::Object(map) = &mut value {
+        map.remove("status");
+        if let Some(Value::Object(meta)) = map.get_mut("metadata") {
+            meta.insert("namespace".into(), Value::String(namespace.into()));
+        }
+    }
+    let json = match serde_json::to_vec(&value) {
+        Ok(json) => json,
+        Err(error) => {
+            sink.error(
+                Some(label),
+                &source,
+                format!("cannot be encoded as JSON: {error}; ignored"),
+            );
+            return;
+        }
+    };
+    sink.add_extension(
+        source,
+        ExtensionObject {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            json: json.into(),
+        },
+    );
 }
 
 /// `kind: List` (kubectl) or a typed list such as `ServiceList` with `items`.

@@ -21,6 +21,11 @@
 //! - [`Reply`]: `Ok(None)` = "unchanged" (the protocol's unset message),
 //!   `Ok(Some(r))` = replace with `r`, `Err` = the hook failed.
 
+pub mod check;
+pub mod pgv;
+pub mod resources;
+pub mod run;
+
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;

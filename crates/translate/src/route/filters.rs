@@ -58,7 +58,7 @@ pub fn check_additions(mods: &HeaderMods, field: &str, what: &str) -> Result<(),
     Ok(())
 }
 
-fn check_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
     if !is_header_name(name) {
         return Err(format!("{name:?} is not a valid header name"));
     }
@@ -76,7 +76,7 @@ fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_value(value: &str) -> Result<(), String> {
+pub(crate) fn check_value(value: &str) -> Result<(), String> {
     if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
         return Err("header values cannot contain CR, LF or NUL".into());
     }

@@ -50,6 +50,10 @@ pub struct BuiltRule {
     /// ResolvedRefs problems: (reason, message).
     pub unresolved: Vec<(&'static str, String)>,
     pub warnings: Vec<String>,
+    /// Extension resources its `extensionRef` filters name (registered
+    /// kinds, resolved in the route's namespace): `PostRouteModify`'s
+    /// context for its routes.
+    pub extension_resources: Vec<crate::extension::ExtensionResource>,
 }
 
 /// What the rule does with matching requests, before it is attached to
@@ -400,13 +404,54 @@ fn behaviour(
                     .extension_ref
                     .as_ref()
                     .ok_or_else(|| missing(ff, "extensionRef"))?;
-                return Err(RuleError::referential(
-                    format!("{ff}.extensionRef"),
-                    format!(
-                        "{}/{} {} cannot be resolved (no such extension kind is known)",
-                        e.group, e.kind, e.name
-                    ),
-                ));
+                use crate::extension::resources::Lookup;
+                let lookup = index.extensions.as_ref().map_or(Lookup::NotRegistered, |x| {
+                    x.resolve(&e.group, &e.kind, &route.namespace, &e.name)
+                });
+                match lookup {
+                    // The extension server gets it in `PostRouteModify`'s
+                    // context; the route itself is built without it.
+                    // Without the Route hook nothing would apply the
+                    // filter: it must not be skipped silently (the spec's
+                    // 500 for a filter that cannot be honoured).
+                    Lookup::Found(_)
+                        if !index
+                            .extensions
+                            .as_ref()
+                            .is_some_and(|x| x.runs(crate::extension::Hook::Route)) =>
+                    {
+                        return Err(RuleError::referential(
+                            format!("{ff}.extensionRef"),
+                            format!(
+                                "{}/{} {}: the extension's Route hook is not enabled (hooks.xdsTranslator.post), so nothing would apply this filter",
+                                e.group, e.kind, e.name
+                            ),
+                        ));
+                    }
+                    Lookup::Found(r) => {
+                        if !out.extension_resources.contains(&r) {
+                            out.extension_resources.push(r);
+                        }
+                    }
+                    Lookup::Missing => {
+                        return Err(RuleError::referential(
+                            format!("{ff}.extensionRef"),
+                            format!(
+                                "{}/{} {} not found in namespace {}",
+                                e.group, e.kind, e.name, route.namespace
+                            ),
+                        ));
+                    }
+                    Lookup::NotRegistered => {
+                        return Err(RuleError::referential(
+                            format!("{ff}.extensionRef"),
+                            format!(
+                                "{}/{} {} cannot be resolved (no such extension kind is known)",
+                                e.group, e.kind, e.name
+                            ),
+                        ));
+                    }
+                }
             }
             ref other => {
                 // Fail closed: an unimplemented filter (CORS, ExternalAuth…)

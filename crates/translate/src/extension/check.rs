@@ -1,0 +1,278 @@
+//! Hook replies checked with the same in-process checks as portcullis's own
+//! output (STANDARD), before they replace anything: an extension's reply
+//! that Envoy would NACK must not reach Envoy (a NACK freezes the whole
+//! listener, every tenant's routes with it), so it counts as a failed hook
+//! for its scope.
+//!
+//! The reply is walked as a dynamic message over envoy-types' descriptors
+//! (`output::descriptor_pool`), so every nested message is reached,
+//! including what hides in `Any` (typed configs):
+//! - an `Any` whose type Envoy's API does not define (or whose bytes do not
+//!   decode as that type) is refused — Envoy refuses a typed config it has
+//!   no factory for;
+//! - every `RegexMatcher` regex goes through `envoy::regex` (RE2 with
+//!   Envoy's program-size limit);
+//! - every `HeaderValue` key and value goes through the header checks route
+//!   filters use (names, CR/LF/NUL, 16 KiB, format strings);
+//! - a connection manager's HTTP filters end with the router, and only
+//!   there (Envoy refuses a terminal filter elsewhere, or none last);
+//! - a listener's filter chains have distinct matches;
+//! - every message meets Envoy's protoc-gen-validate rules ([`super::pgv`]:
+//!   required fields, lengths, bounds);
+//! - an Envoy route needs its match (with a path specifier) and an action;
+//!   a virtual host a name and domains; a route configuration unique
+//!   virtual host names and domains.
+//!
+//! What these checks cannot reach, STRICT's real Envoy does, and its
+//! verdict is attributed to the hook (`pipeline::absorb_strict`).
+
+use std::collections::BTreeSet;
+
+use prost::{Message, Name};
+use prost_reflect::{DynamicMessage, ReflectMessage, Value};
+
+/// Deeper nesting than Envoy's own configurations have: refused rather
+/// than walked (a reply is untrusted input).
+const MAX_DEPTH: usize = 64;
+
+/// Checks a reply of type `M`; the error names the field path.
+pub fn check<M: Message + Name>(message: &M) -> Result<(), String> {
+    let pool = crate::output::descriptor_pool();
+    let Some(desc) = pool.get_message_by_name(&M::full_name()) else {
+        return Err(format!("{} is not a known message type", M::full_name()));
+    };
+    let dynamic = DynamicMessage::decode(desc, message.encode_to_vec().as_slice())
+        .map_err(|e| format!("cannot be decoded: {e}"))?;
+    let mut path = Vec::new();
+    walk(&dynamic, &mut path, 0).map_err(|(path, message)| {
+        if path.is_empty() {
+            message
+        } else {
+            format!("{path}: {message}")
+        }
+    })
+}
+
+type Failure = (String, String);
+
+fn fail(path: &[String], message: impl Into<String>) -> Failure {
+    (path.join("."), message.into())
+}
+
+fn string_field(m: &DynamicMessage, name: &str) -> String {
+    match m.get_field_by_name(name).as_deref() {
+        Some(Value::String(s)) => s.clone(),
+        _ => String::new(),
+    }
+}
+
+fn walk(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<(), Failure> {
+    if depth > MAX_DEPTH {
+        return Err(fail(path, format!("nested more than {MAX_DEPTH} levels deep")));
+    }
+    let desc = m.descriptor();
+    super::pgv::check(m).map_err(|e| fail(path, e))?;
+    match desc.full_name() {
+        "google.protobuf.Any" => return walk_any(m, path, depth),
+        "envoy.type.matcher.v3.RegexMatcher" => {
+            let regex = string_field(m, "regex");
+            crate::envoy::regex::check(&regex).map_err(|e| fail(path, format!("regex {regex:?}: {e}")))?;
+        }
+        "envoy.config.core.v3.HeaderValue" => {
+            let key = string_field(m, "key");
+            crate::route::filters::check_name(&key).map_err(|e| fail(path, e))?;
+            let value = string_field(m, "value");
+            crate::route::filters::check_value(&value)
+                .and_then(|()| crate::envoy::format::check(&value))
+                .map_err(|e| fail(path, format!("header {key:?}: {e}")))?;
+        }
+        "envoy.config.route.v3.Route" => {
+            if !m.has_field_by_name("match") {
+                return Err(fail(path, "a route needs a match"));
+            }
+            let actions = [
+                "route",
+                "redirect",
+                "direct_response",
+                "filter_action",
+                "non_forwarding_action",
+            ];
+            if !actions.iter().any(|a| m.has_field_by_name(a)) {
+                return Err(fail(path, "a route needs an action"));
+            }
+        }
+        "envoy.config.route.v3.RouteMatch" => {
+            let specifiers = [
+                "prefix",
+                "path",
+                "safe_regex",
+                "connect_matcher",
+                "path_separated_prefix",
+                "path_match_policy",
+            ];
+            if !specifiers.iter().any(|a| m.has_field_by_name(a)) {
+                return Err(fail(path, "a route match needs a path specifier"));
+            }
+        }
+        "envoy.config.route.v3.VirtualHost" => {
+            if string_field(m, "name").is_empty() {
+                return Err(fail(path, "a virtual host needs a name"));
+            }
+            let domains = match m.get_field_by_name("domains").as_deref() {
+                Some(Value::List(l)) => l.len(),
+                _ => 0,
+            };
+            if domains == 0 {
+                return Err(fail(path, "a virtual host needs at least one domain"));
+            }
+        }
+        "envoy.config.route.v3.RouteConfiguration" => unique_hosts(m, path)?,
+        "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager" => {
+            router_last(m, path)?
+        }
+        "envoy.config.listener.v3.Listener" => unique_chain_matches(m, path)?,
+        _ => {}
+    }
+    for (field, value) in m.fields() {
+        path.push(field.name().to_string());
+        let r = walk_value(value, path, depth);
+        path.pop();
+        r?;
+    }
+    Ok(())
+}
+
+fn walk_value(value: &Value, path: &mut Vec<String>, depth: usize) -> Result<(), Failure> {
+    match value {
+        Value::Message(m) => walk(m, path, depth + 1),
+        Value::List(items) => {
+            for (i, v) in items.iter().enumerate() {
+                if let Some(last) = path.last_mut() {
+                    last.push_str(&format!("[{i}]"));
+                }
+                let r = walk_value(v, path, depth);
+                if let Some(last) = path.last_mut()
+                    && let Some(at) = last.rfind('[')
+                {
+                    last.truncate(at);
+                }
+                r?;
+            }
+            Ok(())
+        }
+        Value::Map(entries) => {
+            for v in entries.values() {
+                walk_value(v, path, depth)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Envoy resolves a typed config by the type named after the last `/` of
+/// its URL; one its API does not define has no factory (a NACK).
+fn walk_any(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<(), Failure> {
+    let url = string_field(m, "type_url");
+    let name = url.rsplit_once('/').map_or(url.as_str(), |(_, n)| n);
+    let Some(desc) = crate::output::descriptor_pool().get_message_by_name(name) else {
+        return Err(fail(path, format!("unknown type URL {url:?}")));
+    };
+    let bytes = match m.get_field_by_name("value").as_deref() {
+        Some(Value::Bytes(b)) => b.clone(),
+        _ => Default::default(),
+    };
+    let inner = DynamicMessage::decode(desc, bytes)
+        .map_err(|e| fail(path, format!("{url}: cannot be decoded: {e}")))?;
+    walk(&inner, path, depth + 1)
+}
+
+/// Envoy refuses a route configuration whose virtual hosts share a name or
+/// a domain.
+fn unique_hosts(m: &DynamicMessage, path: &[String]) -> Result<(), Failure> {
+    let Some(Value::List(hosts)) = m.get_field_by_name("virtual_hosts").as_deref().cloned() else {
+        return Ok(());
+    };
+    let mut names = BTreeSet::new();
+    let mut domains = BTreeSet::new();
+    for h in &hosts {
+        let Value::Message(h) = h else { continue };
+        let name = string_field(h, "name");
+        if !names.insert(name.clone()) {
+            return Err(fail(path, format!("virtual host name {name:?} is used twice")));
+        }
+        if let Some(Value::List(ds)) = h.get_field_by_name("domains").as_deref() {
+            for d in ds {
+                if let Value::String(d) = d
+                    && !domains.insert(d.to_ascii_lowercase())
+                {
+                    return Err(fail(path, format!("domain {d:?} is used by two virtual hosts")));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+const ROUTER: &str = "envoy.extensions.filters.http.router.v3.Router";
+
+/// The type a filter's `typed_config` names (`None`: not a typed config,
+/// e.g. a config discovery source).
+fn typed_config_type(filter: &DynamicMessage) -> Option<String> {
+    match filter.get_field_by_name("typed_config").as_deref() {
+        Some(Value::Message(any)) if filter.has_field_by_name("typed_config") => {
+            let url = string_field(any, "type_url");
+            Some(url.rsplit_once('/').map_or(url.clone(), |(_, n)| n.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// Envoy: the router is terminal and must be the last HTTP filter; a chain
+/// ending in a non-terminal filter is refused.
+fn router_last(hcm: &DynamicMessage, path: &[String]) -> Result<(), Failure> {
+    let Some(Value::List(filters)) = hcm.get_field_by_name("http_filters").as_deref().cloned() else {
+        return Ok(());
+    };
+    let n = filters.len();
+    for (i, f) in filters.iter().enumerate() {
+        let Value::Message(f) = f else { continue };
+        let is_router = typed_config_type(f).as_deref() == Some(ROUTER);
+        let last = i + 1 == n;
+        if is_router && !last {
+            return Err(fail(
+                path,
+                format!("http_filters[{i}]: the router is terminal and must be the last HTTP filter"),
+            ));
+        }
+        if last && !is_router && typed_config_type(f).is_some() {
+            return Err(fail(
+                path,
+                format!("http_filters[{i}]: the last HTTP filter must be the router"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Envoy refuses a listener with two filter chains of the same match.
+fn unique_chain_matches(listener: &DynamicMessage, path: &[String]) -> Result<(), Failure> {
+    let Some(Value::List(chains)) = listener.get_field_by_name("filter_chains").as_deref().cloned() else {
+        return Ok(());
+    };
+    let mut seen = BTreeSet::new();
+    for (i, c) in chains.iter().enumerate() {
+        let Value::Message(c) = c else { continue };
+        let key = match c.get_field_by_name("filter_chain_match").as_deref() {
+            Some(Value::Message(m)) if c.has_field_by_name("filter_chain_match") => m.encode_to_vec(),
+            _ => Vec::new(),
+        };
+        if !seen.insert(key) {
+            return Err(fail(
+                path,
+                format!("filter_chains[{i}]: another filter chain has the same filter_chain_match"),
+            ));
+        }
+    }
+    Ok(())
+}
