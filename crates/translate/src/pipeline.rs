@@ -102,7 +102,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
     let attachment = policy::attach::attach(&mut policies, &routes);
     out.policy_attachments = attachment.records(&routes);
     // Gateway and listener targets: merged once per scope.
-    let scopes = policy::scope::attach(&mut policies, &gateways);
+    let scopes = policy::scope::attach(&mut policies, &gateways, &listener_sets);
 
     // Bind every route, counting attachments per listener.
     let bindings: Vec<Vec<ParentBinding>> = routes
@@ -177,18 +177,35 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             for w in works {
                 merge(&mut ir, &mut store, gw, w);
             }
-            let fences = policy::scope::project(&mut ir, gw, gw_scopes);
+            let (mut fences, placed) = policy::scope::project(&mut ir, gw, gw_scopes);
             policy::ext_auth::install(&mut ir, &providers);
             let key = gw.key();
             let (bind, reported) = settings.addresses_of(&key);
             let mut built = xds::build(ir, bind, &mut store);
-            let findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
-            (key, reported, built, findings, fences)
+            let mut findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
+            // Scope configuration Envoy rejects is its policy's failure.
+            let mut blamed = Vec::new();
+            if let Some(f) = findings.as_mut() {
+                let (more, errors, unexplained) =
+                    policy::scope::strict_fences(&placed, &std::mem::take(&mut f.scope_rejections));
+                fences.extend(more);
+                blamed = errors;
+                f.scope_rejections = unexplained;
+            }
+            (key, reported, built, findings, fences, blamed)
         },
     );
-    for (gw, (key, reported, built, findings, fences)) in gateways.iter().zip(assembled) {
+    let mut fences_by_gateway = Vec::with_capacity(gateways.len());
+    for (gw, (key, reported, built, findings, fences, blamed)) in gateways.iter().zip(assembled) {
         if let Some(findings) = findings {
             absorb_strict(&key, findings, &routes, &mut reports, &mut out.diagnostics);
+        }
+        for (policy, error) in blamed {
+            if let Some(p) = policies.iter_mut().find(|p| p.display() == policy) {
+                p.errors.push(error);
+                p.errors.sort();
+                p.errors.dedup();
+            }
         }
         for problem in gw.listener_problems() {
             out.diagnostics.push(Diagnostic::error(
@@ -207,6 +224,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             &mut status,
             &mut out,
         );
+        fences_by_gateway.push(fences);
         out.status.push(crate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "Gateway",
@@ -224,12 +242,21 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
                 problem,
             ));
         }
+        let mut status = set.status(gw, si, &settings.transition_time);
+        crate::replacement::scope::report_listener_set(
+            gw,
+            si,
+            set.generation,
+            &fences_by_gateway[set.gateway],
+            &settings.transition_time,
+            &mut status,
+        );
         out.status.push(crate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "ListenerSet",
             Some(&set.namespace),
             &set.name,
-            set.status(gw, si, &settings.transition_time),
+            status,
         ));
     }
     let route_statuses = parallel::map(
@@ -497,6 +524,18 @@ fn absorb_strict(
             None,
             format!(
                 "STRICT: route configuration {rc} replaced by a catch-all 500: rejected by Envoy: {message}"
+            ),
+        ));
+    }
+    for r in findings.scope_rejections {
+        diagnostics.push(Diagnostic::error(
+            object.clone(),
+            None,
+            format!(
+                "STRICT: {} replaced by a catch-all 500: its configuration is rejected by Envoy: {}",
+                r.virtual_host
+                    .map_or_else(|| format!("route configuration {}", r.route_config), |vh| format!("virtual host {vh}")),
+                r.message
             ),
         ));
     }

@@ -26,6 +26,14 @@
 //! a domain), and when the hosts are rejected for another reason no route
 //! is bisected at all.
 //!
+//! Before 3, the scope configuration (what a Gateway or listener policy
+//! puts on the route configuration or a virtual host) is checked on its
+//! own around one catch-all route ([`scope_first`]): when Envoy rejects
+//! it, that scope is replaced (the configuration by one catch-all 500
+//! host, a virtual host by a catch-all 500 keeping its name and domains)
+//! and `policy::scope` reports it as the policy's failure; its routes are
+//! not bisected.
+//!
 //! A validator that cannot answer (binary missing, timeout, crash) is an
 //! `environment` error: reported, never by itself a reason to replace.
 
@@ -180,6 +188,21 @@ pub struct GatewayFindings {
     pub dropped_domains: Vec<DroppedDomain>,
     /// Problems outside any route: (message, is_environment).
     pub problems: Vec<(String, bool)>,
+    /// Scope configuration (what a Gateway or listener policy puts on a
+    /// route configuration or virtual host) Envoy rejects on its own: that
+    /// scope was replaced whole, its routes not bisected.
+    pub scope_rejections: Vec<ScopeRejection>,
+}
+
+/// A route configuration (`virtual_host` None) or virtual host whose own
+/// configuration Envoy rejects even around a single catch-all route; it
+/// became the catch-all 500 (`replacement::scope`). `policy::scope` names
+/// the policy that put the configuration there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeRejection {
+    pub route_config: String,
+    pub virtual_host: Option<String>,
+    pub message: String,
 }
 
 fn candidate(gw: &GatewayXds, routes: Vec<RouteConfiguration>, label: String) -> Candidate {
@@ -307,18 +330,43 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
             Verdict::Rejected(m) => {
                 // Replacing edits the message: decoded here, encoded again.
                 let mut rc = gw.routes[rc_index].decode();
-                isolate(
-                    gw,
-                    &gw.routes[rc_index],
-                    &mut rc,
-                    unknown,
-                    m,
-                    validator,
-                    &mut findings,
-                );
+                // Scope configuration first: a policy's configuration on
+                // the route configuration or a virtual host that Envoy
+                // rejects replaces that scope; bisecting routes could only
+                // blame routes that are not at fault.
+                match scope_first(gw, &mut rc, validator, &mut findings) {
+                    Scoped::Done | Scoped::Unavailable => {}
+                    Scoped::Unchanged => isolate(
+                        gw,
+                        &gw.routes[rc_index],
+                        &mut rc,
+                        unknown,
+                        m,
+                        validator,
+                        &mut findings,
+                    ),
+                    Scoped::Changed => {
+                        let rebuilt = EncodedRouteConfiguration::new(&rc);
+                        let all = rc.virtual_hosts.iter().map(|vh| vh.routes.len()).sum();
+                        isolate(
+                            gw,
+                            &rebuilt,
+                            &mut rc,
+                            (0..all).collect(),
+                            m,
+                            validator,
+                            &mut findings,
+                        );
+                    }
+                }
                 gw.routes[rc_index] = EncodedRouteConfiguration::new(&rc);
                 let (envelope, routes, _) = rc_keys(context, &gw.routes[rc_index]);
-                if findings.replaced_configs.iter().all(|(n, _)| *n != rc.name) {
+                let replaced_whole = findings.replaced_configs.iter().any(|(n, _)| *n == rc.name)
+                    || findings
+                        .scope_rejections
+                        .iter()
+                        .any(|r| r.virtual_host.is_none() && r.route_config == rc.name);
+                if !replaced_whole {
                     let mut good = routes;
                     good.push(envelope);
                     validator.remember_good(&good);
@@ -327,6 +375,167 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
         }
     }
     findings
+}
+
+/// What [`scope_first`] did to a rejected route configuration.
+enum Scoped {
+    /// No scope configuration Envoy rejects: bisect as usual.
+    Unchanged,
+    /// Some virtual hosts were fenced but the rest is still rejected.
+    Changed,
+    /// Replaced or fenced, and the result is accepted (or replaced whole).
+    Done,
+    /// The validator could not answer (reported).
+    Unavailable,
+}
+
+/// Whether a route configuration carries configuration of its own (what a
+/// Gateway or HTTPS-listener policy puts there, `policy::apply`).
+fn has_config_scope(rc: &RouteConfiguration) -> bool {
+    !rc.typed_per_filter_config.is_empty()
+        || !rc.request_headers_to_add.is_empty()
+        || !rc.request_headers_to_remove.is_empty()
+        || !rc.response_headers_to_add.is_empty()
+        || !rc.response_headers_to_remove.is_empty()
+}
+
+/// A virtual host's own configuration (what an HTTP-listener policy, or a
+/// Gateway policy's retry, puts there): the host without its name, domains
+/// and routes. Routes never set these fields otherwise (`xds::route`).
+fn host_scope(vh: &VirtualHost) -> VirtualHost {
+    VirtualHost {
+        typed_per_filter_config: vh.typed_per_filter_config.clone(),
+        request_headers_to_add: vh.request_headers_to_add.clone(),
+        request_headers_to_remove: vh.request_headers_to_remove.clone(),
+        response_headers_to_add: vh.response_headers_to_add.clone(),
+        response_headers_to_remove: vh.response_headers_to_remove.clone(),
+        retry_policy: vh.retry_policy.clone(),
+        ..Default::default()
+    }
+}
+
+/// Checks the scope configuration of a rejected route configuration on
+/// its own, around one catch-all route (no route, no domain of the
+/// tenant's can be at fault there): the route configuration's (then it is
+/// replaced whole by one catch-all 500 host) and each distinct virtual-host
+/// configuration (then every host holding it becomes a catch-all 500
+/// keeping its name and domains). Rejections go to
+/// [`GatewayFindings::scope_rejections`].
+fn scope_first(
+    gw: &GatewayXds,
+    rc: &mut RouteConfiguration,
+    validator: &dyn Validator,
+    findings: &mut GatewayFindings,
+) -> Scoped {
+    let config_scope = has_config_scope(rc);
+    // Hosts grouped by identical configuration: a listener's policy is
+    // the same on each of its hosts, one check serves them all.
+    let mut groups: Vec<(VirtualHost, Vec<usize>)> = Vec::new();
+    for (i, vh) in rc.virtual_hosts.iter().enumerate() {
+        let scope = host_scope(vh);
+        if scope == VirtualHost::default() {
+            continue;
+        }
+        match groups.iter_mut().find(|(s, _)| *s == scope) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((scope, vec![i])),
+        }
+    }
+    if !config_scope && groups.is_empty() {
+        return Scoped::Unchanged;
+    }
+    let mut batch = Vec::new();
+    if config_scope {
+        let mut probe = rc.clone();
+        probe.virtual_hosts = vec![crate::replacement::scope::fenced_config_host(&rc.name)];
+        batch.push(candidate(gw, vec![probe], format!("{} configuration", rc.name)));
+    }
+    // Virtual-host probes without the configuration's own fields: only the
+    // host's are under test there.
+    let mut bare = rc.clone();
+    bare.typed_per_filter_config.clear();
+    bare.request_headers_to_add.clear();
+    bare.request_headers_to_remove.clear();
+    bare.response_headers_to_add.clear();
+    bare.response_headers_to_remove.clear();
+    for (scope, members) in &groups {
+        let first = &rc.virtual_hosts[members[0]];
+        let mut host = scope.clone();
+        host.name.clone_from(&first.name);
+        host.domains = vec!["*".into()];
+        host.routes = vec![crate::replacement::scope::catch_all_route(&first.name)];
+        let mut probe = bare.clone();
+        probe.virtual_hosts = vec![host];
+        batch.push(candidate(
+            gw,
+            vec![probe],
+            format!("{} virtual host {} configuration", rc.name, first.name),
+        ));
+    }
+    let verdicts = validator.validate(&batch);
+    if let Some(m) = verdicts.iter().find_map(|v| match v {
+        Verdict::Unavailable(m) => Some(m.clone()),
+        _ => None,
+    }) {
+        findings
+            .problems
+            .push((format!("STRICT validation of {} unavailable: {m}", rc.name), true));
+        return Scoped::Unavailable;
+    }
+    if verdicts.len() != batch.len() {
+        findings.problems.push((
+            format!(
+                "STRICT validation of {} unavailable: the validator gave no verdict",
+                rc.name
+            ),
+            true,
+        ));
+        return Scoped::Unavailable;
+    }
+    let mut verdicts = verdicts.into_iter();
+    if config_scope && let Some(Verdict::Rejected(m)) = verdicts.next() {
+        crate::replacement::scope::replace_config(rc);
+        findings.scope_rejections.push(ScopeRejection {
+            route_config: rc.name.clone(),
+            virtual_host: None,
+            message: m,
+        });
+        return Scoped::Done;
+    }
+    let mut fenced = false;
+    for ((_, members), verdict) in groups.iter().zip(verdicts) {
+        let Verdict::Rejected(m) = verdict else {
+            continue;
+        };
+        for &i in members {
+            let vh = &mut rc.virtual_hosts[i];
+            *vh = crate::replacement::scope::fenced_host(&vh.name, vh.domains.clone());
+            findings.scope_rejections.push(ScopeRejection {
+                route_config: rc.name.clone(),
+                virtual_host: Some(vh.name.clone()),
+                message: m.clone(),
+            });
+        }
+        fenced = true;
+    }
+    if !fenced {
+        return Scoped::Unchanged;
+    }
+    match validator
+        .validate(&[candidate(gw, vec![rc.clone()], format!("{} scopes fenced", rc.name))])
+        .first()
+    {
+        Some(Verdict::Accepted) => Scoped::Done,
+        Some(Verdict::Rejected(_)) => Scoped::Changed,
+        Some(Verdict::Unavailable(m)) => {
+            findings.problems.push((
+                format!("STRICT validation of {} unavailable while re-checking: {m}", rc.name),
+                true,
+            ));
+            Scoped::Changed
+        }
+        None => Scoped::Changed,
+    }
 }
 
 /// Bisects a rejected route configuration (`encoded`, decoded as `target`)
