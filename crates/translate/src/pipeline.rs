@@ -137,6 +137,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         &bindings,
         &age_rank,
         &attachment.effective,
+        &scopes.gateways,
         threads,
     );
     // Reports per route (in route order); each Gateway's works, in route
@@ -372,6 +373,7 @@ fn build_all(
     bindings: &[Vec<ParentBinding>],
     age_rank: &[usize],
     effective: &[Vec<Option<Box<policy::Effective>>>],
+    scopes: &[policy::scope::GatewayScopes],
     threads: usize,
 ) -> Vec<Vec<Work>> {
     let one = |ri: usize| {
@@ -382,6 +384,7 @@ fn build_all(
             &bindings[ri],
             age_rank[ri],
             &effective[ri],
+            scopes,
         )
     };
     parallel::map((0..routes.len()).collect(), threads, PARALLEL_MIN_ROUTES, one)
@@ -395,6 +398,7 @@ fn build_route(
     bs: &[ParentBinding],
     age: usize,
     effective: &[Option<Box<policy::Effective>>],
+    scopes: &[policy::scope::GatewayScopes],
 ) -> Vec<Work> {
     let mut out = Vec::new();
     let mut done = BTreeSet::new();
@@ -421,9 +425,20 @@ fn build_route(
             let mut orders = Vec::with_capacity(expected);
             let mut routes = Vec::with_capacity(expected);
             let mut filters: Vec<String> = Vec::new();
+            // What a fenced route switches off (the scopes' filters).
+            let inherited = scopes
+                .get(b.gateway)
+                .map(|s| policy::scope::inherited_filters(s, a.listener))
+                .unwrap_or_default();
             for (rule_index, rule) in route.rules.iter().enumerate() {
                 let policy = effective.get(rule_index).and_then(Option::as_deref);
                 let mut r = rule::build(index, route, rule_index, rule, ctx, &mut clusters, policy);
+                for br in r.routes.iter_mut().filter(|br| br.replaced) {
+                    crate::replacement::disable_filters(
+                        &mut br.route.typed_per_filter_config,
+                        inherited.iter().cloned(),
+                    );
+                }
                 for (match_index, br) in std::mem::take(&mut r.routes).into_iter().enumerate() {
                     let order = RouteOrder {
                         rank: br.rank,
@@ -533,8 +548,10 @@ fn absorb_strict(
             None,
             format!(
                 "STRICT: {} replaced by a catch-all 500: its configuration is rejected by Envoy: {}",
-                r.virtual_host
-                    .map_or_else(|| format!("route configuration {}", r.route_config), |vh| format!("virtual host {vh}")),
+                r.virtual_host.map_or_else(
+                    || format!("route configuration {}", r.route_config),
+                    |vh| format!("virtual host {vh}")
+                ),
                 r.message
             ),
         ));

@@ -228,13 +228,16 @@ fn encoded_candidate(gw: &GatewayXds, routes: Vec<EncodedRouteConfiguration>, la
     }
 }
 
+/// The route at flat position `pos`, with (a copy of) its host's own
+/// fields but its routes.
 fn route_at(
     rc: &mut RouteConfiguration,
     mut pos: usize,
-) -> Option<&mut envoy_types::pb::envoy::config::route::v3::Route> {
+) -> Option<(VirtualHost, &mut envoy_types::pb::envoy::config::route::v3::Route)> {
     for vh in &mut rc.virtual_hosts {
         if pos < vh.routes.len() {
-            return vh.routes.get_mut(pos);
+            let host = host_scope(vh);
+            return vh.routes.get_mut(pos).map(|r| (host, r));
         }
         pos -= vh.routes.len();
     }
@@ -507,9 +510,11 @@ fn scope_first(
         let Verdict::Rejected(m) = verdict else {
             continue;
         };
+        let above: Vec<String> = rc.typed_per_filter_config.keys().cloned().collect();
         for &i in members {
             let vh = &mut rc.virtual_hosts[i];
             *vh = crate::replacement::scope::fenced_host(&vh.name, vh.domains.clone());
+            crate::replacement::disable_filters(&mut vh.typed_per_filter_config, above.iter().cloned());
             findings.scope_rejections.push(ScopeRejection {
                 route_config: rc.name.clone(),
                 virtual_host: Some(vh.name.clone()),
@@ -522,14 +527,21 @@ fn scope_first(
         return Scoped::Unchanged;
     }
     match validator
-        .validate(&[candidate(gw, vec![rc.clone()], format!("{} scopes fenced", rc.name))])
+        .validate(&[candidate(
+            gw,
+            vec![rc.clone()],
+            format!("{} scopes fenced", rc.name),
+        )])
         .first()
     {
         Some(Verdict::Accepted) => Scoped::Done,
         Some(Verdict::Rejected(_)) => Scoped::Changed,
         Some(Verdict::Unavailable(m)) => {
             findings.problems.push((
-                format!("STRICT validation of {} unavailable while re-checking: {m}", rc.name),
+                format!(
+                    "STRICT validation of {} unavailable while re-checking: {m}",
+                    rc.name
+                ),
                 true,
             ));
             Scoped::Changed
@@ -621,12 +633,15 @@ fn isolate(
     }
     let mut fixed = rc.clone();
     for (pos, message) in &offenders {
-        if let Some(route) = route_at(&mut fixed, *pos) {
+        let mut above: Vec<String> = fixed.typed_per_filter_config.keys().cloned().collect();
+        if let Some((vh, route)) = route_at(&mut fixed, *pos) {
+            above.extend(vh.typed_per_filter_config.keys().cloned());
             findings.rejected_routes.push(RejectedRoute {
                 route_name: route.name.clone(),
                 message: message.clone(),
             });
             crate::replacement::replace(route);
+            crate::replacement::disable_filters(&mut route.typed_per_filter_config, above);
         }
     }
     let recheck = validator.validate(&[candidate(
@@ -821,9 +836,11 @@ fn fence_virtual_hosts(
     let verdicts = validator.validate(&alone);
     let mut fenced = rc.clone();
     let mut any = Vec::new();
+    let above: Vec<String> = fenced.typed_per_filter_config.keys().cloned().collect();
     for (vh, verdict) in fenced.virtual_hosts.iter_mut().zip(&verdicts) {
         if let Verdict::Rejected(m) = verdict {
             *vh = crate::replacement::scope::fenced_host(&vh.name, vh.domains.clone());
+            crate::replacement::disable_filters(&mut vh.typed_per_filter_config, above.iter().cloned());
             any.push((vh.name.clone(), m.clone()));
         }
     }

@@ -150,7 +150,11 @@ fn run(extra: &str) -> (translate::Output, Vec<String>) {
     let settings = translate::Settings::default();
     // STANDARD sees nothing wrong: the header name is valid.
     let standard = translate::translate(&inputs, &settings);
-    assert!(standard.scope_replacements.is_empty(), "{:?}", standard.scope_replacements);
+    assert!(
+        standard.scope_replacements.is_empty(),
+        "{:?}",
+        standard.scope_replacements
+    );
     let validator = RefusesOneHeader::default();
     let out = translate::translate_with(&inputs, &settings, Some(&validator));
     let labels = validator.labels.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -211,7 +215,9 @@ fn no_route_blamed(out: &translate::Output, labels: &[String]) {
         "routes were bisected: {labels:?}"
     );
     assert!(
-        out.diagnostics.iter().all(|d| !d.message.contains("Replaced Rule")),
+        out.diagnostics
+            .iter()
+            .all(|d| !d.message.contains("Replaced Rule")),
         "{:?}",
         out.diagnostics
     );
@@ -232,7 +238,10 @@ fn a_listener_policy_only_envoy_rejects_fences_its_virtual_host() {
         "{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: a}",
     ));
     let hosts = hosts(&out);
-    let a = hosts.iter().find(|vh| vh.name == "infra/gw/80/a.example.com").expect("host a");
+    let a = hosts
+        .iter()
+        .find(|vh| vh.name == "infra/gw/80/a.example.com")
+        .expect("host a");
     assert!(is_fenced(a), "{a:?}");
     assert_eq!(a.domains, vec!["a.example.com"]);
     for other in ["infra/gw/80/b.example.com", "infra/gw/80/c.example.com"] {
@@ -249,7 +258,9 @@ fn a_listener_policy_only_envoy_rejects_fences_its_virtual_host() {
     let c = condition(&listener["conditions"], "Accepted");
     assert_eq!(c["reason"], "ListenerReplaced", "{gw}");
     assert!(
-        c["message"].as_str().is_some_and(|m| m.contains("TrafficPolicy infra/on-a")),
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("TrafficPolicy infra/on-a")),
         "{gw}"
     );
     assert_eq!(out.scope_replacements.len(), 1, "{:?}", out.scope_replacements);
@@ -265,9 +276,17 @@ fn a_listener_set_listener_policy_only_envoy_rejects_is_reported_on_the_listener
         "{group: gateway.networking.k8s.io, kind: ListenerSet, name: ls, sectionName: c}",
     ));
     let hosts = hosts(&out);
-    let c = hosts.iter().find(|vh| vh.name == "infra/gw/80/c.example.com").expect("host c");
+    let c = hosts
+        .iter()
+        .find(|vh| vh.name == "infra/gw/80/c.example.com")
+        .expect("host c");
     assert!(is_fenced(c), "{c:?}");
-    assert!(hosts.iter().filter(|vh| vh.name != c.name).all(|vh| !is_fenced(vh)));
+    assert!(
+        hosts
+            .iter()
+            .filter(|vh| vh.name != c.name)
+            .all(|vh| !is_fenced(vh))
+    );
     no_route_blamed(&out, &labels);
     policy_rejected(&out, "on-c");
     let set = status_of(&out, "ListenerSet", "ls");
@@ -301,5 +320,8 @@ fn a_gateway_policy_only_envoy_rejects_replaces_the_route_configuration() {
         "{gw}"
     );
     let r = &out.scope_replacements[0];
-    assert_eq!((r.scope.as_str(), r.listener.as_str()), ("route_configuration", ""));
+    assert_eq!(
+        (r.scope.as_str(), r.listener.as_str()),
+        ("route_configuration", "")
+    );
 }

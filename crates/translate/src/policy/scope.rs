@@ -642,14 +642,28 @@ pub fn project(
                 }
                 for vh in chain.virtual_hosts.values_mut().filter(|vh| vh.owner == l.key) {
                     vh.scope.features = Some(features.clone());
-                    placed
-                        .hosts
-                        .insert(format!("{}/{}", chain.route_config, vh.hostname), (li, by.clone()));
+                    placed.hosts.insert(
+                        format!("{}/{}", chain.route_config, vh.hostname),
+                        (li, by.clone()),
+                    );
                 }
             }
         }
     }
     (fences, placed)
+}
+
+/// The HTTP filters the Gateway's and listener `li`'s policies configure
+/// above a route: what a fenced route switches off
+/// (`replacement::disable_filters`).
+pub fn inherited_filters(scopes: &GatewayScopes, li: usize) -> Vec<String> {
+    let mut names = BTreeSet::new();
+    for e in scopes.gateway.iter().chain(scopes.listeners.get(&li)) {
+        if e.errors.is_empty() {
+            names.extend(super::apply::per_filter(&e.features).into_iter().map(|(n, _)| n));
+        }
+    }
+    names.into_iter().collect()
 }
 
 fn set_features(scope: &mut ir::Scope, filters: &mut BTreeSet<String>, e: &Effective) {
@@ -795,7 +809,10 @@ pub fn strict_fences(
         for p in policies {
             blamed.push((
                 p.clone(),
-                PolicyError::structural("spec", format!("rejected by Envoy on {what} {name}: {}", r.message)),
+                PolicyError::structural(
+                    "spec",
+                    format!("rejected by Envoy on {what} {name}: {}", r.message),
+                ),
             ));
         }
         match fences

@@ -31,4 +31,21 @@ pub fn replace(route: &mut Route) {
     route.response_headers_to_remove.clear();
 }
 
+/// Switches off, on a fenced route or virtual host, the HTTP filters a
+/// broader scope configures (`names`: a Gateway's or listener's policy):
+/// the fence serves nothing, so its traffic must meet the 500, not a 403,
+/// a 429 or a CORS answer from a policy above it (README, "TrafficPolicy").
+pub fn disable_filters(
+    config: &mut std::collections::HashMap<String, envoy_types::pb::google::protobuf::Any>,
+    names: impl IntoIterator<Item = String>,
+) {
+    for name in names {
+        let off = envoy_types::pb::envoy::config::route::v3::FilterConfig {
+            disabled: true,
+            ..Default::default()
+        };
+        config.insert(name, envoy_types::util::pack_any(off));
+    }
+}
+
 pub mod scope;
