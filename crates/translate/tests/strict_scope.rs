@@ -6,10 +6,15 @@
 //! message, `GatewayReplaced` / `ListenerReplaced` naming the policy, a
 //! scope replacement for the metric). No route is bisected.
 //!
-//! The validator is in-process: it stands for an Envoy that refuses one
-//! response header name (`x-envoy-refuses`) wherever it is configured, and
-//! records every candidate's label. The final output is then given to the
-//! real Envoy, which must accept it.
+//! Most cases use an in-process validator: it stands for an Envoy that
+//! refuses one response header name (`x-envoy-refuses`) wherever it is
+//! configured, and records every candidate's label; the final output is
+//! then given to the real Envoy, which must accept it. One case asks the
+//! real Envoy throughout, with what only it rejects today (a CEL
+//! `matches()` pattern too large in UTF-8 mode, `rejections/strict-only/`).
+
+#[path = "support/real_envoy.rs"]
+mod real_envoy;
 
 use std::sync::Mutex;
 
@@ -324,4 +329,69 @@ fn a_gateway_policy_only_envoy_rejects_replaces_the_route_configuration() {
         (r.scope.as_str(), r.listener.as_str()),
         ("route_configuration", "")
     );
+}
+
+#[test]
+fn a_listener_policy_the_real_envoy_rejects_fences_its_virtual_host() {
+    let text = format!(
+        r#"{BASE}
+---
+apiVersion: gateway.portcullis.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: unicode, namespace: infra}}
+spec:
+  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw, sectionName: a}}]
+  rbac:
+    action: Deny
+    matchExpressions: ["request.path.matches('\\\\pL')"]
+"#
+    );
+    let inputs = api::loader::load_str("strict-scope-real.yaml", &text).inputs;
+    let settings = translate::Settings::default();
+    let standard = translate::translate(&inputs, &settings);
+    assert!(
+        standard.scope_replacements.is_empty(),
+        "STANDARD sees it now: update this test"
+    );
+    let envoy = real_envoy::RealEnvoy::default();
+    let out = translate::translate_with(&inputs, &settings, Some(&envoy));
+    let hosts = hosts(&out);
+    let a = hosts
+        .iter()
+        .find(|vh| vh.name == "infra/gw/80/a.example.com")
+        .expect("host a");
+    assert!(is_fenced(a), "{a:?}");
+    assert!(a.typed_per_filter_config.is_empty(), "{a:?}");
+    assert!(
+        hosts
+            .iter()
+            .filter(|vh| vh.name != a.name)
+            .all(|vh| !is_fenced(vh))
+    );
+    assert!(out.replacements.is_empty(), "{:?}", out.replacements);
+    let s = status_of(&out, "TrafficPolicy", "unicode");
+    let c = condition(&s["ancestors"][0]["conditions"], "Accepted");
+    assert_eq!(
+        (c["status"].as_str(), c["reason"].as_str()),
+        (Some("False"), Some("Invalid")),
+        "{s}"
+    );
+    assert!(
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("rejected by Envoy") && m.contains("regular expression")),
+        "{s}"
+    );
+    assert_eq!(out.scope_replacements.len(), 1, "{:?}", out.scope_replacements);
+    // Skeleton, the configuration, the scope probes (one per distinct host
+    // configuration), the re-check: no bisection.
+    assert_eq!(envoy.calls(), 4);
+    for (key, gw) in &out.gateways {
+        let bootstrap = translate::output::bootstrap::static_bootstrap(
+            gw,
+            "strict-scope",
+            &translate::output::bootstrap::BootstrapOptions::default(),
+        );
+        testkit::envoy::validate(&bootstrap).unwrap_or_else(|e| panic!("{key}: Envoy rejects: {e}"));
+    }
 }

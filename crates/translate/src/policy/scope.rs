@@ -696,7 +696,7 @@ pub fn records(
             };
             for a in &b.attachments {
                 let listener = s.listeners.get(&a.listener);
-                let place = format!("listener {} of Gateway {}", g.listeners[a.listener].name, g.key());
+                let place = listener_place(g, a.listener);
                 // A fenced scope has nothing in force (its routes answer 500).
                 if s.gateway.as_ref().is_some_and(|e| !e.errors.is_empty())
                     || listener.is_some_and(|e| !e.errors.is_empty())
