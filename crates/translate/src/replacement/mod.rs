@@ -1,4 +1,6 @@
-//! Invalid route replacement: the decision of what an unprogrammable rule
+//! Invalid route replacement: every fail-closed decision, what and when
+//! (ARCHITECTURE.md §3): a rule ([`rule`], [`unreadable`]), a virtual host
+//! or route configuration ([`scope`]). Here: what an unprogrammable rule
 //! becomes in Envoy. It never disappears (its traffic would fall through to
 //! a broader route, failing open) and never reaches Envoy as written (a
 //! NACK would freeze the whole listener): it keeps its match and answers
@@ -48,4 +50,6 @@ pub fn disable_filters(
     }
 }
 
+pub mod rule;
 pub mod scope;
+pub mod unreadable;
