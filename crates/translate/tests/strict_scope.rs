@@ -18,6 +18,8 @@ mod real_envoy;
 
 use std::sync::Mutex;
 
+use prost::Message as _;
+
 use serde_json::Value;
 use translate::strict::{Candidate, Validator, Verdict};
 
@@ -394,4 +396,63 @@ spec:
         );
         testkit::envoy::validate(&bootstrap).unwrap_or_else(|e| panic!("{key}: Envoy rejects: {e}"));
     }
+}
+
+/// A route STRICT replaces under a valid Gateway policy switches that
+/// policy's filters off, so it answers the 500 rather than the policy's
+/// 403 (`replacement::disable_filters`); the Gateway policy itself is not
+/// blamed.
+#[test]
+fn a_route_strict_replaces_under_a_gateway_policy_switches_its_filters_off() {
+    let extra = format!(
+        r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: bad, namespace: app}}
+spec:
+  parentRefs: [{{name: gw, namespace: infra, sectionName: b}}]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /bad}}}}]
+    filters:
+    - type: ResponseHeaderModifier
+      responseHeaderModifier: {{set: [{{name: {REFUSED}, value: "1"}}]}}
+    backendRefs: [{{name: web, port: 80}}]
+---
+apiVersion: gateway.portcullis.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: gateway-auth, namespace: infra}}
+spec:
+  targetRefs: [{{group: gateway.networking.k8s.io, kind: Gateway, name: gw}}]
+  rbac:
+    action: Allow
+    matchExpressions: ["request.headers['x-user'] == 'admin'"]
+"#
+    );
+    let (out, _) = run(&extra);
+    let routes: Vec<_> = hosts(&out).into_iter().flat_map(|vh| vh.routes).collect();
+    let bad = routes
+        .iter()
+        .find(|r| r.name.starts_with("httproute/app/bad/"))
+        .expect("route bad");
+    use envoy_types::pb::envoy::config::route::v3::route::Action;
+    assert!(
+        matches!(&bad.action, Some(Action::DirectResponse(d)) if d.status == 500),
+        "{bad:?}"
+    );
+    let off = bad
+        .typed_per_filter_config
+        .get("envoy.filters.http.rbac")
+        .and_then(|any| {
+            envoy_types::pb::envoy::config::route::v3::FilterConfig::decode(any.value.as_slice()).ok()
+        });
+    assert!(off.is_some_and(|f| f.disabled), "{bad:?}");
+    assert_eq!(out.replacements.len(), 1, "{:?}", out.replacements);
+    assert!(out.scope_replacements.is_empty(), "{:?}", out.scope_replacements);
+    let s = status_of(&out, "TrafficPolicy", "gateway-auth");
+    assert_eq!(
+        condition(&s["ancestors"][0]["conditions"], "Accepted")["status"],
+        "True",
+        "{s}"
+    );
 }
