@@ -52,4 +52,5 @@ pub fn disable_filters(
 
 pub mod rule;
 pub mod scope;
+pub mod strict;
 pub mod unreadable;

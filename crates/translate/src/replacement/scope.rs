@@ -6,7 +6,7 @@
 //! listening, so traffic fails closed instead of falling through.
 //!
 //! When a scope is fenced is decided by `policy::scope` (policies) and
-//! `strict` (Envoy's verdict); this module only builds the result, so a
+//! `replacement::strict` (Envoy's verdict); this module only builds the result, so a
 //! fenced scope looks the same whatever fenced it.
 
 use envoy_types::pb::envoy::config::route::v3::{
