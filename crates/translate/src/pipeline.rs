@@ -134,7 +134,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
     let attachment = policy::attach::attach(&mut policies, &routes);
     out.policy_attachments = attachment.records(&routes);
     // Gateway and listener targets: merged once per scope.
-    let scopes = policy::scope::attach(&mut policies, &gateways);
+    let scopes = policy::scope::attach(&mut policies, &gateways, &listener_sets);
 
     // Bind every route, counting attachments per listener.
     let bindings: Vec<Vec<ParentBinding>> = routes
@@ -163,6 +163,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
         &bindings,
         &age_rank,
         &attachment.effective,
+        &scopes.gateways,
         threads,
     );
     // Reports per route (in route order); each Gateway's works, in route
@@ -207,7 +208,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
             for w in works {
                 merge(&mut ir, &mut store, gw, w);
             }
-            let mut fences = policy::scope::project(&mut ir, gw, gw_scopes);
+            let (mut fences, placed) = policy::scope::project(&mut ir, gw, gw_scopes);
             policy::ext_auth::install(&mut ir, &providers);
             let key = gw.key();
             let (bind, reported) = settings.addresses_of(&key);
@@ -240,11 +241,21 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
                 }
                 fences.append(&mut hooked.scopes.fences);
             }
-            let findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
-            (key, reported, built, findings, fences, hooked)
+            let mut findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
+            // Scope configuration Envoy rejects is its policy's failure.
+            let mut blamed = Vec::new();
+            if let Some(f) = findings.as_mut() {
+                let (more, errors, unexplained) =
+                    policy::scope::strict_fences(&placed, &std::mem::take(&mut f.scope_rejections));
+                fences.extend(more);
+                blamed = errors;
+                f.scope_rejections = unexplained;
+            }
+            (key, reported, built, findings, fences, hooked, blamed)
         },
     );
-    for (gw, (key, reported, built, findings, fences, mut hooked)) in gateways.iter().zip(assembled) {
+    let mut fences_by_gateway = Vec::with_capacity(gateways.len());
+    for (gw, (key, reported, built, findings, fences, mut hooked, blamed)) in gateways.iter().zip(assembled) {
         absorb_hooks(&key, gw, &mut hooked, &mut reports, &mut out);
         if let Some(findings) = findings {
             absorb_strict(
@@ -255,6 +266,13 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
                 &mut out.diagnostics,
                 &hooked,
             );
+        }
+        for (policy, error) in blamed {
+            if let Some(p) = policies.iter_mut().find(|p| p.display() == policy) {
+                p.errors.push(error);
+                p.errors.sort();
+                p.errors.dedup();
+            }
         }
         for problem in gw.listener_problems() {
             out.diagnostics.push(Diagnostic::error(
@@ -273,6 +291,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
             &mut status,
             &mut out,
         );
+        fences_by_gateway.push(fences);
         out.status.push(crate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "Gateway",
@@ -290,12 +309,21 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
                 problem,
             ));
         }
+        let mut status = set.status(gw, si, &settings.transition_time);
+        crate::replacement::scope::report_listener_set(
+            gw,
+            si,
+            set.generation,
+            &fences_by_gateway[set.gateway],
+            &settings.transition_time,
+            &mut status,
+        );
         out.status.push(crate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "ListenerSet",
             Some(&set.namespace),
             &set.name,
-            set.status(gw, si, &settings.transition_time),
+            status,
         ));
     }
     let route_statuses = parallel::map(
@@ -408,6 +436,7 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
 /// (measured: 100 routes took 4.2 ms on two threads, 1.3 ms on one).
 const PARALLEL_MIN_ROUTES: usize = 500;
 
+#[allow(clippy::too_many_arguments)]
 fn build_all(
     index: &Index<'_>,
     gateways: &[GatewayState<'_>],
@@ -415,6 +444,7 @@ fn build_all(
     bindings: &[Vec<ParentBinding>],
     age_rank: &[usize],
     effective: &[Vec<Option<Box<policy::Effective>>>],
+    scopes: &[policy::scope::GatewayScopes],
     threads: usize,
 ) -> Vec<Vec<Work>> {
     let one = |ri: usize| {
@@ -426,6 +456,7 @@ fn build_all(
             &bindings[ri],
             age_rank[ri],
             &effective[ri],
+            scopes,
         )
     };
     parallel::map((0..routes.len()).collect(), threads, PARALLEL_MIN_ROUTES, one)
@@ -441,6 +472,7 @@ fn build_route(
     bs: &[ParentBinding],
     age: usize,
     effective: &[Option<Box<policy::Effective>>],
+    scopes: &[policy::scope::GatewayScopes],
 ) -> Vec<Work> {
     let mut out = Vec::new();
     let mut done = BTreeSet::new();
@@ -471,6 +503,11 @@ fn build_route(
             let mut routes = Vec::with_capacity(expected);
             let mut filters: Vec<String> = Vec::new();
             let mut hooked = Vec::new();
+            // What a fenced route switches off (the scopes' filters).
+            let inherited = scopes
+                .get(b.gateway)
+                .map(|s| policy::scope::inherited_filters(s, a.listener))
+                .unwrap_or_default();
             for (rule_index, rule) in route.rules.iter().enumerate() {
                 let policy = effective.get(rule_index).and_then(Option::as_deref);
                 let mut r = rule::build(index, route, rule_index, rule, ctx, &mut clusters, policy);
@@ -486,6 +523,12 @@ fn build_route(
                     .unwrap_or_default();
                 let hook =
                     route_hook.is_some() && (!r.extension_resources.is_empty() || !policies.is_empty());
+                for br in r.routes.iter_mut().filter(|br| br.replaced) {
+                    crate::replacement::disable_filters(
+                        &mut br.route.typed_per_filter_config,
+                        inherited.iter().cloned(),
+                    );
+                }
                 for (match_index, br) in std::mem::take(&mut r.routes).into_iter().enumerate() {
                     // A replaced route (a 500, a guard) is never handed to
                     // the extension: it could un-fence it.
@@ -497,6 +540,7 @@ fn build_route(
                             hostnames: a.hostnames.clone(),
                             resources: r.extension_resources.clone(),
                             policies: policies.clone(),
+                            inherited: inherited.clone(),
                         });
                     }
                     let order = RouteOrder {
@@ -619,7 +663,11 @@ fn route_hooks(hooks: &dyn Hooks, works: &mut [Work], found: &mut HookFindings) 
                     *slot = Some(xds::canonical::route(&r));
                 }
             }
-            hooks_run::RouteOutcome::Failed { replaced, error } => {
+            hooks_run::RouteOutcome::Failed { mut replaced, error } => {
+                crate::replacement::disable_filters(
+                    &mut replaced.typed_per_filter_config,
+                    p.inherited.iter().cloned(),
+                );
                 if let Some(slot) = slot {
                     *slot = Some(xds::canonical::route(&replaced));
                 }
@@ -630,13 +678,13 @@ fn route_hooks(hooks: &dyn Hooks, works: &mut [Work], found: &mut HookFindings) 
     }
 }
 
-/// Virtual host name → the name of the Gateway listener that owns it.
-fn host_owners(ir: &ir::Gateway, gw: &GatewayState<'_>) -> BTreeMap<String, String> {
+/// Virtual host name → the Gateway listener (index) that owns it.
+fn host_owners(ir: &ir::Gateway, gw: &GatewayState<'_>) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for chain in ir.ports.values().flat_map(|p| &p.chains) {
         for vh in chain.virtual_hosts.values() {
-            if let Some(l) = gw.listeners.iter().find(|l| l.key == vh.owner) {
-                out.insert(format!("{}/{}", chain.route_config, vh.hostname), l.name.clone());
+            if let Some(li) = gw.listeners.iter().position(|l| l.key == vh.owner) {
+                out.insert(format!("{}/{}", chain.route_config, vh.hostname), li);
             }
         }
     }
@@ -650,22 +698,27 @@ fn scope_hooks(
     x: &crate::extension::resources::Extensions,
     gw: &GatewayState<'_>,
     ports: &[i32],
-    owners: &BTreeMap<String, String>,
+    owners: &BTreeMap<String, usize>,
     built: &mut crate::GatewayXds,
     found: &mut hooks_run::Findings,
 ) {
     if x.runs(Hook::VirtualHost) {
         hooks_run::post_virtual_host(hooks, built, owners, found);
     }
-    let programmed: Vec<&crate::listener::Listener> =
-        gw.listeners.iter().filter(|l| l.programmed()).collect();
+    // (index, listener) of the merged listeners that are programmed.
+    let programmed: Vec<(usize, &crate::listener::Listener)> = gw
+        .listeners
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.programmed())
+        .collect();
     for &port in ports {
         found.listener_names.insert(
             crate::naming::listener(&gw.namespace, &gw.name, port),
             programmed
                 .iter()
-                .filter(|l| l.port == port)
-                .map(|l| l.name.clone())
+                .filter(|(_, l)| l.port == port)
+                .map(|(li, _)| *li)
                 .collect(),
         );
     }
@@ -673,22 +726,20 @@ fn scope_hooks(
         let scopes: Vec<hooks_run::ListenerScope> = ports
             .iter()
             .map(|&port| {
-                let names: Vec<&str> = programmed
-                    .iter()
-                    .filter(|l| l.port == port)
-                    .map(|l| l.name.as_str())
-                    .collect();
+                let on_port: Vec<&(usize, &crate::listener::Listener)> =
+                    programmed.iter().filter(|(_, l)| l.port == port).collect();
+                let names: Vec<&str> = on_port.iter().map(|(_, l)| l.name.as_str()).collect();
                 hooks_run::ListenerScope {
                     envoy_name: crate::naming::listener(&gw.namespace, &gw.name, port),
                     policies: x.gateway_policies(&gw.namespace, &gw.name, &names),
-                    gateway_listeners: names.iter().map(|n| n.to_string()).collect(),
+                    gateway_listeners: on_port.iter().map(|(li, _)| *li).collect(),
                 }
             })
             .collect();
         hooks_run::post_http_listener(hooks, built, &scopes, found);
     }
     if x.runs(Hook::Translation) {
-        let names: Vec<&str> = programmed.iter().map(|l| l.name.as_str()).collect();
+        let names: Vec<&str> = programmed.iter().map(|(_, l)| l.name.as_str()).collect();
         let policies = x.gateway_policies(&gw.namespace, &gw.name, &names);
         hooks_run::post_translate(hooks, built, policies, found);
     }
@@ -794,6 +845,20 @@ fn absorb_strict(
             format!(
                 "STRICT: route configuration {rc} replaced by a catch-all 500: rejected by Envoy: {message}{}",
                 by_hook(&rc, &hooked.scopes.modified_configs, Hook::Translation)
+            ),
+        ));
+    }
+    for r in findings.scope_rejections {
+        diagnostics.push(Diagnostic::error(
+            object.clone(),
+            None,
+            format!(
+                "STRICT: {} replaced by a catch-all 500: its configuration is rejected by Envoy: {}",
+                r.virtual_host.map_or_else(
+                    || format!("route configuration {}", r.route_config),
+                    |vh| format!("virtual host {vh}")
+                ),
+                r.message
             ),
         ));
     }

@@ -103,7 +103,7 @@ pub fn render(
     });
     // Gateway API: an unsupported (unknown) value makes the route
     // Accepted=False, UnsupportedValue; it stays bound, and each rule with
-    // one answers 500 (`route::unreadable`).
+    // one answers 500 (`replacement::unreadable`).
     let unsupported: Vec<String> = route
         .rules
         .iter()

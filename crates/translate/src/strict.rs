@@ -26,17 +26,30 @@
 //! a domain), and when the hosts are rejected for another reason no route
 //! is bisected at all.
 //!
+//! Before 3, the scope configuration (what a Gateway or listener policy
+//! puts on the route configuration or a virtual host) is checked on its
+//! own around one catch-all route: when Envoy rejects
+//! it, that scope is replaced (the configuration by one catch-all 500
+//! host, a virtual host by a catch-all 500 keeping its name and domains)
+//! and `policy::scope` reports it as the policy's failure; its routes are
+//! not bisected.
+//!
+//! This file runs the pass (candidates, content keys, the validator); the
+//! narrowing and replacing of 3–4 and the two checks before 3 — STRICT's
+//! fail-closed decisions — are `replacement::strict`'s.
+//!
 //! A validator that cannot answer (binary missing, timeout, crash) is an
 //! `environment` error: reported, never by itself a reason to replace.
 
 use std::fmt;
 use std::str::FromStr;
 
-use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use serde_json::Value;
 
 use crate::GatewayXds;
 use crate::output::bootstrap::{BootstrapOptions, static_bootstrap};
+use crate::replacement::strict as fence;
 use crate::xds::encoded::EncodedRouteConfiguration;
 
 /// `routeReplacementMode` (design §1).
@@ -180,9 +193,24 @@ pub struct GatewayFindings {
     pub dropped_domains: Vec<DroppedDomain>,
     /// Problems outside any route: (message, is_environment).
     pub problems: Vec<(String, bool)>,
+    /// Scope configuration (what a Gateway or listener policy puts on a
+    /// route configuration or virtual host) Envoy rejects on its own: that
+    /// scope was replaced whole, its routes not bisected.
+    pub scope_rejections: Vec<ScopeRejection>,
 }
 
-fn candidate(gw: &GatewayXds, routes: Vec<RouteConfiguration>, label: String) -> Candidate {
+/// A route configuration (`virtual_host` None) or virtual host whose own
+/// configuration Envoy rejects even around a single catch-all route; it
+/// became the catch-all 500 (`replacement::scope`). `policy::scope` names
+/// the policy that put the configuration there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeRejection {
+    pub route_config: String,
+    pub virtual_host: Option<String>,
+    pub message: String,
+}
+
+pub(crate) fn candidate(gw: &GatewayXds, routes: Vec<RouteConfiguration>, label: String) -> Candidate {
     encoded_candidate(
         gw,
         routes.iter().map(EncodedRouteConfiguration::new).collect(),
@@ -190,7 +218,11 @@ fn candidate(gw: &GatewayXds, routes: Vec<RouteConfiguration>, label: String) ->
     )
 }
 
-fn encoded_candidate(gw: &GatewayXds, routes: Vec<EncodedRouteConfiguration>, label: String) -> Candidate {
+pub(crate) fn encoded_candidate(
+    gw: &GatewayXds,
+    routes: Vec<EncodedRouteConfiguration>,
+    label: String,
+) -> Candidate {
     let partial = GatewayXds {
         listeners: gw.listeners.clone(),
         routes,
@@ -203,19 +235,6 @@ fn encoded_candidate(gw: &GatewayXds, routes: Vec<EncodedRouteConfiguration>, la
         bootstrap: static_bootstrap(&partial, "portcullis-strict", &BootstrapOptions::default()),
         xds: Some(std::sync::Arc::new(partial)),
     }
-}
-
-fn route_at(
-    rc: &mut RouteConfiguration,
-    mut pos: usize,
-) -> Option<&mut envoy_types::pb::envoy::config::route::v3::Route> {
-    for vh in &mut rc.virtual_hosts {
-        if pos < vh.routes.len() {
-            return vh.routes.get_mut(pos);
-        }
-        pos -= vh.routes.len();
-    }
-    None
 }
 
 /// Runs the STRICT pass on one Gateway's xDS, replacing in place.
@@ -307,18 +326,43 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
             Verdict::Rejected(m) => {
                 // Replacing edits the message: decoded here, encoded again.
                 let mut rc = gw.routes[rc_index].decode();
-                isolate(
-                    gw,
-                    &gw.routes[rc_index],
-                    &mut rc,
-                    unknown,
-                    m,
-                    validator,
-                    &mut findings,
-                );
+                // Scope configuration first: a policy's configuration on
+                // the route configuration or a virtual host that Envoy
+                // rejects replaces that scope; bisecting routes could only
+                // blame routes that are not at fault.
+                match fence::scope_first(gw, &mut rc, validator, &mut findings) {
+                    fence::Scoped::Done | fence::Scoped::Unavailable => {}
+                    fence::Scoped::Unchanged => fence::isolate(
+                        gw,
+                        &gw.routes[rc_index],
+                        &mut rc,
+                        unknown,
+                        m,
+                        validator,
+                        &mut findings,
+                    ),
+                    fence::Scoped::Changed => {
+                        let rebuilt = EncodedRouteConfiguration::new(&rc);
+                        let all = rc.virtual_hosts.iter().map(|vh| vh.routes.len()).sum();
+                        fence::isolate(
+                            gw,
+                            &rebuilt,
+                            &mut rc,
+                            (0..all).collect(),
+                            m,
+                            validator,
+                            &mut findings,
+                        );
+                    }
+                }
                 gw.routes[rc_index] = EncodedRouteConfiguration::new(&rc);
                 let (envelope, routes, _) = rc_keys(context, &gw.routes[rc_index]);
-                if findings.replaced_configs.iter().all(|(n, _)| *n != rc.name) {
+                let replaced_whole = findings.replaced_configs.iter().any(|(n, _)| *n == rc.name)
+                    || findings
+                        .scope_rejections
+                        .iter()
+                        .any(|r| r.virtual_host.is_none() && r.route_config == rc.name);
+                if !replaced_whole {
                     let mut good = routes;
                     good.push(envelope);
                     validator.remember_good(&good);
@@ -327,306 +371,6 @@ pub fn check_gateway(key: &str, gw: &mut GatewayXds, validator: &dyn Validator) 
         }
     }
     findings
-}
-
-/// Bisects a rejected route configuration (`encoded`, decoded as `target`)
-/// down to the routes Envoy rejects, replacing what it finds in `target`.
-/// The halves are picked from the bytes (`Layout`), as the warm check does.
-fn isolate(
-    gw: &GatewayXds,
-    encoded: &EncodedRouteConfiguration,
-    target: &mut RouteConfiguration,
-    suspects: Vec<usize>,
-    whole: String,
-    validator: &dyn Validator,
-    findings: &mut GatewayFindings,
-) {
-    // A domain Envoy refuses fails every subset that carries the virtual
-    // hosts, so bisecting over routes would blame them all: the envelope
-    // (the hosts without routes) is checked first and its rejected domains
-    // dropped; the routes are then bisected on what is left.
-    let rebuilt;
-    let (encoded, suspects) = match drop_rejected_domains(gw, target, validator, findings) {
-        Envelope::Accepted => (encoded, suspects),
-        Envelope::Rebuilt => {
-            rebuilt = EncodedRouteConfiguration::new(target);
-            let all = target.virtual_hosts.iter().map(|vh| vh.routes.len()).sum();
-            (&rebuilt, (0..all).collect())
-        }
-        // Rejected without any route (e.g. one domain in two hosts): no
-        // route is to blame, so none is bisected; the host fencing below
-        // decides.
-        Envelope::Rejected => (encoded, Vec::new()),
-        Envelope::Unavailable => return,
-    };
-    let rc = target.clone();
-    // Not our bytes (cannot happen): nothing to bisect, the re-check of
-    // the whole configuration below decides.
-    let layout = encoded.layout();
-    let mut pending: Vec<Vec<usize>> = if layout.is_some() {
-        vec![suspects]
-    } else {
-        Vec::new()
-    };
-    let mut offenders: Vec<(usize, String)> = Vec::new();
-    let mut unavailable = false;
-    while let Some(layout) = layout.as_ref().filter(|_| !pending.is_empty()) {
-        let mut halves: Vec<Vec<usize>> = Vec::new();
-        for set in pending.drain(..) {
-            if set.len() <= 1 {
-                halves.push(set);
-                continue;
-            }
-            let (a, b) = set.split_at(set.len() / 2);
-            halves.push(a.to_vec());
-            halves.push(b.to_vec());
-        }
-        let batch: Vec<Candidate> = halves
-            .iter()
-            .map(|set| {
-                let label = format!("{} routes {:?}", rc.name, set.first().zip(set.last()));
-                encoded_candidate(gw, vec![layout.subset(set)], label)
-            })
-            .collect();
-        let verdicts = validator.validate(&batch);
-        for (set, verdict) in halves.into_iter().zip(verdicts) {
-            match verdict {
-                Verdict::Accepted => {}
-                Verdict::Unavailable(m) => {
-                    unavailable = true;
-                    findings
-                        .problems
-                        .push((format!("STRICT validation of {} unavailable: {m}", rc.name), true));
-                }
-                Verdict::Rejected(m) if set.len() == 1 => offenders.push((set[0], m)),
-                Verdict::Rejected(_) if set.len() > 1 => pending.push(set),
-                // No route in the set: the hosts themselves are rejected,
-                // which bisecting cannot narrow (pushing it back would loop
-                // for ever); the re-check below decides.
-                Verdict::Rejected(_) => {}
-            }
-        }
-        if unavailable {
-            return;
-        }
-    }
-    let mut fixed = rc.clone();
-    for (pos, message) in &offenders {
-        if let Some(route) = route_at(&mut fixed, *pos) {
-            findings.rejected_routes.push(RejectedRoute {
-                route_name: route.name.clone(),
-                message: message.clone(),
-            });
-            crate::replacement::replace(route);
-        }
-    }
-    let recheck = validator.validate(&[candidate(
-        gw,
-        vec![fixed.clone()],
-        format!("{} replaced", rc.name),
-    )]);
-    match recheck.first() {
-        Some(Verdict::Accepted) => *target = fixed,
-        Some(Verdict::Rejected(m)) => {
-            // Not (only) routes: fence the virtual hosts Envoy rejects on
-            // their own, then, if that is not enough, the whole
-            // configuration.
-            if let Some(fenced) = fence_virtual_hosts(gw, &fixed, validator, findings) {
-                *target = fenced;
-                return;
-            }
-            let mut whole_rc = rc;
-            crate::replacement::scope::replace_config(&mut whole_rc);
-            findings.replaced_configs.push((
-                whole_rc.name.clone(),
-                if offenders.is_empty() { whole } else { m.clone() },
-            ));
-            *target = whole_rc;
-        }
-        Some(Verdict::Unavailable(m)) => {
-            // The offenders were rejected on their own: replacing them is
-            // still right even if the re-check could not run.
-            findings.problems.push((
-                format!(
-                    "STRICT validation of {} unavailable while re-checking: {m}",
-                    rc.name
-                ),
-                true,
-            ));
-            *target = fixed;
-        }
-        None => *target = fixed,
-    }
-}
-
-/// What checking a route configuration's virtual hosts without routes
-/// found.
-enum Envelope {
-    /// Envoy takes them as they are.
-    Accepted,
-    /// Domains Envoy rejects were dropped (hosts left without one
-    /// removed) and the rest is accepted.
-    Rebuilt,
-    /// Rejected for something dropping domains does not fix.
-    Rejected,
-    /// The validator could not answer (reported).
-    Unavailable,
-}
-
-/// Drops from `rc` the domains Envoy rejects on their own (a virtual host
-/// left without a domain is removed): no valid `Host` header can match a
-/// domain Envoy refuses to load, so no request changes route.
-fn drop_rejected_domains(
-    gw: &GatewayXds,
-    rc: &mut RouteConfiguration,
-    validator: &dyn Validator,
-    findings: &mut GatewayFindings,
-) -> Envelope {
-    let bare = |vh: &VirtualHost, domains: Vec<String>| VirtualHost {
-        name: vh.name.clone(),
-        domains,
-        ..Default::default()
-    };
-    let mut envelope = rc.clone();
-    for vh in &mut envelope.virtual_hosts {
-        vh.routes.clear();
-    }
-    let unavailable = |findings: &mut GatewayFindings, m: &str| {
-        findings
-            .problems
-            .push((format!("STRICT validation of {} unavailable: {m}", rc.name), true));
-        Envelope::Unavailable
-    };
-    match validator
-        .validate(&[candidate(
-            gw,
-            vec![envelope.clone()],
-            format!("{} hosts", rc.name),
-        )])
-        .first()
-    {
-        Some(Verdict::Accepted) => return Envelope::Accepted,
-        Some(Verdict::Rejected(_)) => {}
-        Some(Verdict::Unavailable(m)) => return unavailable(findings, m),
-        None => return unavailable(findings, "the validator gave no verdict"),
-    }
-    // Each domain alone, on a bare host of its own.
-    let checks: Vec<(usize, String)> = envelope
-        .virtual_hosts
-        .iter()
-        .enumerate()
-        .flat_map(|(i, vh)| vh.domains.iter().map(move |d| (i, d.clone())))
-        .collect();
-    let verdicts = validator.validate(
-        &checks
-            .iter()
-            .map(|(i, d)| {
-                let vh = &envelope.virtual_hosts[*i];
-                host_candidate(
-                    gw,
-                    &envelope,
-                    bare(vh, vec![d.clone()]),
-                    format!("{} virtual host {} domain {d:?}", rc.name, vh.name),
-                )
-            })
-            .collect::<Vec<_>>(),
-    );
-    if let Some(Verdict::Unavailable(m)) = verdicts.iter().find(|v| matches!(v, Verdict::Unavailable(_))) {
-        return unavailable(findings, m);
-    }
-    let rejected: Vec<(usize, &String, &String)> = checks
-        .iter()
-        .zip(&verdicts)
-        .filter_map(|((i, d), v)| match v {
-            Verdict::Rejected(m) => Some((*i, d, m)),
-            _ => None,
-        })
-        .collect();
-    if rejected.is_empty() {
-        return Envelope::Rejected;
-    }
-    let mut fixed = rc.clone();
-    for &(i, d, _) in &rejected {
-        fixed.virtual_hosts[i].domains.retain(|x| x != d);
-    }
-    fixed.virtual_hosts.retain(|vh| !vh.domains.is_empty());
-    let mut fixed_envelope = fixed.clone();
-    for vh in &mut fixed_envelope.virtual_hosts {
-        vh.routes.clear();
-    }
-    match validator
-        .validate(&[candidate(
-            gw,
-            vec![fixed_envelope],
-            format!("{} hosts without rejected domains", rc.name),
-        )])
-        .first()
-    {
-        Some(Verdict::Accepted) => {
-            findings
-                .dropped_domains
-                .extend(rejected.into_iter().map(|(i, d, m)| DroppedDomain {
-                    virtual_host: rc.virtual_hosts[i].name.clone(),
-                    domain: d.clone(),
-                    message: m.clone(),
-                }));
-            *rc = fixed;
-            Envelope::Rebuilt
-        }
-        Some(Verdict::Unavailable(m)) => unavailable(findings, m),
-        _ => Envelope::Rejected,
-    }
-}
-
-/// `rc` holding only `vh`, as a candidate.
-fn host_candidate(gw: &GatewayXds, rc: &RouteConfiguration, vh: VirtualHost, label: String) -> Candidate {
-    let mut one = rc.clone();
-    one.virtual_hosts = vec![vh];
-    candidate(gw, vec![one], label)
-}
-
-/// Listener scope (README, "Modes"): each virtual host that Envoy rejects
-/// on its own becomes a catch-all 500 keeping its name and domains (the
-/// other hosts keep serving; domains Envoy rejects were dropped before, by
-/// [`drop_rejected_domains`]). `None` when that does not make the route
-/// configuration acceptable (e.g. two virtual hosts with one domain: a
-/// problem of several hosts, not of one).
-fn fence_virtual_hosts(
-    gw: &GatewayXds,
-    rc: &RouteConfiguration,
-    validator: &dyn Validator,
-    findings: &mut GatewayFindings,
-) -> Option<RouteConfiguration> {
-    let alone: Vec<Candidate> = rc
-        .virtual_hosts
-        .iter()
-        .map(|vh| {
-            host_candidate(
-                gw,
-                rc,
-                vh.clone(),
-                format!("{} virtual host {}", rc.name, vh.name),
-            )
-        })
-        .collect();
-    let verdicts = validator.validate(&alone);
-    let mut fenced = rc.clone();
-    let mut any = Vec::new();
-    for (vh, verdict) in fenced.virtual_hosts.iter_mut().zip(&verdicts) {
-        if let Verdict::Rejected(m) = verdict {
-            *vh = crate::replacement::scope::fenced_host(&vh.name, vh.domains.clone());
-            any.push((vh.name.clone(), m.clone()));
-        }
-    }
-    if any.is_empty() {
-        return None;
-    }
-    let recheck = validator.validate(&[candidate(gw, vec![fenced.clone()], format!("{} fenced", rc.name))]);
-    if !matches!(recheck.first(), Some(Verdict::Accepted)) {
-        return None;
-    }
-    findings.replaced_virtual_hosts.extend(any);
-    Some(fenced)
 }
 
 /// `(kind, namespace, name, rule id)` of an Envoy route named by

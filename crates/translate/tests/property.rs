@@ -672,3 +672,163 @@ fn random_limits_never_nack() {
         failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n\n")
     );
 }
+
+/// One random TrafficPolicy at one level of the hierarchy over
+/// `policy-listenerset-valid`'s objects: the Gateway (by targetRef or not
+/// at all), one of its own listeners, the whole ListenerSet (by targetRef
+/// or label selector), one ListenerSet listener (HTTP or HTTPS), a route,
+/// or a rule. Features as [`random_policy`]: valid and invalid.
+fn random_scope_policy(rng: &mut Rng, i: usize) -> (Value, &'static str) {
+    let mut p = random_policy(rng, i, &["main"]);
+    let gw = "gateway.networking.k8s.io";
+    let (namespace, level, targets, selectors) = match rng.below(7) {
+        0 => (
+            "infra",
+            "gateway",
+            json!([{"group": gw, "kind": "Gateway", "name": "gw"}]),
+            None,
+        ),
+        1 => (
+            "infra",
+            "gateway listener",
+            json!([{"group": gw, "kind": "Gateway", "name": "gw", "sectionName": "g"}]),
+            None,
+        ),
+        2 => (
+            "infra",
+            "listenerset",
+            json!([{"group": gw, "kind": "ListenerSet", "name": "ls"}]),
+            None,
+        ),
+        3 => (
+            "infra",
+            "listenerset selector",
+            json!([]),
+            Some(json!([{"group": gw, "kind": "ListenerSet", "matchLabels": {"tier": "edge"}}])),
+        ),
+        4 => (
+            "infra",
+            "listenerset listener",
+            json!([{"group": gw, "kind": "ListenerSet", "name": "ls", "sectionName": pick(rng, &["a", "c", "s"])}]),
+            None,
+        ),
+        5 => (
+            "app",
+            "route",
+            json!([{"group": gw, "kind": "HTTPRoute", "name": pick(rng, &["a", "c", "g", "s"])}]),
+            None,
+        ),
+        _ => (
+            "app",
+            "rule",
+            json!([{"group": gw, "kind": "HTTPRoute", "name": pick(rng, &["a", "c", "g", "s"]), "sectionName": "main"}]),
+            None,
+        ),
+    };
+    p["metadata"]["namespace"] = json!(namespace);
+    p["spec"]["targetRefs"] = targets;
+    if let Some(s) = selectors {
+        p["spec"]["targetSelectors"] = s;
+    }
+    (p, level)
+}
+
+/// Random policies at every level (Gateway, Gateway listener, ListenerSet,
+/// ListenerSet listener, route, rule), valid and invalid, several per
+/// case: no panic, every Gateway's output passes the real Envoy, and the
+/// first cases that fence something (rules, virtual hosts, route
+/// configurations) are asked for through the real Envoy at every path
+/// variant: fenced stays fenced.
+#[test]
+fn random_scope_policies_never_nack() {
+    let cases: usize = std::env::var("PORTCULLIS_PROPERTY_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(150, |n: usize| (n / 3).max(1));
+    let mut base: Vec<Value> = seeds_named("policy-listenerset-valid.yaml")
+        .into_iter()
+        .filter(|d| d["kind"] != "TrafficPolicy")
+        .collect();
+    // Rule-level targets need a named rule.
+    for d in base.iter_mut().filter(|d| d["kind"] == "HTTPRoute") {
+        d["spec"]["rules"][0]["name"] = json!("main");
+    }
+    // The extAuth provider (and its backend) in both policy namespaces.
+    let auth: Vec<Value> = seeds_named("policy-features.yaml")
+        .into_iter()
+        .filter(|d| {
+            let name = d["metadata"]["name"].as_str().unwrap_or("");
+            (d["kind"] == "GatewayExtension" && name == "auth")
+                || (d["kind"] == "Service" && name == "authz")
+                || (d["kind"] == "EndpointSlice" && name.starts_with("authz"))
+        })
+        .collect();
+    assert!(
+        auth.iter().any(|d| d["kind"] == "GatewayExtension"),
+        "auth provider"
+    );
+    for d in auth {
+        let mut infra = d.clone();
+        infra["metadata"]["namespace"] = json!("infra");
+        base.push(d);
+        base.push(infra);
+    }
+    let mut rng = Rng(0x5c0b_e5e7 | 1);
+    let mut failures = Vec::new();
+    let (mut clean, mut fenced_scope, mut replaced_rules) = (0usize, 0usize, 0usize);
+    let mut levels = std::collections::BTreeMap::<&str, usize>::new();
+    let mut tally = fence::Tally::default();
+    let mut fence_checked = 0usize;
+    let backend = fence::responder();
+    let fence_dir = std::env::temp_dir().join(format!("portcullis-scope-fence-{}", std::process::id()));
+    std::fs::create_dir_all(&fence_dir).expect("temp dir");
+    for case in 0..cases {
+        let mut docs = base.clone();
+        for i in 0..=rng.below(4) {
+            let (p, level) = random_scope_policy(&mut rng, i);
+            *levels.entry(level).or_default() += 1;
+            docs.push(p);
+        }
+        let text = serde_json::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": docs}))
+            .unwrap_or_default();
+        let label = format!("case {case}");
+        let Some(out) = translate_case(&text, &label, &format!("\ninput: {text}"), &mut failures) else {
+            continue;
+        };
+        let fences = !out.scope_replacements.is_empty() || !out.replacements.is_empty();
+        if !out.scope_replacements.is_empty() {
+            fenced_scope += 1;
+        }
+        if !out.replacements.is_empty() {
+            replaced_rules += 1;
+        }
+        if !fences {
+            clean += 1;
+        } else if fence_checked < 12 {
+            let before = tally.asserted;
+            for (key, gw) in &out.gateways {
+                fence::check_gateway(&label, key, gw, backend, &fence_dir, &mut tally);
+            }
+            if tally.asserted > before {
+                fence_checked += 1;
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&fence_dir);
+    println!(
+        "{cases} scope policy cases ({clean} clean, {fenced_scope} with fenced scopes, {replaced_rules} with replaced rules; levels {levels:?}); fence: {} fenced routes in {fence_checked} cases, {} variants, skipped {:?}",
+        tally.asserted, tally.variants, tally.skipped
+    );
+    failures.extend(tally.failures.iter().take(5).cloned());
+    // Every level and both outcomes must occur, or the generator tests
+    // less than it claims.
+    assert_eq!(levels.len(), 7, "{levels:?}");
+    assert!(clean > 0 && fenced_scope > 0 && replaced_rules > 0);
+    assert!(tally.asserted > 0, "no fenced route was asked for");
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n\n")
+    );
+}

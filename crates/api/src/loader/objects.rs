@@ -1058,7 +1058,7 @@ fn replace_at(value: &mut Value, path: &[Segment], with: Value) -> bool {
 /// key, or for a missing required field the element that lacks it). Inside
 /// `matches[j]` nothing that changes which requests the match catches is
 /// removed without trace: the translator fences the match from the recorded
-/// path (see `translate::route::unreadable`), and match and header/query
+/// path (see `translate::replacement::unreadable`), and match and header/query
 /// elements keep their place (placeholders) so indexes and precedence stay
 /// as written.
 fn neutralise(value: &mut Value, path: &[Segment], reason: &str, neutralised: &mut Neutralised) -> bool {

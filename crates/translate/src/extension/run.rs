@@ -55,6 +55,9 @@ pub struct PendingRoute {
     pub hostnames: Vec<String>,
     pub resources: Vec<ExtensionResource>,
     pub policies: Vec<ExtensionResource>,
+    /// The HTTP filters the scopes above it configure: switched off if the
+    /// hook fails and the route becomes the 500.
+    pub inherited: Vec<String>,
 }
 
 /// What became of one pending route.
@@ -91,7 +94,7 @@ pub struct Findings {
     /// serves, only the share of traffic for them answers 500).
     pub dropped_clusters: Vec<(String, RuleError)>,
     /// Envoy listener name → the Gateway listeners on its port.
-    pub listener_names: BTreeMap<String, Vec<String>>,
+    pub listener_names: BTreeMap<String, Vec<usize>>,
     /// `PostTranslateModify` failed: `translation` scope replacement.
     pub translation_failed: Option<RuleError>,
 }
@@ -327,7 +330,7 @@ fn is_fence(vh: &VirtualHost) -> bool {
 pub fn post_virtual_host(
     hooks: &dyn Hooks,
     built: &mut GatewayXds,
-    owners: &BTreeMap<String, String>,
+    owners: &BTreeMap<String, usize>,
     findings: &mut Findings,
 ) {
     let mut configs: Vec<RouteConfiguration> = built
@@ -355,7 +358,11 @@ pub fn post_virtual_host(
     let replies = padded(hooks.post_virtual_host_modify(calls), n, Hook::VirtualHost);
     let mut changed = BTreeSet::new();
     for ((ci, hi), reply) in at.into_iter().zip(replies) {
-        let Some(vh) = configs.get_mut(ci).and_then(|rc| rc.virtual_hosts.get_mut(hi)) else {
+        let Some(rc) = configs.get_mut(ci) else { continue };
+        // The filters the route configuration's scope configures: a fenced
+        // host switches them off (its traffic meets the 500, not a 403).
+        let above: Vec<String> = rc.typed_per_filter_config.keys().cloned().collect();
+        let Some(vh) = rc.virtual_hosts.get_mut(hi) else {
             continue;
         };
         let name = vh.name.clone();
@@ -393,9 +400,10 @@ pub fn post_virtual_host(
             Err(e) => {
                 let domains = std::mem::take(&mut vh.domains);
                 *vh = fence::fenced_host(&name, domains);
+                crate::replacement::disable_filters(&mut vh.typed_per_filter_config, above);
                 changed.insert(ci);
                 findings.fences.push(ScopeFence {
-                    listener: owners.get(&name).cloned(),
+                    listener: owners.get(&name).copied(),
                     scope: VIRTUAL_HOST,
                     names: vec![name],
                     error: scope_error(&e),
@@ -456,11 +464,11 @@ fn route_configs_of(l: &Listener) -> Vec<String> {
     out
 }
 
-/// One Envoy listener's context: the Gateway listeners on its port (names,
-/// for their conditions) and the extension policies targeting them.
+/// One Envoy listener's context: the Gateway listeners on its port (indices
+/// into the merged listeners, for their conditions) and the extension policies targeting them.
 pub struct ListenerScope {
     pub envoy_name: String,
-    pub gateway_listeners: Vec<String>,
+    pub gateway_listeners: Vec<usize>,
     pub policies: Vec<ExtensionResource>,
 }
 
@@ -682,7 +690,7 @@ pub fn strict_precheck(
     key: &str,
     before: &GatewayXds,
     built: &mut GatewayXds,
-    listener_names: &BTreeMap<String, Vec<String>>,
+    listener_names: &BTreeMap<String, Vec<usize>>,
     findings: &mut Findings,
 ) {
     use crate::output::bootstrap::{BootstrapOptions, static_bootstrap};

@@ -79,14 +79,14 @@ pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment
         let spec = &p.policy.object.spec;
         for (ti, t) in spec.target_refs.iter().enumerate() {
             let field = format!("spec.targetRefs[{ti}]");
-            if super::scope::is_gateway(&t.group, &t.kind) {
-                continue; // `scope` resolves Gateway and listener targets.
+            if super::scope::is_scope_kind(&t.group, &t.kind) {
+                continue; // `scope` resolves Gateway, ListenerSet and listener targets.
             }
             let Some(kind) = route_kind(&t.group, &t.kind) else {
                 p.errors.push(PolicyError::structural(
                     field,
                     format!(
-                        "kind {}/{} cannot be targeted (Gateway, HTTPRoute or GRPCRoute)",
+                        "kind {}/{} cannot be targeted (Gateway, ListenerSet, HTTPRoute or GRPCRoute)",
                         t.group, t.kind
                     ),
                 ));
@@ -143,14 +143,14 @@ pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment
             }
         }
         for (si, s) in spec.target_selectors.iter().enumerate() {
-            if super::scope::is_gateway(&s.group, &s.kind) {
+            if super::scope::is_scope_kind(&s.group, &s.kind) {
                 continue;
             }
             let Some(kind) = route_kind(&s.group, &s.kind) else {
                 p.errors.push(PolicyError::structural(
                     format!("spec.targetSelectors[{si}]"),
                     format!(
-                        "kind {}/{} cannot be selected (Gateway, HTTPRoute or GRPCRoute)",
+                        "kind {}/{} cannot be selected (Gateway, ListenerSet, HTTPRoute or GRPCRoute)",
                         s.group, s.kind
                     ),
                 ));

@@ -100,6 +100,8 @@ pub const FEATURES: [&str; 8] = [
 
 /// Index of `extAuth` in [`FEATURES`] (and in [`Effective::sources`]).
 pub const EXT_AUTH: usize = 5;
+/// Index of `retry` in [`FEATURES`].
+pub const RETRY: usize = 7;
 
 impl Features {
     /// Which features are set, by index into [`FEATURES`].

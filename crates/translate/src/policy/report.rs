@@ -26,12 +26,14 @@ pub fn report(
     out: &mut Output,
 ) {
     for (pi, (p, reached)) in policies.iter().zip(&attachment.reached).enumerate() {
-        // Gateways it targets directly, and those its routes attach to.
-        let mut ancestors: BTreeSet<String> = scopes.reached.get(pi).cloned().unwrap_or_default();
+        // Gateways and ListenerSets it targets directly, and the Gateways its
+        // routes attach to.
+        let mut ancestors: BTreeSet<super::scope::Ancestor> =
+            scopes.reached.get(pi).cloned().unwrap_or_default();
         for &ri in reached {
             for b in &bindings[ri] {
                 if !b.attachments.is_empty() {
-                    ancestors.insert(gateways[b.gateway].key());
+                    ancestors.insert(super::scope::Ancestor::gateway(&gateways[b.gateway]));
                 }
             }
         }

@@ -1,5 +1,6 @@
 //! Policy status (GEP-713 ancestor status): one `status.ancestors` entry per
-//! Gateway that a targeted route is attached to, each with `Accepted`:
+//! Gateway that a targeted route is attached to (or that is targeted, or
+//! ListenerSet that is targeted), each with `Accepted`:
 //! `False`/`Invalid` listing the errors, `True`/`PartiallyValid` listing the
 //! warnings, or `True`/`Accepted`. GatewayExtensions get a plain
 //! `Accepted` condition.
@@ -29,10 +30,11 @@ pub fn accepted(
     }
 }
 
-/// `status` of one TrafficPolicy; `ancestors` are Gateway `namespace/name`s.
+/// `status` of one TrafficPolicy: one entry per Gateway or ListenerSet
+/// it is attached to.
 pub fn traffic_policy(
     p: &Compiled<'_>,
-    ancestors: &BTreeSet<String>,
+    ancestors: &BTreeSet<super::scope::Ancestor>,
     controller: &str,
     time: &str,
 ) -> serde_json::Value {
@@ -43,14 +45,13 @@ pub fn traffic_policy(
     let condition = accepted(&stamp, &p.errors, &p.warnings);
     let ancestors: Vec<_> = ancestors
         .iter()
-        .map(|gw| {
-            let (ns, name) = gw.split_once('/').unwrap_or(("", gw));
+        .map(|a| {
             json!({
                 "ancestorRef": {
                     "group": "gateway.networking.k8s.io",
-                    "kind": "Gateway",
-                    "namespace": ns,
-                    "name": name,
+                    "kind": a.kind,
+                    "namespace": a.namespace,
+                    "name": a.name,
                 },
                 "controllerName": controller,
                 "conditions": [condition],

@@ -1,4 +1,6 @@
-//! Invalid route replacement: the decision of what an unprogrammable rule
+//! Invalid route replacement: every fail-closed decision, what and when
+//! (ARCHITECTURE.md §3): a rule ([`rule`], [`unreadable`]), a virtual host
+//! or route configuration ([`scope`]). Here: what an unprogrammable rule
 //! becomes in Envoy. It never disappears (its traffic would fall through to
 //! a broader route, failing open) and never reaches Envoy as written (a
 //! NACK would freeze the whole listener): it keeps its match and answers
@@ -31,4 +33,24 @@ pub fn replace(route: &mut Route) {
     route.response_headers_to_remove.clear();
 }
 
+/// Switches off, on a fenced route or virtual host, the HTTP filters a
+/// broader scope configures (`names`: a Gateway's or listener's policy):
+/// the fence serves nothing, so its traffic must meet the 500, not a 403,
+/// a 429 or a CORS answer from a policy above it (README, "TrafficPolicy").
+pub fn disable_filters(
+    config: &mut std::collections::HashMap<String, envoy_types::pb::google::protobuf::Any>,
+    names: impl IntoIterator<Item = String>,
+) {
+    for name in names {
+        let off = envoy_types::pb::envoy::config::route::v3::FilterConfig {
+            disabled: true,
+            ..Default::default()
+        };
+        config.insert(name, envoy_types::util::pack_any(off));
+    }
+}
+
+pub mod rule;
 pub mod scope;
+pub mod strict;
+pub mod unreadable;

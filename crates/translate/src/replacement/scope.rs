@@ -6,7 +6,7 @@
 //! listening, so traffic fails closed instead of falling through.
 //!
 //! When a scope is fenced is decided by `policy::scope` (policies) and
-//! `strict` (Envoy's verdict); this module only builds the result, so a
+//! `replacement::strict` (Envoy's verdict); this module only builds the result, so a
 //! fenced scope looks the same whatever fenced it.
 
 use envoy_types::pb::envoy::config::route::v3::{
@@ -73,9 +73,11 @@ pub fn replace_config(rc: &mut RouteConfiguration) {
 
 /// Reports the scopes a Gateway's policies fenced: the Gateway's
 /// `Accepted=False` `GatewayReplaced` (a Gateway-scope fence) or the
-/// listener's `Accepted=False` `ListenerReplaced` (a listener-scope one),
-/// each naming the policy and the error; a diagnostic; and one
-/// [`crate::ScopeReplacement`] per fence (metrics, `describe gateway`).
+/// listener's `Accepted=False` `ListenerReplaced` (a listener-scope one on
+/// one of the Gateway's own listeners; a ListenerSet listener's is
+/// reported on the ListenerSet, [`report_listener_set`]), each naming the
+/// policy and the error; a diagnostic; and one [`crate::ScopeReplacement`]
+/// per fence (metrics, `describe gateway`).
 pub fn report(
     gw: &crate::gateway::GatewayState<'_>,
     key: &str,
@@ -89,29 +91,31 @@ pub fn report(
         time,
     };
     for f in fences {
-        let what = if f.scope == crate::policy::scope::VIRTUAL_HOST {
-            "virtual hosts"
-        } else {
-            "route configurations"
-        };
-        let message = format!(
-            "{what} {} replaced by a catch-all 500: {} [{}]",
-            f.names.join(", "),
-            f.error,
-            f.error.class
-        );
+        let message = message(f);
+        let listener = f.listener.and_then(|li| gw.listeners.get(li));
         out.diagnostics.push(api::Diagnostic::error(
             Some(format!("Gateway {key}")),
             Some(&gw.gateway.source),
-            match &f.listener {
+            match listener {
                 None => message.clone(),
-                Some(l) => format!("listener {l}: {message}"),
+                // The object is the Gateway: its own listener by name.
+                Some(l) if l.origin == crate::listener::Origin::Gateway => {
+                    format!("listener {}: {message}", l.name)
+                }
+                Some(_) => format!(
+                    "{}: {message}",
+                    f.listener
+                        .map(|li| crate::policy::scope::listener_place(gw, li))
+                        .unwrap_or_default()
+                ),
             },
         ));
         out.scope_replacements.push(crate::ScopeReplacement {
             gateway: key.to_string(),
             scope: f.scope.to_string(),
-            listener: f.listener.clone().unwrap_or_default(),
+            // The key: unique among the merged listeners (a ListenerSet
+            // listener's is `namespace/set/name`).
+            listener: listener.map(|l| l.key.clone()).unwrap_or_default(),
             names: f.names.clone(),
             class: f.error.class,
             message: f.error.to_string(),
@@ -119,24 +123,70 @@ pub fn report(
         let crate::status::StatusBody::Gateway(s) = status else {
             continue;
         };
-        match &f.listener {
+        match listener {
             None => {
                 let c = stamp.condition("Accepted", false, GATEWAY_REPLACED, message);
-                match s.conditions.iter_mut().find(|c| c.type_ == "Accepted") {
-                    Some(old) => *old = c,
-                    None => s.conditions.push(c),
-                }
+                replace_condition(&mut s.conditions, c);
             }
-            Some(name) => {
-                let Some(ls) = s.listeners.iter_mut().find(|l| &l.name == name) else {
+            Some(l) if l.origin == crate::listener::Origin::Gateway => {
+                let Some(ls) = s.listeners.iter_mut().find(|s| s.name == l.name) else {
                     continue;
                 };
                 let c = stamp.condition("Accepted", false, LISTENER_REPLACED, message);
-                match ls.conditions.iter_mut().find(|c| c.type_ == "Accepted") {
-                    Some(old) => *old = c,
-                    None => ls.conditions.push(c),
-                }
+                replace_condition(&mut ls.conditions, c);
             }
+            Some(_) => {}
         }
+    }
+}
+
+/// The listener-scope fences on the listeners of ListenerSet `si` (a
+/// listener of Gateway `gw`): `Accepted=False` `ListenerReplaced` on that
+/// listener's entry of the ListenerSet's status.
+pub fn report_listener_set(
+    gw: &crate::gateway::GatewayState<'_>,
+    si: usize,
+    generation: i64,
+    fences: &[crate::policy::scope::ScopeFence],
+    time: &str,
+    status: &mut crate::status::StatusBody,
+) {
+    let crate::status::StatusBody::ListenerSet(s) = status else {
+        return;
+    };
+    let stamp = crate::status::Stamp { generation, time };
+    for f in fences {
+        let Some(l) = f.listener.and_then(|li| gw.listeners.get(li)) else {
+            continue;
+        };
+        if l.origin != crate::listener::Origin::ListenerSet(si) {
+            continue;
+        }
+        let Some(ls) = s.listeners.iter_mut().find(|s| s.name == l.name) else {
+            continue;
+        };
+        let c = stamp.condition("Accepted", false, LISTENER_REPLACED, message(f));
+        replace_condition(&mut ls.conditions, c);
+    }
+}
+
+fn message(f: &crate::policy::scope::ScopeFence) -> String {
+    let what = if f.scope == crate::policy::scope::VIRTUAL_HOST {
+        "virtual hosts"
+    } else {
+        "route configurations"
+    };
+    format!(
+        "{what} {} replaced by a catch-all 500: {} [{}]",
+        f.names.join(", "),
+        f.error,
+        f.error.class
+    )
+}
+
+fn replace_condition(conditions: &mut Vec<crate::status::Condition>, c: crate::status::Condition) {
+    match conditions.iter_mut().find(|old| old.type_ == c.type_) {
+        Some(old) => *old = c,
+        None => conditions.push(c),
     }
 }

@@ -5,4 +5,3 @@ pub mod filters;
 pub mod matches;
 pub mod model;
 pub mod rule;
-pub mod unreadable;

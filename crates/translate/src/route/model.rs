@@ -93,7 +93,7 @@ pub struct Rule<'a> {
 }
 
 /// One way a match of a rule with unreadable values may have been meant
-/// (see `route::unreadable`).
+/// (see `replacement::unreadable`).
 #[derive(Clone, Debug)]
 pub struct Reading {
     /// The match with a stand-in for each unreadable constraint (a method,

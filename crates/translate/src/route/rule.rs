@@ -1,8 +1,9 @@
 //! One route rule → Envoy routes (one per match) for one listener.
 //!
 //! Errors never drop a rule: a rule that cannot be programmed keeps its
-//! matches and is replaced with a 500 (see `replacement`); a matcher that
-//! cannot be programmed becomes a 500 guard on its literal path prefix.
+//! matches and is replaced with a 500; a matcher that cannot be programmed
+//! becomes a 500 guard on its literal path prefix. This file finds the
+//! errors; when they replace what is `replacement::rule`'s decision.
 
 use std::collections::BTreeMap;
 
@@ -108,7 +109,7 @@ pub fn build(
     // Values the loader could not read: the whole rule answers 500.
     if !rule.load_errors.is_empty() {
         let name = |j| route_name(route, rule, j);
-        return crate::route::unreadable::fence(rule_index, rule, name);
+        return replacement::unreadable::fence(rule_index, rule, name);
     }
     let field = format!("spec.rules[{rule_index}]");
     let mut out = BuiltRule {
@@ -165,7 +166,6 @@ pub fn build(
                     r#match: Some(rm),
                     ..Default::default()
                 };
-                let replaced = behaviour.is_err();
                 match behaviour {
                     Ok(b) => {
                         r.action = Some(match b {
@@ -182,64 +182,22 @@ pub fn build(
                         r.request_headers_to_remove = mods.0.remove;
                         r.response_headers_to_add = mods.1.add;
                         r.response_headers_to_remove = mods.1.remove;
+                        out.routes.push(BuiltRoute {
+                            route: r,
+                            rank,
+                            replaced: false,
+                        });
                     }
-                    Err(e) => {
-                        replacement::replace(&mut r);
-                        out.replaced.get_or_insert(e);
-                    }
+                    Err(e) => replacement::rule::failed(r, rank, e, &mut out),
                 }
-                out.routes.push(BuiltRoute {
-                    route: r,
-                    rank,
-                    replaced,
-                });
             }
             Programmable::Guard { guard, rank, error } => {
-                let mut r = EnvoyRoute {
-                    name: format!("{name}/guard"),
-                    r#match: Some(guard),
-                    ..Default::default()
-                };
-                replacement::replace(&mut r);
-                out.replaced.get_or_insert(error);
-                out.routes.push(BuiltRoute {
-                    route: r,
-                    rank,
-                    replaced: true,
-                });
+                replacement::rule::guard(&name, guard, rank, error, &mut out);
             }
         }
     }
     if let Some(p) = policy {
-        match p.errors.first() {
-            // Fail closed: a rule an invalid policy reaches never serves
-            // without it.
-            Some(e) => {
-                for br in &mut out.routes {
-                    replacement::replace(&mut br.route);
-                    br.replaced = true;
-                }
-                out.replaced.get_or_insert_with(|| e.clone());
-            }
-            None => {
-                let mut over = None;
-                for br in out.routes.iter_mut().filter(|br| !br.replaced) {
-                    crate::policy::apply::apply(&p.features, &mut br.route);
-                    if over.is_none() {
-                        over = check_merged_additions(&br.route, &format!("{field}.filters")).err();
-                    }
-                }
-                // Every match of the rule carries the same additions: the
-                // whole rule is replaced, as for any other rule error.
-                if let Some(e) = over {
-                    for br in &mut out.routes {
-                        replacement::replace(&mut br.route);
-                        br.replaced = true;
-                    }
-                    out.replaced.get_or_insert(e);
-                }
-            }
-        }
+        replacement::rule::policy(&mut out, p, &field);
     }
     // A GRPCRoute's method match is programmed as a path match: name the
     // field the user wrote.
@@ -776,26 +734,6 @@ fn header_filter(f: &HttpRouteRulesFilters, ff: &str, into: &mut HeaderMods) -> 
             filters::check_additions(into, &format!("{ff}.responseHeaderModifier"), "response")
         }
     }
-}
-
-/// Envoy's limit on header additions applies to the route as sent: the
-/// rule's own and those its TrafficPolicies merge in (`policy::apply`).
-fn check_merged_additions(r: &EnvoyRoute, field: &str) -> Result<(), RuleError> {
-    for (n, what) in [
-        (r.request_headers_to_add.len(), "request"),
-        (r.response_headers_to_add.len(), "response"),
-    ] {
-        if n > filters::MAX_HEADER_ADDITIONS {
-            return Err(RuleError::structural(
-                field,
-                format!(
-                    "{n} {what} header additions, the rule's filters and its TrafficPolicies' headerModifiers and transformation together, exceed Envoy's limit of {} per route",
-                    filters::MAX_HEADER_ADDITIONS
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn missing(field: &str, name: &str) -> RuleError {

@@ -20,6 +20,13 @@ pub fn build(chain: Chain, store: &mut RouteStore) -> EncodedRouteConfiguration 
     // A listener's policy is the same on each of its hosts: its fields are
     // built once per listener and cloned (`Arc` identity).
     let mut host_tails: Vec<(*const crate::policy::Features, VirtualHost)> = Vec::new();
+    // A fenced host switches off what the configuration's policy enables
+    // (it must answer the 500, not that policy's 403 or 429).
+    let config_filters: Vec<String> = config_scope
+        .features
+        .as_deref()
+        .map(|f| apply::per_filter(f).into_iter().map(|(n, _)| n).collect())
+        .unwrap_or_default();
     let hosts: Vec<HostParts> = chain
         .virtual_hosts
         .into_values()
@@ -32,6 +39,13 @@ pub fn build(chain: Chain, store: &mut RouteStore) -> EncodedRouteConfiguration 
                     store.take(*r);
                 }
                 let fenced = fence::fenced_host(&name, domains);
+                let mut tail = VirtualHost::default();
+                if !config_scope.fenced {
+                    crate::replacement::disable_filters(
+                        &mut tail.typed_per_filter_config,
+                        config_filters.iter().cloned(),
+                    );
+                }
                 return HostParts {
                     head: VirtualHost {
                         name: fenced.name,
@@ -39,7 +53,7 @@ pub fn build(chain: Chain, store: &mut RouteStore) -> EncodedRouteConfiguration 
                         ..Default::default()
                     },
                     routes: fenced.routes.iter().map(canonical::route).collect(),
-                    tail: VirtualHost::default(),
+                    tail,
                 };
             }
             vh.routes.sort_by_key(|(order, _)| *order);

@@ -7,7 +7,6 @@
 
 use envoy_types::pb::envoy::config::route::v3::Route as EnvoyRoute;
 
-use crate::replacement;
 use crate::route::matches::{self, Programmable};
 use crate::route::model::Rule;
 use crate::route::rule::{BuiltRoute, BuiltRule};
@@ -39,7 +38,7 @@ pub fn fence(rule_index: usize, rule: &Rule<'_>, name: impl Fn(usize) -> String)
                 r#match: Some(route_match),
                 ..Default::default()
             };
-            replacement::replace(&mut route);
+            super::replace(&mut route);
             out.routes.push(BuiltRoute {
                 route,
                 // The earlier of the two: never later than the match as
