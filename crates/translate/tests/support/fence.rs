@@ -191,6 +191,11 @@ fn probe_for(m: &Value) -> Result<Probe, &'static str> {
     if path.bytes().any(|b| b <= b' ' || b >= 0x7f || b == b'%') {
         return Err("path needs escaping");
     }
+    // Envoy's path normalization reads `\` as `/`: no request reaches a
+    // path with a backslash (nor the route it fences, had it been valid).
+    if path.contains('\\') {
+        return Err("path with a backslash (Envoy reads it as '/')");
+    }
     Ok(Probe {
         method,
         path,
