@@ -24,6 +24,12 @@ pub const MODE_ENV: &str = "PORTCULLIS_ROUTE_REPLACEMENT_MODE";
 pub struct ConfigFile {
     pub route_replacement_mode: Option<String>,
     pub refuse_loopback_endpoints: Option<bool>,
+    /// Envoy Gateway's `extensionManager` (one extension server), as
+    /// written; validated by `extension::ExtensionConfig::from_spec`.
+    pub extension_manager: Option<extension::ExtensionManagerSpec>,
+    /// Envoy Gateway's `extensionManagers` (chained in order); exclusive
+    /// with `extensionManager`.
+    pub extension_managers: Option<Vec<extension::ExtensionManagerSpec>>,
 }
 
 #[derive(Debug, thiserror::Error)]
