@@ -14,6 +14,7 @@
 pub mod cache;
 pub mod client;
 pub mod config;
+pub mod example;
 pub mod stats;
 
 pub mod proto {
