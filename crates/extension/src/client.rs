@@ -425,7 +425,23 @@ impl Manager {
         F: Fn(Client, tonic::Request<Req>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
     {
-        let key = cache::key(self.index, hook.rpc(), &request.encode_to_vec());
+        let encoded = request.encode_to_vec();
+        // Refused before it leaves, as gRPC-Go does (RESOURCE_EXHAUSTED):
+        // tonic would only fail the stream midway.
+        if encoded.len() > self.config.max_message_size {
+            let f = HookFailure::Status {
+                hook,
+                code: grpc_code_name(tonic::Code::ResourceExhausted).to_string(),
+                message: format!(
+                    "request of {} bytes exceeds maxMessageSize ({} bytes)",
+                    encoded.len(),
+                    self.config.max_message_size
+                ),
+            };
+            self.record(inner, hook, CallResult::of_failure(&f), Duration::ZERO);
+            return Err(f);
+        }
+        let key = cache::key(self.index, hook.rpc(), &encoded);
         if let Some(bytes) = inner.cache.get(&key)
             && let Ok(resp) = Resp::decode(&*bytes)
         {
