@@ -499,14 +499,19 @@ impl Manager {
                 return Err(deadline_failure());
             }
             let mut req = tonic::Request::new(request.clone());
-            // Tells the server the deadline too (`grpc-timeout`).
-            req.set_timeout(remaining);
+            // Tells the server the deadline too (`grpc-timeout`), with a
+            // little grace so our own timer decides: a server that gives up
+            // first answers CANCELLED (tonic) or DEADLINE_EXCEEDED (Go).
+            req.set_timeout(remaining + DEADLINE_GRACE);
             let status = match tokio::time::timeout(remaining, rpc(self.client.clone(), req)).await {
                 Err(_) => return Err(deadline_failure()),
                 Ok(Ok(resp)) => return Ok(resp.into_inner()),
                 Ok(Err(status)) => status,
             };
-            if status.code() == tonic::Code::DeadlineExceeded && Instant::now() >= deadline {
+            let near_deadline = Instant::now() + DEADLINE_GRACE >= deadline;
+            if status.code() == tonic::Code::DeadlineExceeded
+                || (status.code() == tonic::Code::Cancelled && near_deadline)
+            {
                 return Err(deadline_failure());
             }
             if attempt < retry.max_attempts && retry.retryable.contains(&status.code()) {
@@ -523,6 +528,9 @@ impl Manager {
         }
     }
 }
+
+/// How much later than our deadline the server is told to give up.
+const DEADLINE_GRACE: Duration = Duration::from_millis(50);
 
 /// A uniform number in [0, 1) without a random crate: the low bits of the
 /// clock mixed by a splitmix step. Only spreads retries; not security.
