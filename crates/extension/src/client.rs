@@ -60,6 +60,12 @@ pub struct ChainOptions {
     pub cache_capacity: usize,
     /// Worker threads of the chain's runtime.
     pub worker_threads: usize,
+    /// After this many consecutive calls to one manager ended at the
+    /// deadline or unreachable (no success in between), further calls fail
+    /// at once for one `timeout`, then the server is tried again — so a
+    /// hung or dead server costs one deadline per batch, not one per call
+    /// (10k routes × 2 s would stall translation for hours).
+    pub breaker_after: u32,
 }
 
 impl Default for ChainOptions {
@@ -68,6 +74,7 @@ impl Default for ChainOptions {
             concurrency: 16,
             cache_capacity: 16 * 1024,
             worker_threads: 2,
+            breaker_after: 8,
         }
     }
 }
@@ -94,6 +101,16 @@ struct Manager {
     resource_gks: Vec<GroupKind>,
     policy_gks: Vec<GroupKind>,
     reach: std::sync::Mutex<Reachability>,
+    breaker: std::sync::Mutex<Breaker>,
+}
+
+/// Consecutive deadline/unreachable failures of one manager, and until
+/// when calls fail without being made.
+#[derive(Debug, Default)]
+struct Breaker {
+    consecutive: u32,
+    open_until: Option<Instant>,
+    last: Option<HookFailure>,
 }
 
 struct Inner {
@@ -103,6 +120,7 @@ struct Inner {
     cache: ReplyCache,
     stats: Stats,
     permits: Arc<Semaphore>,
+    breaker_after: u32,
     observer: std::sync::RwLock<Option<Observer>>,
 }
 
@@ -169,6 +187,7 @@ impl Chain {
                             address: m.address.to_string(),
                             ..Reachability::default()
                         }),
+                        breaker: std::sync::Mutex::default(),
                         config: m.clone(),
                     })
                 })
@@ -181,6 +200,7 @@ impl Chain {
                 cache: ReplyCache::new(options.cache_capacity),
                 stats: Stats::default(),
                 permits: Arc::new(Semaphore::new(options.concurrency.max(1))),
+                breaker_after: options.breaker_after.max(1),
                 observer: std::sync::RwLock::new(None),
             }),
             registration: config.registration(),
@@ -448,8 +468,13 @@ impl Manager {
             inner.stats.record(hook, CallResult::Cached, None);
             return Ok(resp);
         }
+        if let Some(f) = self.open_circuit(hook) {
+            self.record(inner, hook, CallResult::of_failure(&f), Duration::ZERO);
+            return Err(f);
+        }
         let start = Instant::now();
         let outcome = self.attempts(hook, start, request, rpc).await;
+        self.trip(inner.breaker_after, &outcome);
         let elapsed = start.elapsed();
         let result = match &outcome {
             Ok(r) if modified(r) => CallResult::Modified,
@@ -467,6 +492,39 @@ impl Manager {
             Err(f) => self.note(Err(f.to_string())),
         }
         outcome
+    }
+
+    /// The failure to return without calling while the breaker is open.
+    fn open_circuit(&self, hook: Hook) -> Option<HookFailure> {
+        let b = self.breaker.lock().unwrap_or_else(|p| p.into_inner());
+        let until = b.open_until?;
+        let left = until.checked_duration_since(Instant::now())?;
+        let last = b.last.as_ref().map(|f| f.to_string()).unwrap_or_default();
+        Some(HookFailure::Unreachable {
+            hook,
+            message: format!(
+                "not called: the last {} calls failed (next try in {} ms); last failure: {last}",
+                b.consecutive,
+                left.as_millis()
+            ),
+        })
+    }
+
+    fn trip<T>(&self, after: u32, outcome: &Result<T, HookFailure>) {
+        let mut b = self.breaker.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Err(f @ (HookFailure::Deadline { .. } | HookFailure::Unreachable { .. })) => {
+                b.consecutive = b.consecutive.saturating_add(1);
+                b.last = Some(f.clone());
+                if b.consecutive >= after {
+                    b.open_until = Some(Instant::now() + self.config.timeout);
+                }
+            }
+            _ => {
+                b.consecutive = 0;
+                b.open_until = None;
+            }
+        }
     }
 
     fn record(&self, inner: &Inner, hook: Hook, result: CallResult, elapsed: Duration) {

@@ -511,3 +511,47 @@ fn dropping_a_chain_inside_a_runtime_does_not_panic() {
     let rt = tokio::runtime::Runtime::new().expect("rt");
     rt.block_on(async move { drop(c) });
 }
+
+#[test]
+fn a_hung_server_costs_one_deadline_per_batch_not_one_per_call() {
+    let srv = Tagger::new("+a", Mode::Sleep(Duration::from_secs(30)));
+    let server = serve_tcp(srv.clone(), None);
+    let mut m = manager("a", &server.address);
+    m.timeout = Duration::from_millis(300);
+    let c = Chain::new(
+        &ExtensionConfig { managers: vec![m] },
+        ChainOptions {
+            concurrency: 8,
+            breaker_after: 8,
+            ..Default::default()
+        },
+    )
+    .expect("chain");
+    let t = Instant::now();
+    let r = c.post_route_modify((0..400).map(|i| route_call(&format!("r{i}"))).collect());
+    let took = t.elapsed();
+    assert!(r.iter().all(|r| r.is_err()));
+    // 400 calls, 8 at a time, 300 ms each: 15 s without the breaker.
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    assert!(srv.calls() < 40, "{} calls reached the hung server", srv.calls());
+    let e = r[399].as_ref().expect_err("fails");
+    assert!(matches!(e.failure, HookFailure::Unreachable { .. }), "{e}");
+}
+
+#[test]
+fn one_slow_route_does_not_open_the_breaker_for_the_others() {
+    let ext = extension::example::ExampleExtension::new(extension::example::Behaviour {
+        sleep_route: Some("slow".into()),
+        sleep: Duration::from_secs(5),
+        ..Default::default()
+    });
+    let server = serve_tcp(ext, None);
+    let mut m = manager("a", &server.address);
+    m.timeout = Duration::from_millis(300);
+    let c = chain(vec![m]);
+    let mut calls: Vec<_> = (0..50).map(|i| route_call(&format!("r{i}"))).collect();
+    calls.push(route_call("slow"));
+    let r = c.post_route_modify(calls);
+    assert!(r[..50].iter().all(|r| matches!(r, Ok(Some(_)))), "{r:?}");
+    assert!(matches!(r[50].as_ref().expect_err("slow").failure, HookFailure::Deadline { .. }));
+}
