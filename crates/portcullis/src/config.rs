@@ -150,6 +150,26 @@ mod tests {
     }
 
     #[test]
+    fn extension_managers_in_envoy_gateways_shape() {
+        let dir = std::env::temp_dir().join(format!("portcullis-config-ext-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let one = dir.join("one.yaml");
+        std::fs::write(
+            &one,
+            "extensionManager:\n  hooks: {xdsTranslator: {post: [Route]}}\n  service: {fqdn: {hostname: ext.local, port: 5005}}\n",
+        )
+        .expect("write");
+        let f = load(&one).expect("extensionManager accepted");
+        let c = extension::ExtensionConfig::from_spec(f.extension_manager.as_ref(), f.extension_managers.as_deref())
+            .expect("valid");
+        assert_eq!(c.managers[0].name, "ext.local:5005");
+        let typo = dir.join("typo.yaml");
+        std::fs::write(&typo, "extensionManager:\n  hook: {}\n").expect("write");
+        assert!(load(&typo).expect_err("unknown field").to_string().contains("unknown field"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn precedence_and_errors() {
         let file = ConfigFile {
             route_replacement_mode: Some("STRICT".into()),
