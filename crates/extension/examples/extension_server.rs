@@ -36,7 +36,8 @@ fn setting(args: &[String], flag: &'static str, env: &str) -> Option<String> {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let listen = setting(&args, "--listen", "EXTENSION_LISTEN").unwrap_or_else(|| "tcp:127.0.0.1:5005".into());
+    let listen =
+        setting(&args, "--listen", "EXTENSION_LISTEN").unwrap_or_else(|| "tcp:127.0.0.1:5005".into());
     let sleep_ms = match setting(&args, "--sleep-ms", "EXTENSION_SLEEP_MS") {
         Some(v) => v.parse::<u64>().map_err(|e| Error::Usage {
             flag: "--sleep-ms",
@@ -57,14 +58,19 @@ async fn main() -> Result<(), Error> {
         serve_unix(ext, std::path::Path::new(path), shutdown).await?;
     } else {
         let address = listen.strip_prefix("tcp:").unwrap_or(&listen);
-        let l = tokio::net::TcpListener::bind(address).await.map_err(|source| Error::Bind {
-            address: address.to_string(),
-            source,
-        })?;
-        eprintln!("extension server listening on {}", l.local_addr().map_err(|source| Error::Bind {
-            address: address.to_string(),
-            source,
-        })?);
+        let l = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|source| Error::Bind {
+                address: address.to_string(),
+                source,
+            })?;
+        eprintln!(
+            "extension server listening on {}",
+            l.local_addr().map_err(|source| Error::Bind {
+                address: address.to_string(),
+                source,
+            })?
+        );
         serve_tcp(ext, l, shutdown).await?;
     }
     Ok(())

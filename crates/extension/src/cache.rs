@@ -113,7 +113,11 @@ impl ReplyCache {
     }
 
     pub fn stats(&self) -> CacheStats {
-        let entries = self.inner.lock().map(|l| l.map.len()).unwrap_or_else(|p| p.into_inner().map.len());
+        let entries = self
+            .inner
+            .lock()
+            .map(|l| l.map.len())
+            .unwrap_or_else(|p| p.into_inner().map.len());
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),

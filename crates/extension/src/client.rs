@@ -39,8 +39,8 @@ use prost::Message;
 use tokio::sync::Semaphore;
 use tonic::transport::{Channel, Endpoint};
 use translate::extension::{
-    ClusterCall, EndpointsCall, ExtensionResource, GroupKind, Hook, HookError, HookFailure, Hooks, ListenerCall,
-    Registration, Reply, RouteCall, TranslateCall, TranslateReply, VirtualHostCall,
+    ClusterCall, EndpointsCall, ExtensionResource, GroupKind, Hook, HookError, HookFailure, Hooks,
+    ListenerCall, Registration, Reply, RouteCall, TranslateCall, TranslateReply, VirtualHostCall,
 };
 
 use crate::cache::{self, ReplyCache};
@@ -149,7 +149,15 @@ pub struct Chain {
 impl std::fmt::Debug for Chain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Chain")
-            .field("managers", &self.inner.managers.iter().map(|m| &m.config.name).collect::<Vec<_>>())
+            .field(
+                "managers",
+                &self
+                    .inner
+                    .managers
+                    .iter()
+                    .map(|m| &m.config.name)
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -273,7 +281,9 @@ impl Chain {
         });
         let wait = move || rx.recv().ok();
         match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(wait),
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
             _ => wait(),
         }
     }
@@ -387,8 +397,12 @@ fn client_for(m: &ManagerConfig, field: &str) -> Result<Client, ClientError> {
 
 async fn dial(address: &ServiceAddress) -> std::io::Result<()> {
     match address {
-        ServiceAddress::Fqdn { hostname, port } => tokio::net::TcpStream::connect((hostname.as_str(), *port)).await.map(drop),
-        ServiceAddress::Ip { address, port } => tokio::net::TcpStream::connect((*address, *port)).await.map(drop),
+        ServiceAddress::Fqdn { hostname, port } => tokio::net::TcpStream::connect((hostname.as_str(), *port))
+            .await
+            .map(drop),
+        ServiceAddress::Ip { address, port } => {
+            tokio::net::TcpStream::connect((*address, *port)).await.map(drop)
+        }
         ServiceAddress::Unix { path } => tokio::net::UnixStream::connect(path).await.map(drop),
     }
 }
@@ -421,7 +435,9 @@ impl Manager {
     fn filter(gks: &[GroupKind], on: bool, resources: &[ExtensionResource]) -> Vec<proto::ExtensionResource> {
         resources
             .iter()
-            .filter(|r| !on || gks.is_empty() || group_kind(&r.unstructured_bytes).is_some_and(|gk| gks.contains(&gk)))
+            .filter(|r| {
+                !on || gks.is_empty() || group_kind(&r.unstructured_bytes).is_some_and(|gk| gks.contains(&gk))
+            })
             .map(|r| proto::ExtensionResource {
                 unstructured_bytes: r.unstructured_bytes.to_vec(),
             })
@@ -535,7 +551,13 @@ impl Manager {
         }
     }
 
-    async fn attempts<Req, Resp, F, Fut>(&self, hook: Hook, start: Instant, request: Req, rpc: F) -> Result<Resp, HookFailure>
+    async fn attempts<Req, Resp, F, Fut>(
+        &self,
+        hook: Hook,
+        start: Instant,
+        request: Req,
+        rpc: F,
+    ) -> Result<Resp, HookFailure>
     where
         Req: Message + Clone,
         F: Fn(Client, tonic::Request<Req>) -> Fut,
@@ -635,7 +657,10 @@ fn group_kind(json: &[u8]) -> Option<GroupKind> {
     }
     let t: TypeMeta = serde_json::from_slice(json).ok()?;
     let api = t.api_version?;
-    let group = api.rsplit_once('/').map(|(g, _)| g.to_string()).unwrap_or_default();
+    let group = api
+        .rsplit_once('/')
+        .map(|(g, _)| g.to_string())
+        .unwrap_or_default();
     Some(GroupKind { group, kind: t.kind? })
 }
 
@@ -696,9 +721,15 @@ impl Hooks for Chain {
                     }),
                 };
                 async move {
-                    m.unary(i, Hook::Route, req, |r: &proto::PostRouteModifyResponse| r.route.is_some(), |mut c, r| async move { c.post_route_modify(r).await })
-                        .await
-                        .map(|r| r.route)
+                    m.unary(
+                        i,
+                        Hook::Route,
+                        req,
+                        |r: &proto::PostRouteModifyResponse| r.route.is_some(),
+                        |mut c, r| async move { c.post_route_modify(r).await },
+                    )
+                    .await
+                    .map(|r| r.route)
                 }
             })
             .await
@@ -706,44 +737,62 @@ impl Hooks for Chain {
     }
 
     fn post_virtual_host_modify(&self, calls: Vec<VirtualHostCall>) -> Vec<Reply<VirtualHost>> {
-        self.batch(Hook::VirtualHost, calls, |inner, call: VirtualHostCall| async move {
-            let i = &*inner;
-            chain_call(i, Hook::VirtualHost, call.virtual_host, |m, vh| {
-                let req = proto::PostVirtualHostModifyRequest {
-                    virtual_host: Some(vh),
-                    post_virtual_host_context: Some(proto::PostVirtualHostExtensionContext {}),
-                };
-                async move {
-                    m.unary(i, Hook::VirtualHost, req, |r: &proto::PostVirtualHostModifyResponse| r.virtual_host.is_some(), |mut c, r| async move { c.post_virtual_host_modify(r).await })
+        self.batch(
+            Hook::VirtualHost,
+            calls,
+            |inner, call: VirtualHostCall| async move {
+                let i = &*inner;
+                chain_call(i, Hook::VirtualHost, call.virtual_host, |m, vh| {
+                    let req = proto::PostVirtualHostModifyRequest {
+                        virtual_host: Some(vh),
+                        post_virtual_host_context: Some(proto::PostVirtualHostExtensionContext {}),
+                    };
+                    async move {
+                        m.unary(
+                            i,
+                            Hook::VirtualHost,
+                            req,
+                            |r: &proto::PostVirtualHostModifyResponse| r.virtual_host.is_some(),
+                            |mut c, r| async move { c.post_virtual_host_modify(r).await },
+                        )
                         .await
                         .map(|r| r.virtual_host)
-                }
-            })
-            .await
-        })
+                    }
+                })
+                .await
+            },
+        )
     }
 
     fn post_http_listener_modify(&self, calls: Vec<ListenerCall>) -> Vec<Reply<Listener>> {
-        self.batch(Hook::HttpListener, calls, |inner, call: ListenerCall| async move {
-            let i = &*inner;
-            let resources = call.extension_resources;
-            chain_call(i, Hook::HttpListener, call.listener, |m, listener| {
-                let req = proto::PostHttpListenerModifyRequest {
-                    listener: Some(listener),
-                    post_listener_context: Some(proto::PostHttpListenerExtensionContext {
-                        extension_resources: Manager::filter(&m.policy_gks, i.filter, &resources),
-                    }),
-                };
-                async move {
-                    m.unary(i, Hook::HttpListener, req, |r: &proto::PostHttpListenerModifyResponse| r.listener.is_some(), |mut c, r| async move {
-                        c.post_http_listener_modify(r).await
-                    })
-                    .await
-                    .map(|r| r.listener)
-                }
-            })
-            .await
-        })
+        self.batch(
+            Hook::HttpListener,
+            calls,
+            |inner, call: ListenerCall| async move {
+                let i = &*inner;
+                let resources = call.extension_resources;
+                chain_call(i, Hook::HttpListener, call.listener, |m, listener| {
+                    let req = proto::PostHttpListenerModifyRequest {
+                        listener: Some(listener),
+                        post_listener_context: Some(proto::PostHttpListenerExtensionContext {
+                            extension_resources: Manager::filter(&m.policy_gks, i.filter, &resources),
+                        }),
+                    };
+                    async move {
+                        m.unary(
+                            i,
+                            Hook::HttpListener,
+                            req,
+                            |r: &proto::PostHttpListenerModifyResponse| r.listener.is_some(),
+                            |mut c, r| async move { c.post_http_listener_modify(r).await },
+                        )
+                        .await
+                        .map(|r| r.listener)
+                    }
+                })
+                .await
+            },
+        )
     }
 
     fn post_cluster_modify(&self, calls: Vec<ClusterCall>) -> Vec<Reply<Cluster>> {
@@ -758,9 +807,15 @@ impl Hooks for Chain {
                     }),
                 };
                 async move {
-                    m.unary(i, Hook::Cluster, req, |r: &proto::PostClusterModifyResponse| r.cluster.is_some(), |mut c, r| async move { c.post_cluster_modify(r).await })
-                        .await
-                        .map(|r| r.cluster)
+                    m.unary(
+                        i,
+                        Hook::Cluster,
+                        req,
+                        |r: &proto::PostClusterModifyResponse| r.cluster.is_some(),
+                        |mut c, r| async move { c.post_cluster_modify(r).await },
+                    )
+                    .await
+                    .map(|r| r.cluster)
                 }
             })
             .await
@@ -776,9 +831,15 @@ impl Hooks for Chain {
                     post_endpoints_context: Some(proto::PostEndpointsExtensionContext {}),
                 };
                 async move {
-                    m.unary(i, Hook::Endpoints, req, |r: &proto::PostEndpointsModifyResponse| r.load_assignment.is_some(), |mut c, r| async move { c.post_endpoints_modify(r).await })
-                        .await
-                        .map(|r| r.load_assignment)
+                    m.unary(
+                        i,
+                        Hook::Endpoints,
+                        req,
+                        |r: &proto::PostEndpointsModifyResponse| r.load_assignment.is_some(),
+                        |mut c, r| async move { c.post_endpoints_modify(r).await },
+                    )
+                    .await
+                    .map(|r| r.load_assignment)
                 }
             })
             .await
@@ -786,53 +847,79 @@ impl Hooks for Chain {
     }
 
     fn post_translate_modify(&self, call: TranslateCall) -> Reply<TranslateReply> {
-        let mut replies = self.batch(Hook::Translation, vec![call], |inner, call: TranslateCall| async move {
-            let i = &*inner;
-            let policies = call.extension_resources;
-            let input = TranslateReply {
-                clusters: call.clusters,
-                secrets: call.secrets,
-                listeners: call.listeners,
-                routes: call.routes,
-            };
-            chain_call(i, Hook::Translation, input, |m, current: TranslateReply| {
-                // Each manager gets, and gives back, only the kinds its
-                // `translation` settings include (Envoy Gateway's
-                // composite client does the same).
-                let inc = m.config.translation;
-                let req = proto::PostTranslateModifyRequest {
-                    post_translate_context: Some(proto::PostTranslateExtensionContext {
-                        extension_resources: Manager::filter(&m.policy_gks, i.filter, &policies),
-                    }),
-                    clusters: if inc.clusters { current.clusters.clone() } else { Vec::new() },
-                    secrets: if inc.secrets { current.secrets.clone() } else { Vec::new() },
-                    listeners: if inc.listeners { current.listeners.clone() } else { Vec::new() },
-                    routes: if inc.routes { current.routes.clone() } else { Vec::new() },
+        let mut replies = self.batch(
+            Hook::Translation,
+            vec![call],
+            |inner, call: TranslateCall| async move {
+                let i = &*inner;
+                let policies = call.extension_resources;
+                let input = TranslateReply {
+                    clusters: call.clusters,
+                    secrets: call.secrets,
+                    listeners: call.listeners,
+                    routes: call.routes,
                 };
-                async move {
-                    let r = m
-                        .unary(i, Hook::Translation, req, |_: &proto::PostTranslateModifyResponse| true, |mut c, r| async move { c.post_translate_modify(r).await })
-                        .await?;
-                    // The protocol has no "unset" reply here: the lists
-                    // returned are the final lists of the included kinds.
-                    let mut next = current;
-                    if inc.clusters {
-                        next.clusters = r.clusters;
+                chain_call(i, Hook::Translation, input, |m, current: TranslateReply| {
+                    // Each manager gets, and gives back, only the kinds its
+                    // `translation` settings include (Envoy Gateway's
+                    // composite client does the same).
+                    let inc = m.config.translation;
+                    let req = proto::PostTranslateModifyRequest {
+                        post_translate_context: Some(proto::PostTranslateExtensionContext {
+                            extension_resources: Manager::filter(&m.policy_gks, i.filter, &policies),
+                        }),
+                        clusters: if inc.clusters {
+                            current.clusters.clone()
+                        } else {
+                            Vec::new()
+                        },
+                        secrets: if inc.secrets {
+                            current.secrets.clone()
+                        } else {
+                            Vec::new()
+                        },
+                        listeners: if inc.listeners {
+                            current.listeners.clone()
+                        } else {
+                            Vec::new()
+                        },
+                        routes: if inc.routes {
+                            current.routes.clone()
+                        } else {
+                            Vec::new()
+                        },
+                    };
+                    async move {
+                        let r = m
+                            .unary(
+                                i,
+                                Hook::Translation,
+                                req,
+                                |_: &proto::PostTranslateModifyResponse| true,
+                                |mut c, r| async move { c.post_translate_modify(r).await },
+                            )
+                            .await?;
+                        // The protocol has no "unset" reply here: the lists
+                        // returned are the final lists of the included kinds.
+                        let mut next = current;
+                        if inc.clusters {
+                            next.clusters = r.clusters;
+                        }
+                        if inc.secrets {
+                            next.secrets = r.secrets;
+                        }
+                        if inc.listeners {
+                            next.listeners = r.listeners;
+                        }
+                        if inc.routes {
+                            next.routes = r.routes;
+                        }
+                        Ok(Some(next))
                     }
-                    if inc.secrets {
-                        next.secrets = r.secrets;
-                    }
-                    if inc.listeners {
-                        next.listeners = r.listeners;
-                    }
-                    if inc.routes {
-                        next.routes = r.routes;
-                    }
-                    Ok(Some(next))
-                }
-            })
-            .await
-        });
+                })
+                .await
+            },
+        );
         replies.pop().unwrap_or_else(|| {
             Err(HookError {
                 manager: self.names(),

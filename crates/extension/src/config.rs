@@ -328,7 +328,11 @@ pub struct ManagerConfig {
 
 impl ManagerConfig {
     /// A manager with Envoy Gateway's defaults (tests, examples).
-    pub fn new(name: impl Into<String>, address: ServiceAddress, hooks: impl IntoIterator<Item = Hook>) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        address: ServiceAddress,
+        hooks: impl IntoIterator<Item = Hook>,
+    ) -> Self {
         Self {
             name: name.into(),
             resources: BTreeSet::new(),
@@ -483,7 +487,11 @@ fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
     }
 }
 
-fn validate_manager(at: &str, spec: &ExtensionManagerSpec, named: bool) -> Result<ManagerConfig, ConfigError> {
+fn validate_manager(
+    at: &str,
+    spec: &ExtensionManagerSpec,
+    named: bool,
+) -> Result<ManagerConfig, ConfigError> {
     let name = spec.name.clone().filter(|n| !n.is_empty());
     if named && name.is_none() {
         return Err(ConfigError::Missing {
@@ -495,7 +503,9 @@ fn validate_manager(at: &str, spec: &ExtensionManagerSpec, named: bool) -> Resul
         for (i, g) in list.iter().enumerate() {
             let f = format!("{at}.{key}[{i}]");
             if g.kind.is_empty() {
-                return Err(ConfigError::Missing { field: format!("{f}.kind") });
+                return Err(ConfigError::Missing {
+                    field: format!("{f}.kind"),
+                });
             }
             if g.version.is_empty() {
                 return Err(ConfigError::Missing {
@@ -556,7 +566,9 @@ fn validate_manager(at: &str, spec: &ExtensionManagerSpec, named: bool) -> Resul
     }
     let mut translation = TranslationIncludes::default();
     if let Some(t) = &xds.translation {
-        let pick = |s: &Option<IncludeAllSpec>, default: bool| s.as_ref().and_then(|s| s.include_all).unwrap_or(default);
+        let pick = |s: &Option<IncludeAllSpec>, default: bool| {
+            s.as_ref().and_then(|s| s.include_all).unwrap_or(default)
+        };
         translation.listeners = pick(&t.listener, translation.listeners);
         translation.routes = pick(&t.route, translation.routes);
         translation.clusters = pick(&t.cluster, translation.clusters);
@@ -620,13 +632,16 @@ fn port(field: String, p: Option<i64>) -> Result<u16, ConfigError> {
 }
 
 fn hostname(field: String, h: Option<&str>) -> Result<String, ConfigError> {
-    let h = h.filter(|h| !h.is_empty()).ok_or_else(|| ConfigError::Missing { field: field.clone() })?;
+    let h = h
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| ConfigError::Missing { field: field.clone() })?;
     // Envoy Gateway's pattern: lower-case DNS labels, optional final dot.
     let ok = h.len() <= 253
         && h.trim_end_matches('.').split('.').all(|l| {
             !l.is_empty()
                 && l.len() <= 63
-                && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                 && !l.starts_with('-')
                 && !l.ends_with('-')
         });
@@ -664,7 +679,10 @@ fn validate_address(at: &str, s: &ExtensionServiceSpec) -> Result<ServiceAddress
     }
     if let Some(ip) = &s.ip {
         let field = format!("{at}.ip.address");
-        let raw = ip.address.as_deref().ok_or_else(|| ConfigError::Missing { field: field.clone() })?;
+        let raw = ip
+            .address
+            .as_deref()
+            .ok_or_else(|| ConfigError::Missing { field: field.clone() })?;
         let address: IpAddr = raw
             .parse()
             .map_err(|_| invalid(field, format!("{raw:?} is not an IPv4 or IPv6 address")))?;
@@ -675,12 +693,21 @@ fn validate_address(at: &str, s: &ExtensionServiceSpec) -> Result<ServiceAddress
     }
     if let Some(u) = &s.unix {
         let field = format!("{at}.unix.path");
-        let path = u.path.as_deref().filter(|p| !p.is_empty()).ok_or_else(|| ConfigError::Missing { field: field.clone() })?;
+        let path = u
+            .path
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| ConfigError::Missing { field: field.clone() })?;
         // The kernel's sun_path limit, as Envoy Gateway validates it.
         if path.len() > 108 {
-            return Err(invalid(field, "unix domain socket path must not exceed 108 characters"));
+            return Err(invalid(
+                field,
+                "unix domain socket path must not exceed 108 characters",
+            ));
         }
-        return Ok(ServiceAddress::Unix { path: PathBuf::from(path) });
+        return Ok(ServiceAddress::Unix {
+            path: PathBuf::from(path),
+        });
     }
     // The deprecated `host`/`port`, or `hostname`/`port`: Envoy Gateway
     // dials host:port (port default 80).
@@ -714,8 +741,7 @@ fn read_pem(field: String, path: &std::path::Path, what: &str) -> Result<Vec<u8>
 }
 
 fn validate_tls(at: &str, t: &ExtensionTlsSpec, address: &ServiceAddress) -> Result<TlsConfig, ConfigError> {
-    const FILE_MODE: &str =
-        "Kubernetes Secret references cannot be read in file mode; give PEM file paths (caFile, clientCertificateFile, clientKeyFile)";
+    const FILE_MODE: &str = "Kubernetes Secret references cannot be read in file mode; give PEM file paths (caFile, clientCertificateFile, clientKeyFile)";
     if t.certificate_ref.is_some() {
         return Err(ConfigError::Unsupported {
             field: format!("{at}.certificateRef"),
@@ -769,7 +795,10 @@ fn validate_retry(at: &str, r: &RetrySpec) -> Result<RetryPolicy, ConfigError> {
         // gRPC clamps maxAttempts to 5; a value below 2 means "no retry"
         // there, which we honour as 1.
         if n < 1 {
-            return Err(invalid(format!("{at}.maxAttempts"), format!("{n} must be at least 1")));
+            return Err(invalid(
+                format!("{at}.maxAttempts"),
+                format!("{n} must be at least 1"),
+            ));
         }
         p.max_attempts = u32::try_from(n.min(5)).unwrap_or(5);
     }
@@ -786,7 +815,10 @@ fn validate_retry(at: &str, r: &RetrySpec) -> Result<RetryPolicy, ConfigError> {
             FractionSpec::Fraction(f) => {
                 let d = f.denominator.unwrap_or(100);
                 if d <= 0 {
-                    return Err(invalid(format!("{field}.denominator"), "must be greater than zero"));
+                    return Err(invalid(
+                        format!("{field}.denominator"),
+                        "must be greater than zero",
+                    ));
                 }
                 f.numerator as f64 / d as f64
             }

@@ -23,10 +23,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
 use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption, header_value_option};
 use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::{Route, route_match};
-use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
 use envoy_types::pb::envoy::extensions::filters::http::basic_auth::v3::BasicAuth;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, http_filter,
@@ -43,7 +43,8 @@ use crate::proto::envoy_gateway_extension_server::{EnvoyGatewayExtension, EnvoyG
 pub const ROUTE_HEADER: &str = "x-extension-route";
 /// The name of the basic-auth filter it inserts.
 pub const BASIC_AUTH_FILTER: &str = "envoy.filters.http.basic_auth";
-const HCM_TYPE: &str = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
+const HCM_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
 
 /// Test behaviours of the example server.
 #[derive(Clone, Debug, Default)]
@@ -113,7 +114,9 @@ fn basic_auth_users(resources: &[proto::ExtensionResource]) -> Result<Option<Str
         let users = v
             .pointer("/spec/users")
             .and_then(|u| u.as_array())
-            .ok_or_else(|| Status::invalid_argument("BasicAuth: spec.users must be a list of htpasswd lines"))?;
+            .ok_or_else(|| {
+                Status::invalid_argument("BasicAuth: spec.users must be a list of htpasswd lines")
+            })?;
         let mut lines = Vec::new();
         for u in users {
             let line = u
@@ -198,7 +201,9 @@ impl EnvoyGatewayExtension for ExampleExtension {
                 ..Default::default()
             }));
         }
-        Ok(Response::new(proto::PostRouteModifyResponse { route: Some(route) }))
+        Ok(Response::new(proto::PostRouteModifyResponse {
+            route: Some(route),
+        }))
     }
 
     async fn post_virtual_host_modify(
@@ -206,7 +211,9 @@ impl EnvoyGatewayExtension for ExampleExtension {
         _request: Request<proto::PostVirtualHostModifyRequest>,
     ) -> Result<Response<proto::PostVirtualHostModifyResponse>, Status> {
         self.received.virtual_host.fetch_add(1, Ordering::Relaxed);
-        Ok(Response::new(proto::PostVirtualHostModifyResponse { virtual_host: None }))
+        Ok(Response::new(proto::PostVirtualHostModifyResponse {
+            virtual_host: None,
+        }))
     }
 
     async fn post_http_listener_modify(
@@ -215,9 +222,14 @@ impl EnvoyGatewayExtension for ExampleExtension {
     ) -> Result<Response<proto::PostHttpListenerModifyResponse>, Status> {
         self.received.listener.fetch_add(1, Ordering::Relaxed);
         let req = request.into_inner();
-        let resources = req.post_listener_context.map(|c| c.extension_resources).unwrap_or_default();
+        let resources = req
+            .post_listener_context
+            .map(|c| c.extension_resources)
+            .unwrap_or_default();
         let (Some(mut listener), Some(users)) = (req.listener, basic_auth_users(&resources)?) else {
-            return Ok(Response::new(proto::PostHttpListenerModifyResponse { listener: None }));
+            return Ok(Response::new(proto::PostHttpListenerModifyResponse {
+                listener: None,
+            }));
         };
         let changed = add_basic_auth(&mut listener, &users)?;
         Ok(Response::new(proto::PostHttpListenerModifyResponse {
@@ -238,7 +250,9 @@ impl EnvoyGatewayExtension for ExampleExtension {
         _request: Request<proto::PostEndpointsModifyRequest>,
     ) -> Result<Response<proto::PostEndpointsModifyResponse>, Status> {
         self.received.endpoints.fetch_add(1, Ordering::Relaxed);
-        Ok(Response::new(proto::PostEndpointsModifyResponse { load_assignment: None }))
+        Ok(Response::new(proto::PostEndpointsModifyResponse {
+            load_assignment: None,
+        }))
     }
 
     async fn post_translate_modify(
@@ -282,7 +296,10 @@ pub async fn serve_unix(
     })?;
     tonic::transport::Server::builder()
         .add_service(ext.into_service())
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(listener),
+            shutdown,
+        )
         .await
         .map_err(ServeError::Serve)
 }

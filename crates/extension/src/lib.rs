@@ -23,7 +23,8 @@ pub mod proto {
     tonic::include_proto!("envoygateway.extension");
 
     /// The encoded `FileDescriptorSet` of the two files and their imports.
-    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/extension_descriptor.bin"));
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/extension_descriptor.bin"));
 }
 
 pub use client::{Chain, ChainOptions, ClientError, Observer};

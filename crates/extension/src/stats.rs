@@ -137,7 +137,12 @@ impl Stats {
         }
     }
 
-    pub(crate) fn snapshot(&self) -> (BTreeMap<(Hook, CallResult), u64>, BTreeMap<Hook, DurationHistogram>) {
+    pub(crate) fn snapshot(
+        &self,
+    ) -> (
+        BTreeMap<(Hook, CallResult), u64>,
+        BTreeMap<Hook, DurationHistogram>,
+    ) {
         let i = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         (i.calls.clone(), i.durations.clone())
     }

@@ -16,8 +16,8 @@ use envoy_types::pb::envoy::config::route::v3::{Route, VirtualHost};
 use extension::config::ExtensionConfig;
 use extension::{CallResult, Chain, ChainOptions};
 use translate::extension::{
-    ClusterCall, EndpointsCall, ExtensionResource, Hook, HookFailure, Hooks, ListenerCall, RouteCall, TranslateCall,
-    VirtualHostCall,
+    ClusterCall, EndpointsCall, ExtensionResource, Hook, HookFailure, Hooks, ListenerCall, RouteCall,
+    TranslateCall, VirtualHostCall,
 };
 
 fn route_call(name: &str) -> RouteCall {
@@ -64,7 +64,10 @@ fn every_hook_round_trips() {
             ..Default::default()
         },
     }]);
-    assert_eq!(vh[0].as_ref().expect("ok").as_ref().map(|v| v.name.as_str()), Some("vh+a"));
+    assert_eq!(
+        vh[0].as_ref().expect("ok").as_ref().map(|v| v.name.as_str()),
+        Some("vh+a")
+    );
     let l = c.post_http_listener_modify(vec![ListenerCall {
         listener: Listener {
             name: "l".into(),
@@ -72,7 +75,10 @@ fn every_hook_round_trips() {
         },
         extension_resources: vec![],
     }]);
-    assert_eq!(l[0].as_ref().expect("ok").as_ref().map(|v| v.name.as_str()), Some("l+a"));
+    assert_eq!(
+        l[0].as_ref().expect("ok").as_ref().map(|v| v.name.as_str()),
+        Some("l+a")
+    );
     let cl = c.post_cluster_modify(vec![ClusterCall {
         cluster: Cluster {
             name: "c".into(),
@@ -80,7 +86,10 @@ fn every_hook_round_trips() {
         },
         backend_extension_resources: vec![],
     }]);
-    assert_eq!(cl[0].as_ref().expect("ok").as_ref().map(|v| v.name.as_str()), Some("c+a"));
+    assert_eq!(
+        cl[0].as_ref().expect("ok").as_ref().map(|v| v.name.as_str()),
+        Some("c+a")
+    );
     let ep = c.post_endpoints_modify(vec![EndpointsCall {
         load_assignment: ClusterLoadAssignment {
             cluster_name: "c".into(),
@@ -88,7 +97,11 @@ fn every_hook_round_trips() {
         },
     }]);
     assert_eq!(
-        ep[0].as_ref().expect("ok").as_ref().map(|v| v.cluster_name.as_str()),
+        ep[0]
+            .as_ref()
+            .expect("ok")
+            .as_ref()
+            .map(|v| v.cluster_name.as_str()),
         Some("c+a")
     );
     let tr = c
@@ -174,7 +187,10 @@ fn retries_retryable_codes_then_succeeds() {
     let srv = Tagger::new("+a", Mode::FailFirst(2, tonic::Code::Unavailable));
     let server = serve_tcp(srv.clone(), None);
     let c = chain(vec![manager("a", &server.address)]);
-    assert_eq!(route_names(c.post_route_modify(vec![route_call("r")])), [Some("r+a".to_string())]);
+    assert_eq!(
+        route_names(c.post_route_modify(vec![route_call("r")])),
+        [Some("r+a".to_string())]
+    );
     assert_eq!(srv.calls(), 3, "two UNAVAILABLE, then the answer");
 }
 
@@ -200,7 +216,10 @@ fn configured_retryable_codes_are_retried() {
     let mut m = manager("a", &server.address);
     m.retry.retryable = vec![tonic::Code::ResourceExhausted];
     let c = chain(vec![m]);
-    assert_eq!(route_names(c.post_route_modify(vec![route_call("r")])), [Some("r+a".to_string())]);
+    assert_eq!(
+        route_names(c.post_route_modify(vec![route_call("r")])),
+        [Some("r+a".to_string())]
+    );
     assert_eq!(srv.calls(), 2);
 }
 
@@ -223,7 +242,10 @@ fn deadline_bounds_a_hung_call() {
         ),
         "{r:?}"
     );
-    assert!(took < Duration::from_secs(2), "answered at the deadline, took {took:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "answered at the deadline, took {took:?}"
+    );
     assert_eq!(c.stats().count(Hook::Route, CallResult::Deadline), 1);
 }
 
@@ -231,7 +253,10 @@ fn deadline_bounds_a_hung_call() {
 fn retries_never_run_past_the_deadline() {
     // Every attempt fails at once; the backoff (1 s) does not fit in the
     // deadline (200 ms), so the call ends at the deadline, not after.
-    let server = serve_tcp(Tagger::new("+a", Mode::FailFirst(u32::MAX, tonic::Code::Unavailable)), None);
+    let server = serve_tcp(
+        Tagger::new("+a", Mode::FailFirst(u32::MAX, tonic::Code::Unavailable)),
+        None,
+    );
     let mut m = manager("a", &server.address);
     m.timeout = Duration::from_millis(200);
     m.retry.initial_backoff = Duration::from_secs(1);
@@ -300,7 +325,10 @@ fn max_message_size_applies_both_ways() {
     );
     assert_eq!(srv.calls(), 0, "nothing reached the server");
     // Under the limit it passes.
-    assert!(matches!(c.post_route_modify(vec![route_call("small")])[0], Ok(Some(_))));
+    assert!(matches!(
+        c.post_route_modify(vec![route_call("small")])[0],
+        Ok(Some(_))
+    ));
 }
 
 #[test]
@@ -309,7 +337,10 @@ fn unix_socket() {
     let path = dir.join("ext.sock");
     let server = serve_unix(Tagger::new("+u", Mode::Tag), &path);
     let c = chain(vec![manager("u", &server.address)]);
-    assert_eq!(route_names(c.post_route_modify(vec![route_call("r")])), [Some("r+u".to_string())]);
+    assert_eq!(
+        route_names(c.post_route_modify(vec![route_call("r")])),
+        [Some("r+u".to_string())]
+    );
     assert_eq!(c.probe(Duration::from_millis(300))[0].reachable, Some(true));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -341,7 +372,10 @@ fn failures_are_not_cached() {
     let server = serve_tcp(srv.clone(), None);
     let c = chain(vec![manager("a", &server.address)]);
     assert!(c.post_route_modify(vec![route_call("r")])[0].is_err());
-    assert_eq!(route_names(c.post_route_modify(vec![route_call("r")])), [Some("r+a".to_string())]);
+    assert_eq!(
+        route_names(c.post_route_modify(vec![route_call("r")])),
+        [Some("r+a".to_string())]
+    );
     assert_eq!(srv.calls(), 2);
 }
 
@@ -375,7 +409,11 @@ fn chained_managers_in_order_skipping_those_without_the_hook() {
     let a = Tagger::new("+a", Mode::Tag);
     let b = Tagger::new("+b", Mode::Tag);
     let x = Tagger::new("+x", Mode::Tag);
-    let (sa, sb, sx) = (serve_tcp(a.clone(), None), serve_tcp(b.clone(), None), serve_tcp(x.clone(), None));
+    let (sa, sb, sx) = (
+        serve_tcp(a.clone(), None),
+        serve_tcp(b.clone(), None),
+        serve_tcp(x.clone(), None),
+    );
     let mut ma = manager("a", &sa.address);
     ma.resources.insert(translate::extension::GroupKind {
         group: "a.io".into(),
@@ -391,7 +429,10 @@ fn chained_managers_in_order_skipping_those_without_the_hook() {
     let c = chain(vec![ma, mx, mb]);
     let mut call = route_call("r");
     call.extension_resources = vec![resource("a.io", "A"), resource("b.io", "B")];
-    assert_eq!(route_names(c.post_route_modify(vec![call])), [Some("r+a+b".to_string())]);
+    assert_eq!(
+        route_names(c.post_route_modify(vec![call])),
+        [Some("r+a+b".to_string())]
+    );
     assert_eq!(x.calls(), 0, "x lacks the Route hook");
     // Each manager of a chain sees only its own kinds.
     assert_eq!(a.seen.contexts.lock().expect("lock")[0].2, ["A"]);
@@ -401,12 +442,18 @@ fn chained_managers_in_order_skipping_those_without_the_hook() {
     let su = serve_tcp(u, None);
     let sa2 = serve_tcp(Tagger::new("+a", Mode::Tag), None);
     let c = chain(vec![manager("u", &su.address), manager("a", &sa2.address)]);
-    assert_eq!(route_names(c.post_route_modify(vec![route_call("r")])), [Some("r+a".to_string())]);
+    assert_eq!(
+        route_names(c.post_route_modify(vec![route_call("r")])),
+        [Some("r+a".to_string())]
+    );
 }
 
 #[test]
 fn fail_open_is_carried_and_skipped_in_a_chain() {
-    let bad = serve_tcp(Tagger::new("+bad", Mode::FailFirst(u32::MAX, tonic::Code::Internal)), None);
+    let bad = serve_tcp(
+        Tagger::new("+bad", Mode::FailFirst(u32::MAX, tonic::Code::Internal)),
+        None,
+    );
     let good_srv = Tagger::new("+g", Mode::Tag);
     let good = serve_tcp(good_srv.clone(), None);
 
@@ -423,11 +470,19 @@ fn fail_open_is_carried_and_skipped_in_a_chain() {
     let mut closed = m.clone();
     closed.fail_open = false;
     let c = chain(vec![closed.clone()]);
-    assert!(!c.post_route_modify(vec![route_call("r")])[0].as_ref().expect_err("fails").fail_open);
+    assert!(
+        !c.post_route_modify(vec![route_call("r")])[0]
+            .as_ref()
+            .expect_err("fails")
+            .fail_open
+    );
 
     // In a chain, a fail-open manager is skipped, as Envoy Gateway does.
     let c = chain(vec![m, manager("good", &good.address)]);
-    assert_eq!(route_names(c.post_route_modify(vec![route_call("r")])), [Some("r+g".to_string())]);
+    assert_eq!(
+        route_names(c.post_route_modify(vec![route_call("r")])),
+        [Some("r+g".to_string())]
+    );
     // A fail-closed one fails the call; later managers are not asked.
     let before = good_srv.calls();
     let c = chain(vec![closed, manager("good", &good.address)]);
@@ -492,7 +547,9 @@ fn callable_from_inside_tokio_runtimes() {
         .expect("rt");
     let c2 = c.clone();
     let names = rt
-        .block_on(async move { tokio::spawn(async move { route_names(c2.post_route_modify(vec![route_call("w")])) }).await })
+        .block_on(async move {
+            tokio::spawn(async move { route_names(c2.post_route_modify(vec![route_call("w")])) }).await
+        })
         .expect("join");
     assert_eq!(names, [Some("w+a".to_string())]);
     // A current-thread runtime.
@@ -553,5 +610,8 @@ fn one_slow_route_does_not_open_the_breaker_for_the_others() {
     calls.push(route_call("slow"));
     let r = c.post_route_modify(calls);
     assert!(r[..50].iter().all(|r| matches!(r, Ok(Some(_)))), "{r:?}");
-    assert!(matches!(r[50].as_ref().expect_err("slow").failure, HookFailure::Deadline { .. }));
+    assert!(matches!(
+        r[50].as_ref().expect_err("slow").failure,
+        HookFailure::Deadline { .. }
+    ));
 }

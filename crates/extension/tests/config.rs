@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use extension::config::{
-    ConfigError, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_TIMEOUT, ExtensionConfig, ExtensionManagerSpec, RetryPolicy,
-    ServiceAddress,
+    ConfigError, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_TIMEOUT, ExtensionConfig, ExtensionManagerSpec,
+    RetryPolicy, ServiceAddress,
 };
 use translate::extension::{GroupKind, Hook, TranslationIncludes};
 
@@ -61,7 +61,10 @@ extensionManager:
     )
     .expect("valid");
     let m = &c.managers[0];
-    assert_eq!(m.name, "my-extension.example:443", "unnamed: named by its address");
+    assert_eq!(
+        m.name, "my-extension.example:443",
+        "unnamed: named by its address"
+    );
     assert_eq!(
         m.address,
         ServiceAddress::Fqdn {
@@ -216,8 +219,9 @@ extensionManagers:
 
 #[test]
 fn deprecated_host_and_port_as_envoy_gateway_dials_them() {
-    let c = load("extensionManager:\n  hooks: {xdsTranslator: {post: [Route]}}\n  service: {host: ext.local}\n")
-        .expect("valid");
+    let c =
+        load("extensionManager:\n  hooks: {xdsTranslator: {post: [Route]}}\n  service: {host: ext.local}\n")
+            .expect("valid");
     assert_eq!(
         c.managers[0].address,
         ServiceAddress::Fqdn {
@@ -230,7 +234,9 @@ fn deprecated_host_and_port_as_envoy_gateway_dials_them() {
 #[test]
 fn errors_name_the_field() {
     let base = |service: &str, extra: &str| {
-        format!("extensionManager:\n  hooks: {{xdsTranslator: {{post: [Route]}}}}\n  service: {service}\n{extra}")
+        format!(
+            "extensionManager:\n  hooks: {{xdsTranslator: {{post: [Route]}}}}\n  service: {service}\n{extra}"
+        )
     };
     let cases: &[(String, &str)] = &[
         (
@@ -353,8 +359,14 @@ fn quantities_and_durations() {
     assert_eq!(parse_quantity(&QuantitySpec::Text("16k".into())), Ok(16_000));
     assert_eq!(parse_quantity(&QuantitySpec::Integer(1024)), Ok(1024));
     assert!(parse_quantity(&QuantitySpec::Text("0".into())).is_err());
-    assert!(parse_quantity(&QuantitySpec::Text("4K".into())).is_err(), "K alone is not a suffix");
-    assert!(parse_quantity(&QuantitySpec::Text("5Gi".into())).is_err(), "over 4 GiB");
+    assert!(
+        parse_quantity(&QuantitySpec::Text("4K".into())).is_err(),
+        "K alone is not a suffix"
+    );
+    assert!(
+        parse_quantity(&QuantitySpec::Text("5Gi".into())).is_err(),
+        "over 4 GiB"
+    );
     assert_eq!(parse_duration("1h2m3s4ms"), Ok(Duration::from_millis(3_723_004)));
     assert!(parse_duration("").is_err());
     assert!(parse_duration("123456s").is_err(), "at most 5 digits");

@@ -16,56 +16,116 @@ fn pool() -> DescriptorPool {
 
 /// `(message, [(field, number, type, repeated)])` — type is the message's
 /// full name, or `bytes` / `string`.
-const MESSAGES: &[(&str, &[(&str, u32, &str, bool)])] = &[
+/// `(field, number, type, repeated)`.
+type Field = (&'static str, u32, &'static str, bool);
+
+const MESSAGES: &[(&str, &[Field])] = &[
     (
         "PostRouteModifyRequest",
         &[
             ("route", 1, "envoy.config.route.v3.Route", false),
-            ("post_route_context", 2, "envoygateway.extension.PostRouteExtensionContext", false),
+            (
+                "post_route_context",
+                2,
+                "envoygateway.extension.PostRouteExtensionContext",
+                false,
+            ),
         ],
     ),
-    ("PostRouteModifyResponse", &[("route", 1, "envoy.config.route.v3.Route", false)]),
+    (
+        "PostRouteModifyResponse",
+        &[("route", 1, "envoy.config.route.v3.Route", false)],
+    ),
     (
         "PostClusterModifyRequest",
         &[
             ("cluster", 1, "envoy.config.cluster.v3.Cluster", false),
-            ("post_cluster_context", 2, "envoygateway.extension.PostClusterExtensionContext", false),
+            (
+                "post_cluster_context",
+                2,
+                "envoygateway.extension.PostClusterExtensionContext",
+                false,
+            ),
         ],
     ),
-    ("PostClusterModifyResponse", &[("cluster", 1, "envoy.config.cluster.v3.Cluster", false)]),
+    (
+        "PostClusterModifyResponse",
+        &[("cluster", 1, "envoy.config.cluster.v3.Cluster", false)],
+    ),
     (
         "PostEndpointsModifyRequest",
         &[
-            ("load_assignment", 1, "envoy.config.endpoint.v3.ClusterLoadAssignment", false),
-            ("post_endpoints_context", 2, "envoygateway.extension.PostEndpointsExtensionContext", false),
+            (
+                "load_assignment",
+                1,
+                "envoy.config.endpoint.v3.ClusterLoadAssignment",
+                false,
+            ),
+            (
+                "post_endpoints_context",
+                2,
+                "envoygateway.extension.PostEndpointsExtensionContext",
+                false,
+            ),
         ],
     ),
     (
         "PostEndpointsModifyResponse",
-        &[("load_assignment", 1, "envoy.config.endpoint.v3.ClusterLoadAssignment", false)],
+        &[(
+            "load_assignment",
+            1,
+            "envoy.config.endpoint.v3.ClusterLoadAssignment",
+            false,
+        )],
     ),
     (
         "PostVirtualHostModifyRequest",
         &[
             ("virtual_host", 1, "envoy.config.route.v3.VirtualHost", false),
-            ("post_virtual_host_context", 2, "envoygateway.extension.PostVirtualHostExtensionContext", false),
+            (
+                "post_virtual_host_context",
+                2,
+                "envoygateway.extension.PostVirtualHostExtensionContext",
+                false,
+            ),
         ],
     ),
-    ("PostVirtualHostModifyResponse", &[("virtual_host", 1, "envoy.config.route.v3.VirtualHost", false)]),
+    (
+        "PostVirtualHostModifyResponse",
+        &[("virtual_host", 1, "envoy.config.route.v3.VirtualHost", false)],
+    ),
     (
         "PostHTTPListenerModifyRequest",
         &[
             ("listener", 1, "envoy.config.listener.v3.Listener", false),
-            ("post_listener_context", 2, "envoygateway.extension.PostHTTPListenerExtensionContext", false),
+            (
+                "post_listener_context",
+                2,
+                "envoygateway.extension.PostHTTPListenerExtensionContext",
+                false,
+            ),
         ],
     ),
-    ("PostHTTPListenerModifyResponse", &[("listener", 1, "envoy.config.listener.v3.Listener", false)]),
+    (
+        "PostHTTPListenerModifyResponse",
+        &[("listener", 1, "envoy.config.listener.v3.Listener", false)],
+    ),
     (
         "PostTranslateModifyRequest",
         &[
-            ("post_translate_context", 1, "envoygateway.extension.PostTranslateExtensionContext", false),
+            (
+                "post_translate_context",
+                1,
+                "envoygateway.extension.PostTranslateExtensionContext",
+                false,
+            ),
             ("clusters", 2, "envoy.config.cluster.v3.Cluster", true),
-            ("secrets", 3, "envoy.extensions.transport_sockets.tls.v3.Secret", true),
+            (
+                "secrets",
+                3,
+                "envoy.extensions.transport_sockets.tls.v3.Secret",
+                true,
+            ),
             ("listeners", 4, "envoy.config.listener.v3.Listener", true),
             ("routes", 5, "envoy.config.route.v3.RouteConfiguration", true),
         ],
@@ -74,7 +134,12 @@ const MESSAGES: &[(&str, &[(&str, u32, &str, bool)])] = &[
         "PostTranslateModifyResponse",
         &[
             ("clusters", 1, "envoy.config.cluster.v3.Cluster", true),
-            ("secrets", 2, "envoy.extensions.transport_sockets.tls.v3.Secret", true),
+            (
+                "secrets",
+                2,
+                "envoy.extensions.transport_sockets.tls.v3.Secret",
+                true,
+            ),
             ("listeners", 3, "envoy.config.listener.v3.Listener", true),
             ("routes", 4, "envoy.config.route.v3.RouteConfiguration", true),
         ],
@@ -82,35 +147,84 @@ const MESSAGES: &[(&str, &[(&str, u32, &str, bool)])] = &[
     (
         "PostRouteExtensionContext",
         &[
-            ("extension_resources", 1, "envoygateway.extension.ExtensionResource", true),
+            (
+                "extension_resources",
+                1,
+                "envoygateway.extension.ExtensionResource",
+                true,
+            ),
             ("hostnames", 2, "string", true),
-            ("extension_policies", 3, "envoygateway.extension.ExtensionResource", true),
+            (
+                "extension_policies",
+                3,
+                "envoygateway.extension.ExtensionResource",
+                true,
+            ),
         ],
     ),
     ("PostVirtualHostExtensionContext", &[]),
     (
         "PostClusterExtensionContext",
-        &[("backend_extension_resources", 1, "envoygateway.extension.ExtensionResource", true)],
+        &[(
+            "backend_extension_resources",
+            1,
+            "envoygateway.extension.ExtensionResource",
+            true,
+        )],
     ),
     ("PostEndpointsExtensionContext", &[]),
     (
         "PostHTTPListenerExtensionContext",
-        &[("extension_resources", 1, "envoygateway.extension.ExtensionResource", true)],
+        &[(
+            "extension_resources",
+            1,
+            "envoygateway.extension.ExtensionResource",
+            true,
+        )],
     ),
     (
         "PostTranslateExtensionContext",
-        &[("extension_resources", 1, "envoygateway.extension.ExtensionResource", true)],
+        &[(
+            "extension_resources",
+            1,
+            "envoygateway.extension.ExtensionResource",
+            true,
+        )],
     ),
     ("ExtensionResource", &[("unstructured_bytes", 1, "bytes", false)]),
 ];
 
 const METHODS: &[(&str, &str, &str)] = &[
-    ("PostRouteModify", "PostRouteModifyRequest", "PostRouteModifyResponse"),
-    ("PostVirtualHostModify", "PostVirtualHostModifyRequest", "PostVirtualHostModifyResponse"),
-    ("PostHTTPListenerModify", "PostHTTPListenerModifyRequest", "PostHTTPListenerModifyResponse"),
-    ("PostClusterModify", "PostClusterModifyRequest", "PostClusterModifyResponse"),
-    ("PostEndpointsModify", "PostEndpointsModifyRequest", "PostEndpointsModifyResponse"),
-    ("PostTranslateModify", "PostTranslateModifyRequest", "PostTranslateModifyResponse"),
+    (
+        "PostRouteModify",
+        "PostRouteModifyRequest",
+        "PostRouteModifyResponse",
+    ),
+    (
+        "PostVirtualHostModify",
+        "PostVirtualHostModifyRequest",
+        "PostVirtualHostModifyResponse",
+    ),
+    (
+        "PostHTTPListenerModify",
+        "PostHTTPListenerModifyRequest",
+        "PostHTTPListenerModifyResponse",
+    ),
+    (
+        "PostClusterModify",
+        "PostClusterModifyRequest",
+        "PostClusterModifyResponse",
+    ),
+    (
+        "PostEndpointsModify",
+        "PostEndpointsModifyRequest",
+        "PostEndpointsModifyResponse",
+    ),
+    (
+        "PostTranslateModify",
+        "PostTranslateModifyRequest",
+        "PostTranslateModifyResponse",
+    ),
 ];
 
 fn type_name(kind: &Kind) -> String {
@@ -135,10 +249,24 @@ fn vendored_protos_declare_envoy_gateways_service_and_messages() {
             .iter()
             .find(|m| m.name() == *name)
             .unwrap_or_else(|| panic!("rpc {name}"));
-        assert_eq!(m.input().full_name(), format!("envoygateway.extension.{input}"), "{name} input");
-        assert_eq!(m.output().full_name(), format!("envoygateway.extension.{output}"), "{name} output");
-        assert!(!m.is_client_streaming() && !m.is_server_streaming(), "{name} is unary");
-        assert_eq!(m.full_name(), format!("envoygateway.extension.EnvoyGatewayExtension.{name}"));
+        assert_eq!(
+            m.input().full_name(),
+            format!("envoygateway.extension.{input}"),
+            "{name} input"
+        );
+        assert_eq!(
+            m.output().full_name(),
+            format!("envoygateway.extension.{output}"),
+            "{name} output"
+        );
+        assert!(
+            !m.is_client_streaming() && !m.is_server_streaming(),
+            "{name} is unary"
+        );
+        assert_eq!(
+            m.full_name(),
+            format!("envoygateway.extension.EnvoyGatewayExtension.{name}")
+        );
     }
     for (msg, fields) in MESSAGES {
         let d = pool
@@ -146,7 +274,9 @@ fn vendored_protos_declare_envoy_gateways_service_and_messages() {
             .unwrap_or_else(|| panic!("message {msg}"));
         assert_eq!(d.fields().len(), fields.len(), "{msg}: number of fields");
         for (name, number, ty, repeated) in *fields {
-            let f = d.get_field_by_name(name).unwrap_or_else(|| panic!("{msg}.{name}"));
+            let f = d
+                .get_field_by_name(name)
+                .unwrap_or_else(|| panic!("{msg}.{name}"));
             assert_eq!(f.number(), *number, "{msg}.{name} number");
             assert_eq!(type_name(&f.kind()), *ty, "{msg}.{name} type");
             assert_eq!(f.is_list(), *repeated, "{msg}.{name} repeated");
@@ -185,7 +315,10 @@ fn generated_structs_encode_with_the_descriptors_numbers() {
     let Value::Message(route) = &*route else {
         panic!("route is a message")
     };
-    assert_eq!(route.get_field_by_name("name").as_deref(), Some(&Value::String("r1".into())));
+    assert_eq!(
+        route.get_field_by_name("name").as_deref(),
+        Some(&Value::String("r1".into()))
+    );
     let ctx = dm.get_field_by_number(2).expect("field 2");
     let Value::Message(ctx) = &*ctx else {
         panic!("context is a message")

@@ -51,16 +51,18 @@ fn route(name: &str) -> Route {
 fn listener(routes: Vec<Route>) -> Listener {
     let hcm = HttpConnectionManager {
         stat_prefix: "http".into(),
-        route_specifier: Some(http_connection_manager::RouteSpecifier::RouteConfig(RouteConfiguration {
-            name: "rc".into(),
-            virtual_hosts: vec![VirtualHost {
-                name: "vh".into(),
-                domains: vec!["*".into()],
-                routes,
+        route_specifier: Some(http_connection_manager::RouteSpecifier::RouteConfig(
+            RouteConfiguration {
+                name: "rc".into(),
+                virtual_hosts: vec![VirtualHost {
+                    name: "vh".into(),
+                    domains: vec!["*".into()],
+                    routes,
+                    ..Default::default()
+                }],
                 ..Default::default()
-            }],
-            ..Default::default()
-        })),
+            },
+        )),
         http_filters: vec![HttpFilter {
             name: "envoy.filters.http.router".into(),
             config_type: Some(http_filter::ConfigType::TypedConfig(pack(&Router::default()))),

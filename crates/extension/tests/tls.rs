@@ -102,7 +102,10 @@ fn tls_verifies_the_server_against_the_configured_ca() {
     };
 
     let ok = chain_from(&yaml(&ca, ""));
-    assert_eq!(call(&ok).expect("tls call").map(|r| r.name).as_deref(), Some("r+tls"));
+    assert_eq!(
+        call(&ok).expect("tls call").map(|r| r.name).as_deref(),
+        Some("r+tls")
+    );
 
     // A server certificate from another CA is refused.
     let wrong = chain_from(&yaml(&other, ""));
@@ -111,7 +114,10 @@ fn tls_verifies_the_server_against_the_configured_ca() {
 
     // A name the certificate is not valid for is refused.
     let name = chain_from(&yaml(&ca, "      serverName: ext.example\n"));
-    assert!(call(&name).is_err(), "certificate is for localhost and 127.0.0.1 only");
+    assert!(
+        call(&name).is_err(),
+        "certificate is for localhost and 127.0.0.1 only"
+    );
 
     // An IP address is checked against the certificate's IP SAN.
     let by_ip = format!(
@@ -141,10 +147,16 @@ fn mtls_presents_the_configured_client_certificate() {
     let with = chain_from(&format!(
         "{base}      clientCertificateFile: {cert}\n      clientKeyFile: {key}\n"
     ));
-    assert_eq!(call(&with).expect("mtls call").map(|r| r.name).as_deref(), Some("r+mtls"));
+    assert_eq!(
+        call(&with).expect("mtls call").map(|r| r.name).as_deref(),
+        Some("r+mtls")
+    );
 
     let without = chain_from(&base);
-    assert!(call(&without).is_err(), "the server requires a client certificate");
+    assert!(
+        call(&without).is_err(),
+        "the server requires a client certificate"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -160,12 +160,20 @@ mod tests {
         )
         .expect("write");
         let f = load(&one).expect("extensionManager accepted");
-        let c = extension::ExtensionConfig::from_spec(f.extension_manager.as_ref(), f.extension_managers.as_deref())
-            .expect("valid");
+        let c = extension::ExtensionConfig::from_spec(
+            f.extension_manager.as_ref(),
+            f.extension_managers.as_deref(),
+        )
+        .expect("valid");
         assert_eq!(c.managers[0].name, "ext.local:5005");
         let typo = dir.join("typo.yaml");
         std::fs::write(&typo, "extensionManager:\n  hook: {}\n").expect("write");
-        assert!(load(&typo).expect_err("unknown field").to_string().contains("unknown field"));
+        assert!(
+            load(&typo)
+                .expect_err("unknown field")
+                .to_string()
+                .contains("unknown field")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -32,11 +32,14 @@ pub enum Mode {
     Big(usize),
 }
 
+/// What one call carried: `(hook, hostnames, resource kinds, policy kinds)`.
+pub type Context = (Hook, Vec<String>, Vec<String>, Vec<String>);
+
 #[derive(Debug, Default)]
 pub struct Seen {
     pub calls: AtomicU64,
     /// Per call: `(hook, hostnames, resource kinds, policy kinds)`.
-    pub contexts: Mutex<Vec<(Hook, Vec<String>, Vec<String>, Vec<String>)>>,
+    pub contexts: Mutex<Vec<Context>>,
 }
 
 #[derive(Clone)]
@@ -82,7 +85,13 @@ impl Tagger {
         }
     }
 
-    fn note(&self, hook: Hook, hostnames: Vec<String>, res: &[proto::ExtensionResource], pol: &[proto::ExtensionResource]) {
+    fn note(
+        &self,
+        hook: Hook,
+        hostnames: Vec<String>,
+        res: &[proto::ExtensionResource],
+        pol: &[proto::ExtensionResource],
+    ) {
         let kinds = |rs: &[proto::ExtensionResource]| {
             rs.iter()
                 .map(|r| {
@@ -109,7 +118,12 @@ impl EnvoyGatewayExtension for Tagger {
     ) -> Result<Response<proto::PostRouteModifyResponse>, Status> {
         let r = request.into_inner();
         let ctx = r.post_route_context.unwrap_or_default();
-        self.note(Hook::Route, ctx.hostnames, &ctx.extension_resources, &ctx.extension_policies);
+        self.note(
+            Hook::Route,
+            ctx.hostnames,
+            &ctx.extension_resources,
+            &ctx.extension_policies,
+        );
         let tag = self.behave().await?;
         let route = r.route.filter(|_| tag).map(|mut route| {
             match self.mode {
@@ -131,7 +145,9 @@ impl EnvoyGatewayExtension for Tagger {
             v.name.push_str(&self.tag);
             v
         });
-        Ok(Response::new(proto::PostVirtualHostModifyResponse { virtual_host }))
+        Ok(Response::new(proto::PostVirtualHostModifyResponse {
+            virtual_host,
+        }))
     }
 
     async fn post_http_listener_modify(
@@ -174,7 +190,9 @@ impl EnvoyGatewayExtension for Tagger {
             c.cluster_name.push_str(&self.tag);
             c
         });
-        Ok(Response::new(proto::PostEndpointsModifyResponse { load_assignment }))
+        Ok(Response::new(proto::PostEndpointsModifyResponse {
+            load_assignment,
+        }))
     }
 
     async fn post_translate_modify(
