@@ -615,3 +615,36 @@ fn one_slow_route_does_not_open_the_breaker_for_the_others() {
         HookFailure::Deadline { .. }
     ));
 }
+
+#[test]
+fn a_server_that_never_answers_is_cut_at_the_deadline() {
+    // A listener that accepts connections and then says nothing (no HTTP/2
+    // settings, no reply): only the client's own timer can end the call.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in l.incoming().take(4) {
+            conns.push(c);
+            if conns.len() == 1 {
+                std::thread::sleep(Duration::from_secs(3));
+                return;
+            }
+        }
+    });
+    let address = extension::config::ServiceAddress::Ip {
+        address: "127.0.0.1".parse().expect("ip"),
+        port,
+    };
+    let mut m = manager("silent", &address);
+    m.timeout = Duration::from_millis(300);
+    let c = chain(vec![m]);
+    let t = Instant::now();
+    let r = c.post_route_modify(vec![route_call("r")]);
+    assert!(
+        matches!(r[0].as_ref().expect_err("times out").failure, HookFailure::Deadline { .. }),
+        "{r:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    drop(held);
+}
