@@ -642,9 +642,40 @@ fn a_server_that_never_answers_is_cut_at_the_deadline() {
     let t = Instant::now();
     let r = c.post_route_modify(vec![route_call("r")]);
     assert!(
-        matches!(r[0].as_ref().expect_err("times out").failure, HookFailure::Deadline { .. }),
+        matches!(
+            r[0].as_ref().expect_err("times out").failure,
+            HookFailure::Deadline { .. }
+        ),
         "{r:?}"
     );
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     drop(held);
+}
+
+#[test]
+fn a_dropped_connection_is_unreachable_and_retried() {
+    // Accepts and closes at once, every time: gRPC-Go would say
+    // UNAVAILABLE, which the default policy retries.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let accepted = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let n = accepted.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(c);
+        }
+    });
+    let address = extension::config::ServiceAddress::Ip {
+        address: "127.0.0.1".parse().expect("ip"),
+        port,
+    };
+    let c = chain(vec![manager("closing", &address)]);
+    let r = c.post_route_modify(vec![route_call("r")]);
+    let e = r[0].as_ref().expect_err("fails");
+    assert!(matches!(e.failure, HookFailure::Unreachable { .. }), "{e}");
+    assert!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "retried on a new connection"
+    );
 }
