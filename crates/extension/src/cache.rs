@@ -33,13 +33,19 @@ pub struct CacheStats {
     pub misses: u64,
     pub entries: usize,
     pub capacity: usize,
+    /// Bytes of replies held, and the most it may hold.
+    pub bytes: usize,
+    pub max_bytes: usize,
 }
 
-/// A bounded LRU. The recency order is a map from a use counter to the
-/// key, so eviction and touch are `O(log n)`.
+/// A bounded LRU, by entries and by bytes (a reply may be as large as
+/// `maxMessageSize`, so an entry bound alone would not bound memory). The
+/// recency order is a map from a use counter to the key, so eviction and
+/// touch are `O(log n)`.
 #[derive(Debug)]
 pub struct ReplyCache {
     capacity: usize,
+    max_bytes: usize,
     inner: std::sync::Mutex<Lru>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -48,15 +54,18 @@ pub struct ReplyCache {
 #[derive(Debug, Default)]
 struct Lru {
     tick: u64,
+    bytes: usize,
     map: HashMap<CacheKey, (Arc<[u8]>, u64)>,
     order: BTreeMap<u64, CacheKey>,
 }
 
 impl ReplyCache {
-    /// `capacity` 0 disables caching.
-    pub fn new(capacity: usize) -> Self {
+    /// At most `capacity` entries and `max_bytes` of replies; either 0
+    /// disables caching.
+    pub fn new(capacity: usize, max_bytes: usize) -> Self {
         Self {
-            capacity,
+            capacity: if max_bytes == 0 { 0 } else { capacity },
+            max_bytes,
             inner: std::sync::Mutex::new(Lru::default()),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -94,35 +103,39 @@ impl ReplyCache {
     }
 
     pub fn put(&self, key: CacheKey, reply: Arc<[u8]>) {
-        if self.capacity == 0 {
+        // A reply that would take more than a quarter of the budget is not
+        // worth evicting everything else for.
+        if self.capacity == 0 || reply.len() > self.max_bytes / 4 {
             return;
         }
         let mut lru = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         lru.tick += 1;
         let tick = lru.tick;
-        if let Some((_, old)) = lru.map.insert(key, (reply, tick)) {
+        lru.bytes += reply.len();
+        if let Some((old_reply, old)) = lru.map.insert(key, (reply, tick)) {
             lru.order.remove(&old);
+            lru.bytes -= old_reply.len();
         }
         lru.order.insert(tick, key);
-        while lru.map.len() > self.capacity {
+        while lru.map.len() > self.capacity || lru.bytes > self.max_bytes {
             let Some((_, oldest)) = lru.order.pop_first() else {
                 break;
             };
-            lru.map.remove(&oldest);
+            if let Some((r, _)) = lru.map.remove(&oldest) {
+                lru.bytes -= r.len();
+            }
         }
     }
 
     pub fn stats(&self) -> CacheStats {
-        let entries = self
-            .inner
-            .lock()
-            .map(|l| l.map.len())
-            .unwrap_or_else(|p| p.into_inner().map.len());
+        let lru = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
-            entries,
+            entries: lru.map.len(),
             capacity: self.capacity,
+            bytes: lru.bytes,
+            max_bytes: self.max_bytes,
         }
     }
 
@@ -130,6 +143,7 @@ impl ReplyCache {
         let mut lru = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         lru.map.clear();
         lru.order.clear();
+        lru.bytes = 0;
     }
 }
 
@@ -139,7 +153,7 @@ mod tests {
 
     #[test]
     fn evicts_least_recently_used() {
-        let c = ReplyCache::new(2);
+        let c = ReplyCache::new(2, 1 << 20);
         let (a, b, d) = (key(0, "r", b"a"), key(0, "r", b"b"), key(0, "r", b"d"));
         c.put(a, Arc::from(&b"A"[..]));
         c.put(b, Arc::from(&b"B"[..]));
@@ -149,6 +163,22 @@ mod tests {
         assert_eq!(c.get(&a).as_deref(), Some(&b"A"[..]));
         assert_eq!(c.get(&d).as_deref(), Some(&b"D"[..]));
         assert_eq!(c.stats().entries, 2);
+    }
+
+    #[test]
+    fn bounded_by_bytes_too() {
+        let c = ReplyCache::new(100, 400);
+        for i in 0..10u8 {
+            c.put(key(0, "r", &[i]), Arc::from(vec![i; 100]));
+        }
+        let s = c.stats();
+        assert!(s.bytes <= 400, "{s:?}");
+        assert_eq!(s.entries, 4);
+        assert!(c.get(&key(0, "r", &[9])).is_some(), "the newest stays");
+        assert!(c.get(&key(0, "r", &[0])).is_none(), "the oldest went");
+        // Larger than a quarter of the budget: not kept.
+        c.put(key(1, "r", b"big"), Arc::from(vec![0u8; 101]));
+        assert!(c.get(&key(1, "r", b"big")).is_none());
     }
 
     #[test]

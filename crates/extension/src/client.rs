@@ -58,6 +58,8 @@ pub struct ChainOptions {
     pub concurrency: usize,
     /// Entries of the reply cache; 0 disables it.
     pub cache_capacity: usize,
+    /// Bytes of replies the cache may hold.
+    pub cache_bytes: usize,
     /// Worker threads of the chain's runtime.
     pub worker_threads: usize,
     /// After this many consecutive calls to one manager ended at the
@@ -73,6 +75,7 @@ impl Default for ChainOptions {
         Self {
             concurrency: 16,
             cache_capacity: 16 * 1024,
+            cache_bytes: 64 * 1024 * 1024,
             worker_threads: 2,
             breaker_after: 8,
         }
@@ -205,7 +208,7 @@ impl Chain {
             inner: Arc::new(Inner {
                 filter: managers.len() > 1,
                 managers,
-                cache: ReplyCache::new(options.cache_capacity),
+                cache: ReplyCache::new(options.cache_capacity, options.cache_bytes),
                 stats: Stats::default(),
                 permits: Arc::new(Semaphore::new(options.concurrency.max(1))),
                 breaker_after: options.breaker_after.max(1),
@@ -594,7 +597,8 @@ impl Manager {
             {
                 return Err(deadline_failure());
             }
-            if attempt < retry.max_attempts && retry.retryable.contains(&status.code()) {
+            let code = effective_code(&status);
+            if attempt < retry.max_attempts && retry.retryable.contains(&code) {
                 // gRPC A6: a random delay in [0, current backoff).
                 let pause = backoff.mul_f64(jitter());
                 if Instant::now() + pause >= deadline {
@@ -626,9 +630,37 @@ fn jitter() -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// The code as gRPC-Go would report it: a failure of the connection
+/// itself is UNAVAILABLE, so the retry policy and the failure class treat a
+/// dropped connection like a refused one. tonic reports those as statuses
+/// it made locally: with the transport/HTTP/2 error as their source, or —
+/// when the status was found deeper in the error chain, which drops the
+/// source — as CANCELLED (hyper's "operation was canceled") or its own
+/// "transport error" / "h2 protocol error" messages. A server-sent
+/// CANCELLED (rare, never a verdict on the input) is treated the same.
+fn effective_code(status: &tonic::Status) -> tonic::Code {
+    use std::error::Error;
+    let local = status.source().is_some()
+        || status.code() == tonic::Code::Cancelled
+        || status.message() == "transport error"
+        || status.message().starts_with("h2 protocol error");
+    if local {
+        tonic::Code::Unavailable
+    } else {
+        status.code()
+    }
+}
+
+/// Longest server-supplied message kept in a failure: it ends up in
+/// status conditions and logs, which a server must not flood.
+const MAX_MESSAGE_CHARS: usize = 512;
+
 fn failure_of(hook: Hook, status: &tonic::Status) -> HookFailure {
-    let message = status.message().to_string();
-    match status.code() {
+    let mut message: String = status.message().chars().take(MAX_MESSAGE_CHARS).collect();
+    if message.len() < status.message().len() {
+        message.push('…');
+    }
+    match effective_code(status) {
         // Connection failures surface as UNAVAILABLE from the channel.
         tonic::Code::Unavailable => HookFailure::Unreachable { hook, message },
         // Our own decoder refusing the reply: not a status the server sent.
