@@ -679,3 +679,59 @@ fn a_dropped_connection_is_unreachable_and_retried() {
         "retried on a new connection"
     );
 }
+
+/// Replies to every rpc with an INTERNAL status carrying an 8000-char
+/// message.
+struct Loud;
+
+#[tonic::async_trait]
+impl extension::proto::envoy_gateway_extension_server::EnvoyGatewayExtension for Loud {
+    async fn post_route_modify(
+        &self,
+        _r: tonic::Request<extension::proto::PostRouteModifyRequest>,
+    ) -> Result<tonic::Response<extension::proto::PostRouteModifyResponse>, tonic::Status> {
+        Err(tonic::Status::internal("x".repeat(8000)))
+    }
+    async fn post_virtual_host_modify(
+        &self,
+        _r: tonic::Request<extension::proto::PostVirtualHostModifyRequest>,
+    ) -> Result<tonic::Response<extension::proto::PostVirtualHostModifyResponse>, tonic::Status> {
+        Err(tonic::Status::internal("x".repeat(8000)))
+    }
+    async fn post_http_listener_modify(
+        &self,
+        _r: tonic::Request<extension::proto::PostHttpListenerModifyRequest>,
+    ) -> Result<tonic::Response<extension::proto::PostHttpListenerModifyResponse>, tonic::Status> {
+        Err(tonic::Status::internal("x".repeat(8000)))
+    }
+    async fn post_cluster_modify(
+        &self,
+        _r: tonic::Request<extension::proto::PostClusterModifyRequest>,
+    ) -> Result<tonic::Response<extension::proto::PostClusterModifyResponse>, tonic::Status> {
+        Err(tonic::Status::internal("x".repeat(8000)))
+    }
+    async fn post_endpoints_modify(
+        &self,
+        _r: tonic::Request<extension::proto::PostEndpointsModifyRequest>,
+    ) -> Result<tonic::Response<extension::proto::PostEndpointsModifyResponse>, tonic::Status> {
+        Err(tonic::Status::internal("x".repeat(8000)))
+    }
+    async fn post_translate_modify(
+        &self,
+        _r: tonic::Request<extension::proto::PostTranslateModifyRequest>,
+    ) -> Result<tonic::Response<extension::proto::PostTranslateModifyResponse>, tonic::Status> {
+        Err(tonic::Status::internal("x".repeat(8000)))
+    }
+}
+
+#[test]
+fn a_servers_error_message_is_truncated() {
+    let server = serve_tcp(Loud, None);
+    let c = chain(vec![manager("loud", &server.address)]);
+    let r = c.post_route_modify(vec![route_call("r")]);
+    let HookFailure::Status { message, code, .. } = &r[0].as_ref().expect_err("fails").failure else {
+        panic!("{r:?}")
+    };
+    assert_eq!(code, "INTERNAL");
+    assert_eq!(message.chars().count(), 513, "512 chars and an ellipsis");
+}
