@@ -272,17 +272,22 @@ impl Chain {
     }
 
     /// Runs `fut` on the chain's runtime and waits for it (see the module
-    /// docs for the threading). `None` when called from the chain's own
-    /// threads.
-    fn run<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> Option<T> {
+    /// docs for the threading).
+    fn run<T: Send + 'static>(
+        &self,
+        fut: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, &'static str> {
         if std::thread::current().name() == Some(THREAD_NAME) {
-            return None;
+            return Err("called from the extension client's own runtime thread");
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.handle.spawn(async move {
             let _ = tx.send(fut.await);
         });
-        let wait = move || rx.recv().ok();
+        let wait = move || {
+            rx.recv()
+                .map_err(|_| "the extension client's task ended without a reply")
+        };
         match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
                 tokio::task::block_in_place(wait)
@@ -336,13 +341,11 @@ impl Chain {
             fail_open: false,
         };
         match out {
-            Some(replies) => replies
+            Ok(replies) => replies
                 .into_iter()
                 .map(|r| r.unwrap_or_else(|| Err(lost("the call's task ended without a reply"))))
                 .collect(),
-            None => (0..n)
-                .map(|_| Err(lost("called from the extension client's own runtime thread")))
-                .collect(),
+            Err(why) => (0..n).map(|_| Err(lost(why))).collect(),
         }
     }
 

@@ -735,3 +735,26 @@ fn a_servers_error_message_is_truncated() {
     assert_eq!(code, "INTERNAL");
     assert_eq!(message.chars().count(), 513, "512 chars and an ellipsis");
 }
+
+#[test]
+fn a_call_from_the_chains_own_thread_fails_instead_of_deadlocking() {
+    let server = serve_tcp(Tagger::new("+a", Mode::Tag), None);
+    let c = Arc::new(chain(vec![manager("a", &server.address)]));
+    let nested = Arc::new(std::sync::Mutex::new(None));
+    let (weak, out) = (Arc::downgrade(&c), nested.clone());
+    // The observer runs on the chain's runtime: a hook call from there
+    // would wait for its own runtime.
+    c.set_observer(Arc::new(move |_, _, _, _| {
+        if let Some(c) = weak.upgrade()
+            && let Ok(mut slot) = out.lock()
+            && slot.is_none()
+        {
+            *slot = Some(c.post_route_modify(vec![route_call("nested")]));
+        }
+    }));
+    let r = c.post_route_modify(vec![route_call("outer")]);
+    assert!(matches!(r[0], Ok(Some(_))));
+    let nested = nested.lock().expect("lock").take().expect("the observer ran");
+    let e = nested[0].as_ref().expect_err("refused");
+    assert!(e.to_string().contains("own runtime thread"), "{e}");
+}
