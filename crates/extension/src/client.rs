@@ -25,7 +25,8 @@
 //! failure of a `failOpen: false` manager fails the call; a failure of a
 //! `failOpen: true` manager is skipped (its input passes on unchanged) and,
 //! when no manager changed anything, returned as a fail-open [`HookError`]
-//! so the translator reports the warning.
+//! so the translator reports the warning; when others did change it, the
+//! failure is kept for [`Chain::take_skipped_failures`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -125,6 +126,9 @@ struct Inner {
     permits: Arc<Semaphore>,
     breaker_after: u32,
     observer: std::sync::RwLock<Option<Observer>>,
+    /// Fail-open failures skipped in a chain whose other managers changed
+    /// the resource (see `take_skipped_failures`).
+    skipped: std::sync::Mutex<Vec<HookError>>,
 }
 
 /// Owns the runtime; dropping it from anywhere (even inside another
@@ -213,6 +217,7 @@ impl Chain {
                 permits: Arc::new(Semaphore::new(options.concurrency.max(1))),
                 breaker_after: options.breaker_after.max(1),
                 observer: std::sync::RwLock::new(None),
+                skipped: std::sync::Mutex::new(Vec::new()),
             }),
             registration: config.registration(),
             handle,
@@ -262,6 +267,16 @@ impl Chain {
 
     /// Drops every cached reply (e.g. after the extension server was
     /// redeployed with new behaviour).
+    /// The `failOpen` failures that did not come back as a reply's error:
+    /// in a chain, a failing `failOpen: true` manager is skipped (as Envoy
+    /// Gateway does) and, when another manager changed the resource, the
+    /// reply is that change — the translator's `Reply` cannot carry the
+    /// warning too. Drained by the caller after a translation (at most
+    /// 256 are kept between drains).
+    pub fn take_skipped_failures(&self) -> Vec<HookError> {
+        std::mem::take(&mut *self.inner.skipped.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     pub fn clear_cache(&self) {
         self.inner.cache.clear();
     }
@@ -616,6 +631,9 @@ impl Manager {
     }
 }
 
+/// Skipped fail-open failures kept between two drains.
+const MAX_SKIPPED: usize = 256;
+
 /// How much later than our deadline the server is told to give up.
 const DEADLINE_GRACE: Duration = Duration::from_millis(50);
 
@@ -726,7 +744,17 @@ where
         }
     }
     match (changed, skipped) {
-        (true, _) => Ok(Some(current)),
+        (true, Some(e)) => {
+            // The reply carries the other managers' changes, so the
+            // skipped manager's failure cannot ride on it: keep it for
+            // `take_skipped_failures`.
+            let mut w = inner.skipped.lock().unwrap_or_else(|p| p.into_inner());
+            if w.len() < MAX_SKIPPED {
+                w.push(e);
+            }
+            Ok(Some(current))
+        }
+        (true, None) => Ok(Some(current)),
         (false, Some(e)) => Err(e),
         (false, None) => Ok(None),
     }

@@ -483,6 +483,11 @@ fn fail_open_is_carried_and_skipped_in_a_chain() {
         route_names(c.post_route_modify(vec![route_call("r")])),
         [Some("r+g".to_string())]
     );
+    // Its failure is kept for the caller, since the reply is good's change.
+    let skipped = c.take_skipped_failures();
+    assert_eq!(skipped.len(), 1);
+    assert!(skipped[0].fail_open && skipped[0].manager == "bad", "{skipped:?}");
+    assert!(c.take_skipped_failures().is_empty(), "drained");
     // A fail-closed one fails the call; later managers are not asked.
     let before = good_srv.calls();
     let c = chain(vec![closed, manager("good", &good.address)]);
