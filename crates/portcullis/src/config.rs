@@ -24,6 +24,12 @@ pub const MODE_ENV: &str = "PORTCULLIS_ROUTE_REPLACEMENT_MODE";
 pub struct ConfigFile {
     pub route_replacement_mode: Option<String>,
     pub refuse_loopback_endpoints: Option<bool>,
+    /// Envoy Gateway's `extensionManager` (one extension server), as
+    /// written; validated by `extension::ExtensionConfig::from_spec`.
+    pub extension_manager: Option<extension::ExtensionManagerSpec>,
+    /// Envoy Gateway's `extensionManagers` (chained in order); exclusive
+    /// with `extensionManager`.
+    pub extension_managers: Option<Vec<extension::ExtensionManagerSpec>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +145,34 @@ mod tests {
             args(Some(&off), true)
                 .refuse_loopback_endpoints()
                 .expect("flag wins")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn extension_managers_in_envoy_gateways_shape() {
+        let dir = std::env::temp_dir().join(format!("portcullis-config-ext-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let one = dir.join("one.yaml");
+        std::fs::write(
+            &one,
+            "extensionManager:\n  hooks: {xdsTranslator: {post: [Route]}}\n  service: {fqdn: {hostname: ext.local, port: 5005}}\n",
+        )
+        .expect("write");
+        let f = load(&one).expect("extensionManager accepted");
+        let c = extension::ExtensionConfig::from_spec(
+            f.extension_manager.as_ref(),
+            f.extension_managers.as_deref(),
+        )
+        .expect("valid");
+        assert_eq!(c.managers[0].name, "ext.local:5005");
+        let typo = dir.join("typo.yaml");
+        std::fs::write(&typo, "extensionManager:\n  hook: {}\n").expect("write");
+        assert!(
+            load(&typo)
+                .expect_err("unknown field")
+                .to_string()
+                .contains("unknown field")
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -90,8 +90,11 @@ pub struct GroupKind {
 }
 
 /// `hooks.xdsTranslator.translation`: which resources `PostTranslateModify`
-/// receives. Defaults as Envoy Gateway's: listeners and routes are not sent
-/// unless asked for; clusters and secrets are.
+/// receives. As Envoy Gateway's defaults (listeners and routes only when
+/// asked for, clusters always) but secrets never: no TLS private key leaves
+/// the control plane (README, "Writing an extension"), so the extension
+/// configuration refuses `secret.includeAll: true` and a reply's secrets
+/// are not used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TranslationIncludes {
     pub listeners: bool,
@@ -106,7 +109,7 @@ impl Default for TranslationIncludes {
             listeners: false,
             routes: false,
             clusters: true,
-            secrets: true,
+            secrets: false,
         }
     }
 }
