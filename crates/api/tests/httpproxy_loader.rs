@@ -82,14 +82,25 @@ fn http_proxy_and_delegation_load_field_for_field() {
     assert_eq!(include.conditions[0].prefix, "/foo");
     assert!(include.conditions[1].header.as_ref().expect("header").not_present);
     let route = &proxy.spec.routes[0];
-    assert!(route.conditions[1].query_parameter.as_ref().expect("query").present);
+    assert!(
+        route.conditions[1]
+            .query_parameter
+            .as_ref()
+            .expect("query")
+            .present
+    );
     assert_eq!(route.services[0].protocol.as_deref(), Some("h2c"));
     assert_eq!(route.services[0].weight, 10);
     assert!(route.services[1].mirror);
     assert!(route.enable_websockets && route.permit_insecure);
     assert_eq!(route.retry_policy.as_ref().expect("retry").count, 3);
     assert_eq!(
-        route.path_rewrite_policy.as_ref().expect("rewrite").replace_prefix[0].replacement,
+        route
+            .path_rewrite_policy
+            .as_ref()
+            .expect("rewrite")
+            .replace_prefix[0]
+            .replacement,
         "/app"
     );
     let delegation = &loaded.inputs.tls_certificate_delegations[0].object;
@@ -126,9 +137,14 @@ spec:
     assert_eq!(errors.len(), 1, "{:?}", loaded.diagnostics);
     let e = errors[0];
     assert_eq!(e.object.as_deref(), Some("HTTPProxy apps/child"));
-    assert_eq!(e.file.as_deref(), Some("c.yaml:10"), "the line of the unknown field");
+    assert_eq!(
+        e.file.as_deref(),
+        Some("c.yaml:10"),
+        "the line of the unknown field"
+    );
     assert!(
-        e.message.starts_with("spec.routes[0].corsPolicy: unknown field `corsPolicy`"),
+        e.message
+            .starts_with("spec.routes[0].corsPolicy: unknown field `corsPolicy`"),
         "{}",
         e.message
     );
@@ -165,4 +181,28 @@ spec:
     );
     let e = &loaded.diagnostics[0];
     assert_eq!(e.file.as_deref(), Some("r.yaml:11"));
+}
+
+/// A root whose spec does not parse is still known as a root (its FQDN
+/// kept) so that FQDN conflicts and its status stay right.
+#[test]
+fn unreadable_root_keeps_its_fqdn() {
+    let text = "\
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata:
+  name: root
+spec:
+  virtualhost:
+    fqdn: example.com
+    corsPolicy: {}
+  routes: []
+";
+    let loaded = load_str("r.yaml", text);
+    let proxy = &loaded.inputs.http_proxies[0].object;
+    assert_eq!(proxy.load_errors.len(), 1, "{:?}", loaded.diagnostics);
+    assert_eq!(
+        proxy.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str()),
+        Some("example.com")
+    );
 }

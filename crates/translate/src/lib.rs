@@ -24,6 +24,7 @@ pub mod error;
 pub mod gateway;
 pub mod gatewayclass;
 pub mod hostname;
+pub mod httpproxy;
 pub mod index;
 pub mod ir;
 pub mod listener;

@@ -295,6 +295,9 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         settings,
         &mut out,
     );
+    // HTTPProxy trees: status for every proxy (README "HTTPProxy").
+    let proxies = crate::httpproxy::analyze(inputs, &index, &settings.http_proxy);
+    crate::httpproxy::report(inputs, &proxies, settings, None, &mut out);
     out
 }
 

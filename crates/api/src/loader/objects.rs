@@ -113,8 +113,19 @@ object!(
 /// is invalid and what its parents route to it is fenced.
 fn http_proxy_fallback(value: &Value, error: &str) -> Option<HttpProxy> {
     let metadata: ObjectMeta = serde_json::from_value(value.get("metadata")?.clone()).ok()?;
+    // A root stays a root (its FQDN claimed, its children not orphaned by
+    // a typo elsewhere in it going unnoticed).
+    let fqdn = value.pointer("/spec/virtualhost/fqdn").and_then(Value::as_str);
+    let spec = crate::httpproxy::HttpProxySpec {
+        virtualhost: fqdn.map(|fqdn| crate::httpproxy::VirtualHost {
+            fqdn: fqdn.to_string(),
+            tls: None,
+        }),
+        ..Default::default()
+    };
     Some(HttpProxy {
         metadata,
+        spec,
         load_errors: vec![error.to_string()],
         ..Default::default()
     })
