@@ -158,6 +158,13 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         }
     }
 
+    // HTTPProxy trees (README "HTTPProxy"): resolved once; their routes
+    // built for the configured Gateway, installed during its assembly.
+    let mut proxies = crate::httpproxy::analyze(inputs, &index, &settings.http_proxy);
+    let served = settings.http_proxy.gateway.as_ref().map(|(ns, name)| {
+        crate::httpproxy::serve::build(&index, &mut proxies, &crate::naming::gateway(ns, name))
+    });
+
     // IR, xDS and STRICT's checks per Gateway, in parallel; findings are
     // absorbed in Gateway order.
     // Small inputs stay on one thread, unless STRICT's Envoy calls (slow,
@@ -177,16 +184,32 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             for w in works {
                 merge(&mut ir, &mut store, gw, w);
             }
+            let conflicts = served
+                .as_ref()
+                .filter(|s| s.gateway == gw.key())
+                .map(|s| crate::httpproxy::serve::install(&mut ir, &mut store, gw, s))
+                .unwrap_or_default();
             let fences = policy::scope::project(&mut ir, gw, gw_scopes);
             policy::ext_auth::install(&mut ir, &providers);
             let key = gw.key();
             let (bind, reported) = settings.addresses_of(&key);
             let mut built = xds::build(ir, bind, &mut store);
             let findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
-            (key, reported, built, findings, fences)
+            (key, reported, built, findings, fences, conflicts)
         },
     );
-    for (gw, (key, reported, built, findings, fences)) in gateways.iter().zip(assembled) {
+    let mut proxy_address: Option<String> = None;
+    for (gw, (key, reported, built, findings, fences, conflicts)) in gateways.iter().zip(assembled) {
+        if served.as_ref().is_some_and(|s| s.gateway == key) {
+            proxy_address = Some(reported.to_string());
+            crate::httpproxy::serve::report_conflicts(
+                &key,
+                &gw.gateway.source,
+                &conflicts,
+                &mut proxies,
+                &mut out,
+            );
+        }
         if let Some(findings) = findings {
             absorb_strict(&key, findings, &routes, &mut reports, &mut out.diagnostics);
         }
@@ -295,9 +318,8 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
         settings,
         &mut out,
     );
-    // HTTPProxy trees: status for every proxy (README "HTTPProxy").
-    let proxies = crate::httpproxy::analyze(inputs, &index, &settings.http_proxy);
-    crate::httpproxy::report(inputs, &proxies, settings, None, &mut out);
+    // HTTPProxy status for every proxy, served or not.
+    crate::httpproxy::report(inputs, &proxies, settings, proxy_address.as_deref(), &mut out);
     out
 }
 

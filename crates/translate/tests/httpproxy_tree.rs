@@ -1052,7 +1052,7 @@ fn status_in_contours_shape_for_every_proxy() {
                 "status": "True",
                 "reason": "Valid",
                 "message": "Valid HTTPProxy",
-                "observedGeneration": 0,
+                "observedGeneration": 1,
                 "lastTransitionTime": "2026-01-01T00:00:00Z",
                 "warnings": [{
                     "type": "IncludeError",
@@ -1073,7 +1073,7 @@ fn status_in_contours_shape_for_every_proxy() {
                 "status": "False",
                 "reason": "ErrorPresent",
                 "message": "At least one error present, see Errors for details",
-                "observedGeneration": 0,
+                "observedGeneration": 1,
                 "lastTransitionTime": "2026-01-01T00:00:00Z",
                 "errors": [{
                     "type": "RouteError",

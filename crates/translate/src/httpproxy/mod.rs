@@ -20,6 +20,7 @@
 
 pub mod conditions;
 pub mod duplicates;
+pub mod serve;
 pub mod status;
 pub mod tree;
 
@@ -125,7 +126,9 @@ impl ProxyError {
 pub mod type_ {
     pub const INCLUDE_ERROR: &str = "IncludeError";
     pub const ORPHANED: &str = "Orphaned";
+    pub const PREFIX_REPLACE_ERROR: &str = "PrefixReplaceError";
     pub const ROOT_NAMESPACE_ERROR: &str = "RootNamespaceError";
+    pub const SERVICE_ERROR: &str = "ServiceError";
     pub const ROUTE_ERROR: &str = "RouteError";
     pub const SPEC_ERROR: &str = "SpecError";
     pub const TLS_ERROR: &str = "TLSError";
@@ -153,6 +156,22 @@ pub mod reason {
     /// portcullis's own: the spec did not parse (Contour's API server would
     /// have refused the object).
     pub const SPEC_NOT_VALID: &str = "SpecNotValid";
+    pub const REQUEST_HEADERS_POLICY_INVALID: &str = "RequestHeadersPolicyInvalid";
+    pub const RESPONSE_HEADER_POLICY_INVALID: &str = "ResponseHeaderPolicyInvalid";
+    pub const RESPONSE_HEADERS_POLICY_INVALID: &str = "ResponseHeadersPolicyInvalid";
+    pub const TIMEOUT_POLICY_NOT_VALID: &str = "TimeoutPolicyNotValid";
+    pub const REQUEST_REDIRECT_POLICY: &str = "RequestRedirectPolicy";
+    pub const MUST_HAVE_PREFIX: &str = "MustHavePrefix";
+    pub const SERVICE_UNRESOLVED_REFERENCE: &str = "ServiceUnresolvedReference";
+    pub const UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
+    pub const ONLY_ONE_MIRROR: &str = "OnlyOneMirror";
+    /// portcullis's own reasons (Contour has no equivalent check).
+    pub const ROUTE_NOT_PROGRAMMABLE: &str = "RouteNotProgrammable";
+    pub const DIRECT_RESPONSE_POLICY_INVALID: &str = "DirectResponsePolicyInvalid";
+    pub const SERVICE_WEIGHT_INVALID: &str = "ServiceWeightInvalid";
+    pub const RETRY_POLICY_NOT_VALID: &str = "RetryPolicyNotValid";
+    pub const PREFIX_REPLACEMENT_NOT_VALID: &str = "PrefixReplacementNotValid";
+    pub const FQDN_CONFLICT: &str = "FQDNConflict";
 }
 
 /// Everything the HTTPProxy stage produces for one translation.
@@ -235,7 +254,7 @@ pub fn report(
         };
         let status = analysis.statuses.render(
             &id,
-            p.object.metadata.generation.unwrap_or(0),
+            p.object.metadata.generation.unwrap_or(1),
             &settings.transition_time,
             lb,
         );
