@@ -206,3 +206,25 @@ spec:
         Some("example.com")
     );
 }
+
+/// A file whose only error is an HTTPProxy spec that does not read still
+/// counts as loaded (the proxy is kept and fenced by the translator), so a
+/// provider applies it instead of keeping the file's last good version.
+#[test]
+fn unreadable_proxy_is_not_a_lost_object() {
+    let text = "\
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: child}
+spec:
+  routes:
+  - services: [{name: s, port: 80}]
+    loadBalancerPolicy: {strategy: Cookie}
+";
+    let loaded = load_str("c.yaml", text);
+    assert_eq!(loaded.inputs.http_proxies.len(), 1);
+    assert!(!loaded.has_errors(), "{:?}", loaded.diagnostics);
+    // A real loss still counts.
+    let lost = format!("{text}---\napiVersion: v1\nkind: Service\nmetadata: {{name: 1bad}}\n");
+    assert!(load_str("c.yaml", &lost).has_errors());
+}

@@ -247,11 +247,9 @@ pub fn report(
                  --httpproxy-gateway NS/NAME; status is computed but nothing is programmed",
             ));
         }
-        let lb = if is_root && analysis.statuses.is_valid(&id) {
-            load_balancer
-        } else {
-            None
-        };
+        // As Contour: every root gets the serving address (an invalid
+        // root's FQDN is served too, fenced).
+        let lb = if is_root { load_balancer } else { None };
         let status = analysis.statuses.render(
             &id,
             p.object.metadata.generation.unwrap_or(1),

@@ -1,0 +1,188 @@
+//! HTTPProxy end to end: `portcullis serve --httpproxy-gateway infra/gw`,
+//! the real Envoy, echo backends on loopback, real HTTP.
+//! - the seed design's include-tree examples: `example.com/foo/bar`
+//!   reaches the first child's service; the duplicate child is reported
+//!   in `/api/status` (error on the child, warning on the root);
+//! - a missing include answers 502 for its conditions;
+//! - an invalid child's paths answer 500 instead of the root's catch-all
+//!   200, and fixing the child restores 200 without a restart.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{echo_pod, free_port, gateway, http, start_with, wait_for, work_dir};
+
+const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
+
+/// A Service `default/NAME` on the echo backend at `port`.
+fn service(name: &str, port: u16) -> String {
+    format!(
+        r#"---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: default}}
+spec:
+  ports: [{{name: http, port: 80, targetPort: {port}}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: {name}-1, namespace: default, labels: {{kubernetes.io/service-name: {name}}}}}
+addressType: IPv4
+ports: [{{name: http, port: {port}}}]
+endpoints: [{{addresses: ["127.0.0.1"]}}]
+"#
+    )
+}
+
+/// The seed's first example (`split: false`: both children under `/foo`
+/// with route `/bar`) or second (`split: true`: child1 `/foo` + `/`,
+/// child2 `/` + `/foo`); plus a missing include at `/missing`, a child
+/// `/broken` whose `broken_field` line makes it invalid (empty: valid),
+/// and a catch-all route on the root.
+fn manifests(gw_port: u16, ports: [u16; 3], split: bool, broken_field: &str) -> String {
+    let (inc2, r1, r2) = if split {
+        ("/", "/", "/foo")
+    } else {
+        ("/foo", "/bar", "/bar")
+    };
+    format!(
+        r#"{gateway}apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {{name: example-root, namespace: default}}
+spec:
+  virtualhost: {{fqdn: example.com}}
+  includes:
+  - name: example-child1
+    conditions: [{{prefix: /foo}}]
+  - name: example-child2
+    conditions: [{{prefix: {inc2}}}]
+  - name: missing
+    conditions: [{{prefix: /missing}}]
+  - name: broken
+    conditions: [{{prefix: /broken}}]
+  routes:
+  - services: [{{name: catchall, port: 80}}]
+---
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {{name: example-child1, namespace: default}}
+spec:
+  routes:
+  - conditions: [{{prefix: {r1}}}]
+    services: [{{name: s1, port: 80}}]
+---
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {{name: example-child2, namespace: default}}
+spec:
+  routes:
+  - conditions: [{{prefix: {r2}}}]
+    services: [{{name: s2, port: 80}}]
+---
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {{name: broken, namespace: default}}
+spec:
+  routes:
+  - services: [{{name: s1, port: 80}}]
+{broken_field}
+{s1}{s2}{catchall}"#,
+        gateway = gateway(gw_port),
+        s1 = service("s1", ports[0]),
+        s2 = service("s2", ports[1]),
+        catchall = service("catchall", ports[2]),
+    )
+}
+
+/// The `status` of HTTPProxy `default/NAME` from `/api/status`.
+fn proxy_status(admin: u16, name: &str) -> Option<serde_json::Value> {
+    let (_, _, body) = http(admin, "admin", "/api/status")?;
+    let doc: serde_json::Value = serde_json::from_str(&body).ok()?;
+    doc["status"]
+        .as_array()?
+        .iter()
+        .find(|s| s["kind"] == "HTTPProxy" && s["metadata"]["name"] == name)
+        .map(|s| s["status"].clone())
+}
+
+fn serves(gw_port: u16, path: &str, pod: &str) -> bool {
+    http(gw_port, "example.com", path).is_some_and(|(s, _, b)| s == 200 && b.contains(pod))
+}
+
+#[test]
+fn include_tree_duplicates_missing_includes_and_invalid_children_through_envoy() {
+    let s1 = echo_pod("default", "s1-pod");
+    let s2 = echo_pod("default", "s2-pod");
+    let catchall = echo_pod("default", "catchall-pod");
+    let ports = [s1.port(), s2.port(), catchall.port()];
+    let dir = work_dir("httpproxy-e2e");
+    let gw_port = free_port();
+    let (xds, admin) = (free_port(), free_port());
+    let file = dir.join("manifests/all.yaml");
+    // `loadBalancerPolicy` is a Contour field portcullis does not
+    // implement: the child is invalid (never served without it).
+    let broken = "    loadBalancerPolicy: {strategy: Cookie}";
+    std::fs::write(&file, manifests(gw_port, ports, false, broken)).expect("write");
+    let _serve = start_with(&dir, xds, admin, &["--httpproxy-gateway", "infra/gw"], &[]);
+
+    wait_for("Envoy to serve example.com", Duration::from_secs(60), || {
+        serves(gw_port, "/other", "catchall-pod")
+    });
+    // Seed example 1: /foo/bar reaches the first child's service, always.
+    for _ in 0..5 {
+        let (status, _, body) = http(gw_port, "example.com", "/foo/bar").expect("foo/bar");
+        assert_eq!(status, 200);
+        assert!(body.contains("s1-pod"), "{body}");
+    }
+    // The duplicate child is reported; the root keeps Valid=True with a
+    // warning naming it.
+    let child2 = proxy_status(admin, "example-child2").expect("child2 status");
+    assert_eq!(child2["currentStatus"], "invalid", "{child2}");
+    assert_eq!(
+        child2["conditions"][0]["errors"][0]["message"],
+        "duplicate match conditions defined on route matching path prefix: \"/foo/bar\"",
+        "{child2}"
+    );
+    let root = proxy_status(admin, "example-root").expect("root status");
+    assert_eq!(
+        root["conditions"][0]["warnings"][0]["message"],
+        "duplicate match conditions defined in included HTTPProxy \"default/example-child2\"",
+        "{root}"
+    );
+    assert_eq!(root["loadBalancer"]["ingress"][0]["ip"], "127.0.0.1", "{root}");
+
+    // A missing include answers 502 for its conditions.
+    assert_eq!(http(gw_port, "example.com", "/missing/x").map(|r| r.0), Some(502));
+    // The invalid child's paths answer 500, not the root's catch-all 200.
+    let (status, _, body) = http(gw_port, "example.com", "/broken/page").expect("broken");
+    assert_eq!((status, body.as_str()), (500, BODY));
+    let broken_status = proxy_status(admin, "broken").expect("broken status");
+    assert_eq!(broken_status["currentStatus"], "invalid");
+
+    // Fixing the child restores 200 without a restart.
+    std::fs::write(&file, manifests(gw_port, ports, false, "")).expect("fix");
+    wait_for("the fix to reach Envoy", Duration::from_secs(30), || {
+        serves(gw_port, "/broken/page", "s1-pod")
+    });
+    assert!(
+        proxy_status(admin, "broken").is_some_and(|s| s["currentStatus"] == "valid"),
+        "status follows the fix"
+    );
+
+    // Seed example 2: /foo + / and / + /foo are the same route; the first
+    // child's serves /foo/bar and /foo/ (its `/foo/` prefix), the second
+    // child is the duplicate.
+    std::fs::write(&file, manifests(gw_port, ports, true, "")).expect("example 2");
+    wait_for("example 2 to be reported", Duration::from_secs(30), || {
+        proxy_status(admin, "example-child2").is_some_and(|s| {
+            s["conditions"][0]["errors"][0]["message"]
+                == "duplicate match conditions defined on route matching path prefix: \"/foo\""
+        })
+    });
+    wait_for("example 2 to reach Envoy", Duration::from_secs(30), || {
+        serves(gw_port, "/foo/bar", "s1-pod")
+    });
+    assert!(serves(gw_port, "/foo/", "s1-pod"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
