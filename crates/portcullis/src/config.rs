@@ -185,6 +185,7 @@ mod tests {
             config: config.map(Path::to_path_buf),
             route_replacement_mode: None,
             refuse_loopback_endpoints: flag,
+            ..Default::default()
         };
         assert!(!args(None, false).refuse_loopback_endpoints().expect("default"));
         assert!(args(None, true).refuse_loopback_endpoints().expect("flag"));

@@ -297,20 +297,16 @@ pub fn queries_valid(conds: &[&MatchCondition], field: &str) -> Result<(), Proxy
     for q in conds.iter().filter_map(|c| c.query_parameter.as_ref()) {
         let cond = query(q).map_err(invalid)?;
         match &cond.matcher {
-            QueryMatch::Exact(_) => {
-                if !exact_names.insert(cond.name.to_ascii_lowercase()) {
-                    return Err(invalid(
-                        "cannot specify duplicate query parameter 'exact match' conditions in the same route"
-                            .into(),
-                    ));
-                }
+            QueryMatch::Exact(_) if !exact_names.insert(cond.name.to_ascii_lowercase()) => {
+                return Err(invalid(
+                    "cannot specify duplicate query parameter 'exact match' conditions in the same route"
+                        .into(),
+                ));
             }
-            QueryMatch::Regex(v) => {
-                if regex::check(v).is_err() {
-                    return Err(invalid(
-                        "invalid regular expression specified for 'regex' condition".into(),
-                    ));
-                }
+            QueryMatch::Regex(v) if regex::check(v).is_err() => {
+                return Err(invalid(
+                    "invalid regular expression specified for 'regex' condition".into(),
+                ));
             }
             _ => {}
         }

@@ -134,7 +134,8 @@ pub fn build(index: &Index<'_>, analysis: &mut Analysis<'_>, gateway: &str) -> S
             }
             let (envoy, rank, permit_insecure) = match entry_route(index, entry, &mut served.clusters) {
                 Ok(built) => built,
-                Err((mut fenced, rank, error)) => {
+                Err(failed) => {
+                    let (mut fenced, rank, error) = *failed;
                     if let Some(holder) = entry.holder() {
                         statuses.error(holder, error);
                     }
@@ -233,7 +234,7 @@ fn https_redirect(r: &EnvoyRoute) -> EnvoyRoute {
 type Built = (EnvoyRoute, Rank, bool);
 /// A route that could not be built: its match (a guard where the match
 /// itself could not be programmed), rank and why.
-type Failed = (EnvoyRoute, Rank, ProxyError);
+type Failed = Box<(EnvoyRoute, Rank, ProxyError)>;
 
 /// One entry as an Envoy route: `(route, rank, permitInsecure)`.
 fn entry_route(
@@ -258,7 +259,7 @@ fn entry_route(
         _ => "spec".to_string(),
     };
     if let Some(message) = match_error {
-        return Err((
+        return Err(Box::new((
             r,
             rank,
             ProxyError::structural(
@@ -267,7 +268,7 @@ fn entry_route(
                 format!("{field_prefix}.conditions"),
                 format!("{message}; the route answers 500 for what it matches"),
             ),
-        ));
+        )));
     }
     let route = match &entry.action {
         Action::Route { route, .. } => *route,
@@ -293,7 +294,7 @@ fn entry_route(
         &mut r,
     ) {
         Ok(()) => Ok((r, rank, route.permit_insecure)),
-        Err(e) => Err((r, rank, e)),
+        Err(e) => Err(Box::new((r, rank, e))),
     }
 }
 
@@ -396,7 +397,6 @@ fn route_match(m: &Merged) -> (RouteMatch, Rank, Option<String>) {
             invert_match: invert,
             treat_missing_header_as_empty: h.treat_missing_as_empty,
             header_match_specifier: Some(spec),
-            ..Default::default()
         });
     }
     for q in &m.queries {
