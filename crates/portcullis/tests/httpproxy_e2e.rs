@@ -5,7 +5,9 @@
 //!   in `/api/status` (error on the child, warning on the root);
 //! - a missing include answers 502 for its conditions;
 //! - an invalid child's paths answer 500 instead of the root's catch-all
-//!   200, and fixing the child restores 200 without a restart.
+//!   200, and fixing the child restores 200 without a restart;
+//! - the metrics (duplicates per root, proxies by status) and `portcullis
+//!   get httpproxies` / `describe httpproxy` against the admin API.
 
 mod common;
 
@@ -151,6 +153,64 @@ fn include_tree_duplicates_missing_includes_and_invalid_children_through_envoy()
         "{root}"
     );
     assert_eq!(root["loadBalancer"]["ingress"][0]["ip"], "127.0.0.1", "{root}");
+
+    // Metrics: duplicates per root, proxies by status.
+    let (_, _, metrics) = http(admin, "admin", "/metrics").expect("metrics");
+    for line in [
+        "portcullis_httpproxy_duplicate_routes_current{root=\"default/example-root\"} 1",
+        "portcullis_httpproxies{status=\"valid\"} 1",
+        "portcullis_httpproxies{status=\"invalid\"} 3",
+        "portcullis_httpproxies{status=\"orphaned\"} 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
+    // The CLI, from the running admin API.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(args)
+            .args(["--admin", &format!("127.0.0.1:{admin}")])
+            .output()
+            .expect("run portcullis");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let table = cli(&["get", "httpproxies"]);
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .map(|l| l.split_whitespace().take(5).collect::<Vec<_>>().join(" "))
+    };
+    assert_eq!(
+        row("example-root").as_deref(),
+        Some("default example-root example.com root invalid"),
+        "{table}"
+    );
+    assert_eq!(
+        row("example-child1").as_deref(),
+        Some("default example-child1 - child valid"),
+        "{table}"
+    );
+    assert_eq!(
+        row("example-child2").as_deref(),
+        Some("default example-child2 - child invalid"),
+        "{table}"
+    );
+    let described = cli(&["describe", "httpproxy", "default/example-child2"]);
+    for expected in [
+        "    default/example-root -> default/example-child2",
+        "    [default/example-root] path prefix: \"/foo/bar\" -> route spec.routes[0]: DUPLICATE, not programmed; default/example-child1 route spec.routes[0] wins",
+        "    RouteError/DuplicateMatchConditions: duplicate match conditions defined on route matching path prefix: \"/foo/bar\"",
+    ] {
+        assert!(
+            described.lines().any(|l| l == expected),
+            "{expected:?} in\n{described}"
+        );
+    }
 
     // A missing include answers 502 for its conditions.
     assert_eq!(http(gw_port, "example.com", "/missing/x").map(|r| r.0), Some(502));
