@@ -559,6 +559,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
                         virtual_hosts: BTreeMap::new(),
                         http_filters: BTreeSet::new(),
                         scope: ir::Scope::default(),
+                        tls13_only: false,
                     });
                 }
             }
@@ -573,6 +574,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
                     virtual_hosts: BTreeMap::new(),
                     http_filters: BTreeSet::new(),
                     scope: ir::Scope::default(),
+                    tls13_only: false,
                 });
             }
         }

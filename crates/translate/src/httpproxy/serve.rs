@@ -60,6 +60,8 @@ pub struct ServedHost {
     pub fqdn: String,
     /// For an HTTPS SNI chain (TLS roots).
     pub certificate: Option<Certificate>,
+    /// `tls.minimumProtocolVersion: "1.3"`.
+    pub tls13_only: bool,
     /// Routes for plaintext listeners (redirects to HTTPS for a TLS root,
     /// except routes with `permitInsecure`).
     pub http: Vec<(RouteOrder, Vec<u8>)>,
@@ -125,6 +127,10 @@ pub fn build(index: &Index<'_>, analysis: &mut Analysis<'_>, gateway: &str) -> S
             root: vh.root.clone(),
             fqdn: vh.fqdn.clone(),
             certificate: None,
+            tls13_only: vh
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.minimum_protocol_version == "1.3"),
             http: Vec::new(),
             https: Vec::new(),
         };
@@ -202,6 +208,7 @@ fn fenced_host(root: &ProxyId, fqdn: &str) -> ServedHost {
         root: root.clone(),
         fqdn: fqdn.to_string(),
         certificate: None,
+        tls13_only: false,
         http: vec![(order, crate::xds::canonical::route(&r))],
         https: Vec::new(),
     }
@@ -934,6 +941,7 @@ pub fn install(
                         virtual_hosts: BTreeMap::new(),
                         http_filters: Default::default(),
                         scope: ir::Scope::default(),
+                        tls13_only: host.tls13_only,
                     };
                     add(&mut chain, store, host, &host.https, &l.key);
                     port.chains.push(chain);
