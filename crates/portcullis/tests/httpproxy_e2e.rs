@@ -427,7 +427,7 @@ endpoints: [{{addresses: ["127.0.0.1"]}}]
     assert_eq!(status, 301, "{head}");
     assert!(
         head.lines()
-            .any(|l| l.to_ascii_lowercase() == "location: https://secure.example.com/app"),
+            .any(|l| l.eq_ignore_ascii_case("location: https://secure.example.com/app")),
         "{head}"
     );
     let (status, _, body) = http(http_port, "secure.example.com", "/.well-known/x").expect("insecure");
