@@ -842,29 +842,35 @@ spec:
 }
 
 /// Include conditions as Contour allows them: at most one prefix, no
-/// exact, no regex, prefixes start with `/`. Duplicate include conditions
-/// alone are no error.
+/// exact, no regex, prefixes start with `/`; an include that breaks them is
+/// not followed and fenced as far as its conditions can be expressed.
+/// Duplicate include conditions alone are no error.
 #[test]
 fn include_condition_validity() {
+    // (conditions, message, the fence standing in for the include)
     let cases = [
         (
             "[{exact: /a}]",
             "include: exact conditions are not allowed in includes block",
+            Some("path prefix: \"/a\""),
         ),
         (
-            "[{regex: /a}]",
+            "[{regex: '/a/.*'}]",
             "include: regex conditions are not allowed in includes block",
+            Some("path prefix: \"/a/\""),
         ),
         (
             "[{prefix: /a}, {prefix: /b}]",
             "include: more than one prefix, exact or regex is not allowed in a condition block",
+            Some("path prefix: \"/a\""),
         ),
         (
             "[{prefix: a}]",
             "include: prefix conditions must start with /, a was supplied",
+            None,
         ),
     ];
-    for (conds, message) in cases {
+    for (conds, message, fence) in cases {
         let yaml = format!(
             "
 apiVersion: projectcontour.io/v1
@@ -898,6 +904,16 @@ spec:
             );
             assert_eq!(errors(a, "default/child2"), vec![]);
             assert_eq!(errors(a, "default/child3"), vec![]);
+            let fences: Vec<String> = programmed(a, "default/root")
+                .into_iter()
+                .filter(|p| p.2 == "500")
+                .map(|p| p.0)
+                .collect();
+            assert_eq!(
+                fences,
+                fence.into_iter().map(String::from).collect::<Vec<_>>(),
+                "{conds}"
+            );
         });
     }
 }

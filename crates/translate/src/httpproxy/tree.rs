@@ -12,7 +12,8 @@
 //!   TLSCertificateDelegation there). An unserved root includes nothing, so
 //!   its children are orphaned unless another root reaches them.
 //! - Includes are followed in order; an include whose conditions are not
-//!   valid is skipped (reported); a missing include or one naming a root
+//!   valid is not followed (reported) and fenced (500) for what can be
+//!   expressed of its conditions (its first path condition as a prefix); a missing include or one naming a root
 //!   answers 502 for its conditions; an include that closes a cycle, or
 //!   names a proxy whose spec did not parse, is fenced (500) for its
 //!   conditions so its traffic never falls to a broader route of the
@@ -337,8 +338,20 @@ impl<'a> Walk<'a, '_> {
             let check = conditions::include_valid(&include.conditions, &field)
                 .and_then(|()| conditions::headers_valid(&own, &field))
                 .and_then(|()| conditions::queries_valid(&own, &field));
-            if let Err(e) = check {
-                self.statuses.error(id, e);
+            if let Err(error) = check {
+                self.statuses.error(id, error.clone());
+                // The child is not included, but its space is fenced as
+                // far as it can be expressed (never left to a broader
+                // route of this proxy).
+                if let Some(conditions) = include_fence(inherited, &include.conditions) {
+                    self.entries.push(Entry {
+                        conditions,
+                        chain: chain.clone(),
+                        action: Action::Fence { error },
+                        programmed: true,
+                        duplicate_of: None,
+                    });
+                }
                 continue;
             }
             let mut merged: Vec<&'a MatchCondition> = inherited.to_vec();
@@ -493,4 +506,47 @@ fn fence_conditions(route: &Route, inherited: &[&MatchCondition]) -> Merged {
     }
     let all: Vec<&MatchCondition> = inherited.iter().copied().chain(&owned).collect();
     conditions::merge(&all)
+}
+
+/// What a fence for an include with invalid conditions matches: the
+/// inherited conditions, its first path condition starting with `/` as a
+/// prefix (an exact path or a regex's literal prefix widened to one), and
+/// its header and query conditions that read. `None` when it has path
+/// conditions and none of them can be expressed.
+fn include_fence(inherited: &[&MatchCondition], conds: &[MatchCondition]) -> Option<Merged> {
+    let paths = || {
+        conds
+            .iter()
+            .filter(|c| !c.prefix.is_empty() || !c.exact.is_empty() || !c.regex.is_empty())
+    };
+    let path = paths().find_map(|c| {
+        let p = if !c.prefix.is_empty() {
+            c.prefix.clone()
+        } else if !c.exact.is_empty() {
+            c.exact.clone()
+        } else {
+            crate::envoy::regex::literal_prefix(&c.regex)
+        };
+        p.starts_with('/').then_some(p)
+    });
+    if path.is_none() && paths().next().is_some() {
+        return None;
+    }
+    let mut owned: Vec<MatchCondition> = conds
+        .iter()
+        .map(|c| MatchCondition {
+            prefix: String::new(),
+            exact: String::new(),
+            regex: String::new(),
+            ..c.clone()
+        })
+        .collect();
+    if let Some(prefix) = path {
+        owned.push(MatchCondition {
+            prefix,
+            ..Default::default()
+        });
+    }
+    let all: Vec<&MatchCondition> = inherited.iter().copied().chain(&owned).collect();
+    Some(conditions::merge(&all))
 }
