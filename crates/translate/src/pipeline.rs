@@ -184,7 +184,7 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             for w in works {
                 merge(&mut ir, &mut store, gw, w);
             }
-            let conflicts = served
+            let installed = served
                 .as_ref()
                 .filter(|s| s.gateway == gw.key())
                 .map(|s| crate::httpproxy::serve::install(&mut ir, &mut store, gw, s))
@@ -195,17 +195,22 @@ pub fn translate_with(inputs: &Inputs, settings: &Settings, validator: Option<&d
             let (bind, reported) = settings.addresses_of(&key);
             let mut built = xds::build(ir, bind, &mut store);
             let findings = validator.map(|v| strict::check_gateway(&key, &mut built, v));
-            (key, reported, built, findings, fences, conflicts)
+            (key, reported, built, findings, fences, installed)
         },
     );
     let mut proxy_address: Option<String> = None;
-    for (gw, (key, reported, built, findings, fences, conflicts)) in gateways.iter().zip(assembled) {
+    for (gi, (gw, (key, reported, built, findings, fences, installed))) in
+        gateways.iter().zip(assembled).enumerate()
+    {
         if served.as_ref().is_some_and(|s| s.gateway == key) {
             proxy_address = Some(reported.to_string());
             crate::httpproxy::serve::report_conflicts(
                 &key,
+                gi,
                 &gw.gateway.source,
-                &conflicts,
+                &installed,
+                &routes,
+                &bindings,
                 &mut proxies,
                 &mut out,
             );

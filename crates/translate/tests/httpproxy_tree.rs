@@ -1112,3 +1112,29 @@ fn status_in_contours_shape_for_every_proxy() {
         Some("HTTPProxy default/example-root")
     );
 }
+
+/// A configured serving Gateway that is not ours (here: missing) is said
+/// to serve nothing, on every root.
+#[test]
+fn a_missing_serving_gateway_is_reported() {
+    let loaded = load_str("t.yaml", SEED_ONE);
+    let settings = translate::Settings {
+        http_proxy: HttpProxySettings {
+            root_namespaces: Vec::new(),
+            gateway: Some(("infra".into(), "absent".into())),
+        },
+        ..Default::default()
+    };
+    let out = translate::translate(&loaded.inputs, &settings);
+    let warnings: Vec<_> = out
+        .diagnostics
+        .iter()
+        .filter(|d| {
+            d.message
+                .starts_with("the Gateway configured to serve HTTPProxies (infra/absent)")
+        })
+        .map(|d| d.object.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(warnings, vec!["HTTPProxy default/example-root"]);
+    assert!(out.gateways.is_empty());
+}

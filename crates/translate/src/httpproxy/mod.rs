@@ -172,6 +172,7 @@ pub mod reason {
     pub const RETRY_POLICY_NOT_VALID: &str = "RetryPolicyNotValid";
     pub const PREFIX_REPLACEMENT_NOT_VALID: &str = "PrefixReplacementNotValid";
     pub const FQDN_CONFLICT: &str = "FQDNConflict";
+    pub const NO_MATCHING_LISTENER: &str = "NoMatchingListener";
 }
 
 /// Everything the HTTPProxy stage produces for one translation.
@@ -220,7 +221,19 @@ pub fn report(
     out: &mut crate::Output,
 ) {
     out.http_proxies = reports(inputs, analysis);
-    let served = settings.http_proxy.gateway.is_some();
+    // Why nothing is programmed, when nothing is.
+    let unserved = match (&settings.http_proxy.gateway, load_balancer) {
+        (None, _) => Some(
+            "no Gateway serves HTTPProxies: set httpProxy.gatewayRef in the config file or \
+             --httpproxy-gateway NS/NAME; status is computed but nothing is programmed"
+                .to_string(),
+        ),
+        (Some((ns, name)), None) => Some(format!(
+            "the Gateway configured to serve HTTPProxies ({ns}/{name}) is not one of portcullis's \
+             Gateways (missing, or its GatewayClass is not ours); status is computed but nothing is programmed"
+        )),
+        (Some(_), Some(_)) => None,
+    };
     for p in &inputs.http_proxies {
         let id = ProxyId::of(&p.object);
         let label = Some(format!("HTTPProxy {id}"));
@@ -240,12 +253,11 @@ pub fn report(
             ));
         }
         let is_root = p.object.spec.virtualhost.is_some();
-        if is_root && !served {
+        if let (true, Some(why)) = (is_root, &unserved) {
             out.diagnostics.push(api::Diagnostic::warning(
                 label.clone(),
                 Some(&p.source),
-                "no Gateway serves HTTPProxies: set httpProxy.gatewayRef in the config file or \
-                 --httpproxy-gateway NS/NAME; status is computed but nothing is programmed",
+                why.clone(),
             ));
         }
         // As Contour: every root gets the serving address (an invalid

@@ -84,7 +84,17 @@ pub struct Served {
 pub struct Conflict {
     pub root: ProxyId,
     pub fqdn: String,
+    /// The listener's name, and its index in the Gateway's listeners.
     pub listener: String,
+    pub listener_index: usize,
+}
+
+/// What [`install`] could not do.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Installed {
+    pub conflicts: Vec<Conflict>,
+    /// Roots (and FQDNs) no programmed listener's hostname admits.
+    pub unserved: Vec<(ProxyId, String)>,
 }
 
 /// Builds the Envoy routes of every served root, recording what could not
@@ -880,17 +890,18 @@ fn redirect(p: &api::httpproxy::RequestRedirectPolicy, field: &str) -> Result<Re
 /// Installs the served roots into the IR of the serving Gateway: a virtual
 /// host per root on every programmed HTTP listener, an SNI chain per TLS
 /// root on every programmed HTTPS port. Returns the FQDNs not installed
-/// because something else already claims them.
+/// because something else already claims them, or no listener admits.
 pub fn install(
     ir: &mut ir::Gateway,
     store: &mut RouteStore,
     gw: &GatewayState<'_>,
     served: &Served,
-) -> Vec<Conflict> {
+) -> Installed {
     let mut conflicts = Vec::new();
+    let mut admitted = std::collections::BTreeSet::new();
     ir.clusters
         .extend(served.clusters.iter().map(|(k, v)| (k.clone(), v.clone())));
-    for l in gw.listeners.iter().filter(|l| l.programmed()) {
+    for (li, l) in gw.listeners.iter().enumerate().filter(|(_, l)| l.programmed()) {
         let Some(protocol) = l.protocol else { continue };
         let Some(port) = ir.ports.get_mut(&l.port) else {
             continue;
@@ -899,6 +910,7 @@ pub fn install(
             if crate::hostname::intersect(l.hostname.as_deref(), &host.fqdn).is_none() {
                 continue;
             }
+            admitted.insert(host.fqdn.clone());
             match protocol {
                 Protocol::Http => {
                     let Some(chain) = port.chains.first_mut() else {
@@ -909,6 +921,7 @@ pub fn install(
                             root: host.root.clone(),
                             fqdn: host.fqdn.clone(),
                             listener: l.key.clone(),
+                            listener_index: li,
                         });
                         continue;
                     }
@@ -930,6 +943,7 @@ pub fn install(
                             root: host.root.clone(),
                             fqdn: host.fqdn.clone(),
                             listener: l.key.clone(),
+                            listener_index: li,
                         });
                         continue;
                     }
@@ -949,7 +963,13 @@ pub fn install(
             }
         }
     }
-    conflicts
+    let unserved = served
+        .hosts
+        .iter()
+        .filter(|h| !admitted.contains(&h.fqdn))
+        .map(|h| (h.root.clone(), h.fqdn.clone()))
+        .collect();
+    Installed { conflicts, unserved }
 }
 
 fn add(
@@ -966,15 +986,20 @@ fn add(
 }
 
 /// Records FQDN conflicts on the roots (they are not served on those
-/// listeners) and on the Gateway (the Gateway API routes keep the FQDN).
+/// listeners), on the Gateway and on the Gateway API routes that keep the
+/// FQDN; and roots no listener of the Gateway admits.
+#[allow(clippy::too_many_arguments)]
 pub fn report_conflicts(
     gateway: &str,
+    gateway_index: usize,
     source: &api::Source,
-    conflicts: &[Conflict],
+    installed: &Installed,
+    routes: &[crate::route::model::Route<'_>],
+    bindings: &[Vec<crate::binding::ParentBinding>],
     analysis: &mut Analysis<'_>,
     out: &mut crate::Output,
 ) {
-    for c in conflicts {
+    for c in &installed.conflicts {
         analysis.statuses.error(
             &c.root,
             ProxyError::semantic(
@@ -995,5 +1020,33 @@ pub fn report_conflicts(
                 c.listener, c.fqdn, c.root
             ),
         ));
+        for (route, bs) in routes.iter().zip(bindings) {
+            let claims = bs.iter().filter(|b| b.gateway == gateway_index).any(|b| {
+                b.attachments
+                    .iter()
+                    .any(|a| a.listener == c.listener_index && a.hostnames.contains(&c.fqdn))
+            });
+            if claims {
+                out.diagnostics.push(api::Diagnostic::warning(
+                    Some(route.display()),
+                    Some(&route.source),
+                    format!(
+                        "hostname {:?} on listener {} of Gateway {gateway} is also claimed by HTTPProxy {}; this route keeps it",
+                        c.fqdn, c.listener, c.root
+                    ),
+                ));
+            }
+        }
+    }
+    for (root, fqdn) in &installed.unserved {
+        analysis.statuses.error(
+            root,
+            ProxyError::semantic(
+                type_::VIRTUAL_HOST_ERROR,
+                reason::NO_MATCHING_LISTENER,
+                "spec.virtualhost.fqdn",
+                format!("fqdn {fqdn:?} matches the hostname of no programmed listener of Gateway {gateway}; nothing serves it"),
+            ),
+        );
     }
 }
