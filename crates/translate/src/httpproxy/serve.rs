@@ -14,7 +14,8 @@
 //!   widens it: the route becomes a 500 guard at the original's
 //!   precedence;
 //! - an invalid root that still names an FQDN gets a virtual host whose
-//!   every request answers 500, so that its traffic does not reach another
+//!   every request answers 500, on the HTTP listeners and in the HTTPS
+//!   listeners' own chains, so that its traffic does not reach another
 //!   virtual host (a catch-all `*` of a Gateway API route).
 //!
 //! Precedence inside a virtual host, as Contour sorts: exact paths, then
@@ -220,7 +221,9 @@ fn fenced_host(root: &ProxyId, fqdn: &str) -> ServedHost {
         certificate: None,
         tls13_only: false,
         http: vec![(order, crate::xds::canonical::route(&r))],
-        https: Vec::new(),
+        // Installed in the HTTPS listeners' own chains too, so that a
+        // request for this FQDN over TLS does not reach another host.
+        https: vec![(order, crate::xds::canonical::route(&r))],
     }
 }
 
@@ -928,7 +931,18 @@ pub fn install(
                     add(chain, store, host, &host.http, &l.key);
                 }
                 Protocol::Https => {
-                    let Some(cert) = &host.certificate else { continue };
+                    let Some(cert) = &host.certificate else {
+                        // A fenced FQDN: its 500 in the listener's own
+                        // chain (unless a Gateway API route serves it).
+                        let own = crate::naming::route_config(&gw.namespace, &gw.name, l.port, Some(&l.key));
+                        if let Some(chain) = port.chains.iter_mut().find(|c| c.route_config == own)
+                            && !host.https.is_empty()
+                            && !chain.virtual_hosts.contains_key(&host.fqdn)
+                        {
+                            add(chain, store, host, &host.https, &l.key);
+                        }
+                        continue;
+                    };
                     let name = crate::naming::route_config(
                         &gw.namespace,
                         &gw.name,
