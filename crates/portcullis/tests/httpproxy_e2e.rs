@@ -435,3 +435,39 @@ endpoints: [{{addresses: ["127.0.0.1"]}}]
     assert!(body.contains("secure-pod"), "{body}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Offline (`-f`), `get httpproxies` takes the serving settings of `serve`:
+/// with them, the root whose FQDN an HTTPRoute keeps and the root outside
+/// the root namespaces are invalid; without them, both are valid.
+#[test]
+fn offline_get_httpproxies_takes_the_serving_settings() {
+    let input = common::fixture_input("httpproxy-fqdn-conflict");
+    let get = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["get", "httpproxies", "-f"])
+            .arg(&input)
+            .args(extra)
+            .output()
+            .expect("run portcullis");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let table = String::from_utf8_lossy(&out.stdout).into_owned();
+        let status = |name: &str| {
+            table
+                .lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(name))
+                .and_then(|l| l.split_whitespace().nth(4))
+                .map(str::to_string)
+        };
+        (status("shared"), status("rogue"))
+    };
+    assert_eq!(
+        get(&[
+            "--httpproxy-gateway",
+            "infra/edge",
+            "--root-namespaces",
+            "default"
+        ]),
+        (Some("invalid".into()), Some("invalid".into()))
+    );
+    assert_eq!(get(&[]), (Some("valid".into()), Some("valid".into())));
+}

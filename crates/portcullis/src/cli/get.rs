@@ -35,6 +35,14 @@ pub struct Source {
     /// Admin API of a running `portcullis serve`.
     #[arg(long, default_value = "127.0.0.1:19000")]
     pub admin: String,
+    /// Offline (`-f`): the Gateway serving HTTPProxies (NAMESPACE/NAME),
+    /// as `serve --httpproxy-gateway`.
+    #[arg(long = "httpproxy-gateway")]
+    pub httpproxy_gateway: Option<String>,
+    /// Offline (`-f`): root namespaces for HTTPProxies, as `serve
+    /// --root-namespaces`.
+    #[arg(long, value_delimiter = ',')]
+    pub root_namespaces: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -61,7 +69,17 @@ fn load(source: &Source) -> anyhow::Result<Views> {
     match &source.path {
         Some(p) => {
             let loaded = api::loader::load_path(p)?;
-            let mut out = translate::translate(&loaded.inputs, &translate::Settings::default());
+            let http_proxy = crate::config::ModeArgs {
+                httpproxy_gateway: source.httpproxy_gateway.clone(),
+                root_namespaces: source.root_namespaces.clone(),
+                ..Default::default()
+            }
+            .http_proxy()?;
+            let settings = translate::Settings {
+                http_proxy,
+                ..Default::default()
+            };
+            let mut out = translate::translate(&loaded.inputs, &settings);
             let mut d = loaded.diagnostics;
             d.append(&mut out.diagnostics);
             out.diagnostics = d;
