@@ -1138,3 +1138,39 @@ fn a_missing_serving_gateway_is_reported() {
     assert_eq!(warnings, vec!["HTTPProxy default/example-root"]);
     assert!(out.gateways.is_empty());
 }
+
+/// A child included twice under the same conditions: its routes of the
+/// second inclusion are duplicates of the first (served once); the child
+/// holds them and is invalid, the root is warned; nobody is orphaned.
+#[test]
+fn child_included_twice_under_the_same_conditions() {
+    let yaml = "
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: root, namespace: default}
+spec:
+  virtualhost: {fqdn: example.com}
+  includes:
+  - {name: child, conditions: [{prefix: /same}]}
+  - {name: child, conditions: [{prefix: /same}]}
+---
+apiVersion: projectcontour.io/v1
+kind: HTTPProxy
+metadata: {name: child, namespace: default}
+spec:
+  routes:
+  - services: [{name: s, port: 80}]
+";
+    run(yaml, |a| {
+        assert_eq!(
+            programmed(a, "default/root"),
+            vec![t("path prefix: \"/same\"", "default/child", "s")]
+        );
+        assert_eq!(
+            errors(a, "default/child"),
+            vec![dup_error("path prefix: \"/same\"")]
+        );
+        assert_eq!(warnings(a, "default/root"), vec![dup_warning("default/child")]);
+        assert_eq!(a.statuses.current_status(&id("default/root")), "valid");
+    });
+}
