@@ -94,7 +94,7 @@ pub struct Conflict {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Installed {
     pub conflicts: Vec<Conflict>,
-    /// Roots (and FQDNs) no programmed listener's hostname admits.
+    /// Roots (and FQDNs) installed on no listener, and not for a conflict.
     pub unserved: Vec<(ProxyId, String)>,
 }
 
@@ -913,7 +913,6 @@ pub fn install(
             if crate::hostname::intersect(l.hostname.as_deref(), &host.fqdn).is_none() {
                 continue;
             }
-            admitted.insert(host.fqdn.clone());
             match protocol {
                 Protocol::Http => {
                     let Some(chain) = port.chains.first_mut() else {
@@ -929,6 +928,7 @@ pub fn install(
                         continue;
                     }
                     add(chain, store, host, &host.http, &l.key);
+                    admitted.insert(host.fqdn.clone());
                 }
                 Protocol::Https => {
                     let Some(cert) = &host.certificate else {
@@ -950,6 +950,7 @@ pub fn install(
                         Some(&format!("httpproxy:{}", host.fqdn)),
                     );
                     if port.chains.iter().any(|c| c.route_config == name) {
+                        admitted.insert(host.fqdn.clone());
                         continue; // already installed by another listener on this port
                     }
                     if port.chains.iter().any(|c| c.server_names.contains(&host.fqdn)) {
@@ -972,15 +973,18 @@ pub fn install(
                         tls13_only: host.tls13_only,
                     };
                     add(&mut chain, store, host, &host.https, &l.key);
+                    admitted.insert(host.fqdn.clone());
                     port.chains.push(chain);
                 }
             }
         }
     }
+    let conflicted: std::collections::BTreeSet<&str> =
+        conflicts.iter().map(|c: &Conflict| c.fqdn.as_str()).collect();
     let unserved = served
         .hosts
         .iter()
-        .filter(|h| !admitted.contains(&h.fqdn))
+        .filter(|h| !admitted.contains(&h.fqdn) && !conflicted.contains(h.fqdn.as_str()))
         .map(|h| (h.root.clone(), h.fqdn.clone()))
         .collect();
     Installed { conflicts, unserved }
@@ -1059,7 +1063,9 @@ pub fn report_conflicts(
                 type_::VIRTUAL_HOST_ERROR,
                 reason::NO_MATCHING_LISTENER,
                 "spec.virtualhost.fqdn",
-                format!("fqdn {fqdn:?} matches the hostname of no programmed listener of Gateway {gateway}; nothing serves it"),
+                format!(
+                    "fqdn {fqdn:?} is served on no listener of Gateway {gateway} (no programmed HTTP listener, or HTTPS listener for a TLS root, admits it)"
+                ),
             ),
         );
     }
