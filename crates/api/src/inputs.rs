@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::Source;
+use crate::httpproxy::{HttpProxy, TlsCertificateDelegation};
 use crate::policy::{GatewayExtension, TrafficPolicy};
 
 /// An object together with where it was read from.
@@ -99,6 +100,9 @@ pub struct Inputs {
     pub secrets: Vec<Sourced<Secret>>,
     pub traffic_policies: Vec<Sourced<TrafficPolicy>>,
     pub gateway_extensions: Vec<Sourced<GatewayExtension>>,
+    /// Contour's HTTPProxies (`projectcontour.io/v1`).
+    pub http_proxies: Vec<Sourced<HttpProxy>>,
+    pub tls_certificate_delegations: Vec<Sourced<TlsCertificateDelegation>>,
     /// Objects of the kinds an extension server registered (see
     /// [`ExtensionObject`]); empty unless the loader was given such kinds.
     pub extension_resources: Vec<Sourced<ExtensionObject>>,
@@ -145,6 +149,8 @@ impl Inputs {
             + self.traffic_policies.len()
             + self.gateway_extensions.len()
             + self.extension_resources.len()
+            + self.http_proxies.len()
+            + self.tls_certificate_delegations.len()
     }
 
     /// Whether no object was loaded.
@@ -167,5 +173,8 @@ impl Inputs {
         self.traffic_policies.extend(other.traffic_policies);
         self.gateway_extensions.extend(other.gateway_extensions);
         self.extension_resources.extend(other.extension_resources);
+        self.http_proxies.extend(other.http_proxies);
+        self.tls_certificate_delegations
+            .extend(other.tls_certificate_delegations);
     }
 }

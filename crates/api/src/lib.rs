@@ -10,6 +10,7 @@
 
 pub mod diagnostic;
 pub mod files;
+pub mod httpproxy;
 pub mod inputs;
 pub mod loader;
 pub mod policy;

@@ -68,8 +68,10 @@ pub struct Loaded {
 impl Loaded {
     /// Whether any diagnostic is an error that lost something: an error
     /// about an unreadable value of a route rule that was kept (and is
-    /// fenced, see [`crate::Unreadable`]) does not count, since the route
-    /// is loaded as fully as it can be. The loader emits exactly one error
+    /// fenced, see [`crate::Unreadable`]), or about an HTTPProxy spec that
+    /// does not read (the proxy is kept, invalid, see
+    /// [`crate::httpproxy`]), does not count, since the object is loaded
+    /// as fully as it can be. The loader emits exactly one error
     /// per unreadable value of a kept route, so the count says it.
     pub fn has_errors(&self) -> bool {
         let errors = self
@@ -83,6 +85,14 @@ impl Loaded {
             .iter()
             .map(|r| r.unreadable.len())
             .chain(self.inputs.grpc_routes.iter().map(|r| r.unreadable.len()))
+            // An HTTPProxy whose spec does not read is kept too (one error
+            // each): the translator reports it and fences what routes to it.
+            .chain(
+                self.inputs
+                    .http_proxies
+                    .iter()
+                    .map(|p| usize::from(!p.object.load_errors.is_empty())),
+            )
             .sum();
         errors > fenced
     }

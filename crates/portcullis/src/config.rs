@@ -4,6 +4,9 @@
 //! ```yaml
 //! routeReplacementMode: STRICT   # or STANDARD (the default)
 //! refuseLoopbackEndpoints: true  # default false (file mode)
+//! httpProxy:                     # Contour HTTPProxy (README "HTTPProxy")
+//!   rootNamespaces: [platform]   # default: every namespace
+//!   gatewayRef: {namespace: infra, name: edge}  # the Gateway serving them
 //! ```
 //!
 //! Precedence: flag, then `PORTCULLIS_ROUTE_REPLACEMENT_MODE`, then the
@@ -30,6 +33,23 @@ pub struct ConfigFile {
     /// Envoy Gateway's `extensionManagers` (chained in order); exclusive
     /// with `extensionManager`.
     pub extension_managers: Option<Vec<extension::ExtensionManagerSpec>>,
+    pub http_proxy: Option<HttpProxyConfig>,
+}
+
+/// `httpProxy` of the config file (Contour's `gateway.gatewayRef` and
+/// `rootNamespaces`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpProxyConfig {
+    pub root_namespaces: Option<Vec<String>>,
+    pub gateway_ref: Option<GatewayRef>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayRef {
+    pub namespace: String,
+    pub name: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +60,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("{origin}: {source}")]
     Mode { origin: String, source: InvalidMode },
+    #[error("{origin}: {value:?} is not NAMESPACE/NAME")]
+    GatewayRef { origin: String, value: String },
 }
 
 pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
@@ -89,6 +111,14 @@ pub struct ModeArgs {
     /// does); file mode allows them by default.
     #[arg(long)]
     pub refuse_loopback_endpoints: bool,
+    /// Namespaces root HTTPProxies may live in (comma-separated; default:
+    /// all). Overrides `httpProxy.rootNamespaces`.
+    #[arg(long, value_delimiter = ',')]
+    pub root_namespaces: Vec<String>,
+    /// The Gateway (NAMESPACE/NAME) whose listeners serve HTTPProxies.
+    /// Overrides `httpProxy.gatewayRef`.
+    #[arg(long = "httpproxy-gateway")]
+    pub httpproxy_gateway: Option<String>,
 }
 
 impl ModeArgs {
@@ -99,6 +129,35 @@ impl ModeArgs {
         }
         let file = self.config.as_deref().map(load).transpose()?;
         Ok(file.and_then(|f| f.refuse_loopback_endpoints).unwrap_or(false))
+    }
+
+    /// HTTPProxy settings: each flag, else the file's `httpProxy`.
+    pub fn http_proxy(&self) -> Result<translate::httpproxy::HttpProxySettings, ConfigError> {
+        let file = self.config.as_deref().map(load).transpose()?;
+        let file = file.and_then(|f| f.http_proxy).unwrap_or_default();
+        let root_namespaces = if self.root_namespaces.is_empty() {
+            file.root_namespaces.unwrap_or_default()
+        } else {
+            self.root_namespaces.clone()
+        };
+        let gateway = match &self.httpproxy_gateway {
+            Some(v) => match v.split_once('/') {
+                Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                    Some((ns.to_string(), name.to_string()))
+                }
+                _ => {
+                    return Err(ConfigError::GatewayRef {
+                        origin: "--httpproxy-gateway".into(),
+                        value: v.clone(),
+                    });
+                }
+            },
+            None => file.gateway_ref.map(|g| (g.namespace, g.name)),
+        };
+        Ok(translate::httpproxy::HttpProxySettings {
+            root_namespaces: root_namespaces.into_iter().filter(|n| !n.is_empty()).collect(),
+            gateway,
+        })
     }
 
     pub fn resolve(&self) -> Result<ReplacementMode, ConfigError> {
@@ -132,6 +191,7 @@ mod tests {
             config: config.map(Path::to_path_buf),
             route_replacement_mode: None,
             refuse_loopback_endpoints: flag,
+            ..Default::default()
         };
         assert!(!args(None, false).refuse_loopback_endpoints().expect("default"));
         assert!(args(None, true).refuse_loopback_endpoints().expect("flag"));
@@ -174,6 +234,40 @@ mod tests {
                 .to_string()
                 .contains("unknown field")
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn http_proxy_from_flags_or_file() {
+        let dir = std::env::temp_dir().join(format!("portcullis-hp-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("c.yaml");
+        std::fs::write(
+            &file,
+            "httpProxy:\n  rootNamespaces: [a, b]\n  gatewayRef: {namespace: infra, name: edge}\n",
+        )
+        .expect("write");
+        let from_file = ModeArgs {
+            config: Some(file.clone()),
+            ..Default::default()
+        };
+        let s = from_file.http_proxy().expect("settings");
+        assert_eq!(s.root_namespaces, vec!["a", "b"]);
+        assert_eq!(s.gateway, Some(("infra".into(), "edge".into())));
+        let flags = ModeArgs {
+            config: Some(file),
+            root_namespaces: vec!["c".into()],
+            httpproxy_gateway: Some("x/y".into()),
+            ..Default::default()
+        };
+        let s = flags.http_proxy().expect("settings");
+        assert_eq!(s.root_namespaces, vec!["c"]);
+        assert_eq!(s.gateway, Some(("x".into(), "y".into())));
+        let bad = ModeArgs {
+            httpproxy_gateway: Some("nonamespace".into()),
+            ..Default::default()
+        };
+        assert!(bad.http_proxy().is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -12,6 +12,9 @@ pub struct Views {
     /// TrafficPolicies and GatewayExtensions.
     #[serde(default)]
     pub policies: Vec<PolicyRow>,
+    /// Contour HTTPProxies.
+    #[serde(default)]
+    pub httpproxies: Vec<translate::httpproxy::ProxyReport>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -242,7 +245,10 @@ fn cond<'a>(conds: &'a [Condition], t: &str) -> &'a str {
 }
 
 pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
-    let mut views = Views::default();
+    let mut views = Views {
+        httpproxies: out.http_proxies.clone(),
+        ..Default::default()
+    };
     for s in &out.status {
         let ns = s.metadata.namespace.clone().unwrap_or_default();
         match &s.status {

@@ -128,6 +128,9 @@ pub struct Chain {
     pub http_filters: std::collections::BTreeSet<String>,
     /// Gateway-scope (and HTTPS-listener-scope) policy.
     pub scope: Scope,
+    /// HTTPS only: TLS 1.3 at least (an HTTPProxy root's
+    /// `tls.minimumProtocolVersion: "1.3"`); otherwise Envoy's default.
+    pub tls13_only: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -25,6 +25,7 @@ pub mod extension;
 pub mod gateway;
 pub mod gatewayclass;
 pub mod hostname;
+pub mod httpproxy;
 pub mod index;
 pub mod ir;
 pub mod listener;
@@ -133,6 +134,9 @@ pub struct Output {
     /// Every route configuration or virtual host fenced by a Gateway or
     /// listener policy: `scope_replacements_total`, `describe gateway`.
     pub scope_replacements: Vec<ScopeReplacement>,
+    /// Every HTTPProxy: role, include paths, routes, duplicates (for
+    /// `describe httpproxy` and the HTTPProxy metrics).
+    pub http_proxies: Vec<httpproxy::ProxyReport>,
 }
 
 /// One scope (route configuration or virtual host) answering the 500

@@ -185,6 +185,13 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
         }
     }
 
+    // HTTPProxy trees (README "HTTPProxy"): resolved once; their routes
+    // built for the configured Gateway, installed during its assembly.
+    let mut proxies = crate::httpproxy::analyze(inputs, &index, &settings.http_proxy);
+    let served = settings.http_proxy.gateway.as_ref().map(|(ns, name)| {
+        crate::httpproxy::serve::build(&index, &mut proxies, &crate::naming::gateway(ns, name))
+    });
+
     // IR, xDS and STRICT's checks per Gateway, in parallel; findings are
     // absorbed in Gateway order.
     // Small inputs stay on one thread, unless STRICT's Envoy calls (slow,
@@ -208,6 +215,11 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
             for w in works {
                 merge(&mut ir, &mut store, gw, w);
             }
+            let installed = served
+                .as_ref()
+                .filter(|s| s.gateway == gw.key())
+                .map(|s| crate::httpproxy::serve::install(&mut ir, &mut store, gw, s))
+                .unwrap_or_default();
             let (mut fences, placed) = policy::scope::project(&mut ir, gw, gw_scopes);
             policy::ext_auth::install(&mut ir, &providers);
             let key = gw.key();
@@ -251,12 +263,28 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
                 blamed = errors;
                 f.scope_rejections = unexplained;
             }
-            (key, reported, built, findings, fences, hooked, blamed)
+            (key, reported, built, findings, fences, hooked, blamed, installed)
         },
     );
     let mut fences_by_gateway = Vec::with_capacity(gateways.len());
-    for (gw, (key, reported, built, findings, fences, mut hooked, blamed)) in gateways.iter().zip(assembled) {
+    let mut proxy_address: Option<String> = None;
+    for (gi, (gw, (key, reported, built, findings, fences, mut hooked, blamed, installed))) in
+        gateways.iter().zip(assembled).enumerate()
+    {
         absorb_hooks(&key, gw, &mut hooked, &mut reports, &mut out);
+        if served.as_ref().is_some_and(|s| s.gateway == key) {
+            proxy_address = Some(reported.to_string());
+            crate::httpproxy::serve::report_conflicts(
+                &key,
+                gi,
+                &gw.gateway.source,
+                &installed,
+                &routes,
+                &bindings,
+                &mut proxies,
+                &mut out,
+            );
+        }
         if let Some(findings) = findings {
             absorb_strict(
                 &key,
@@ -389,6 +417,8 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
         settings,
         &mut out,
     );
+    // HTTPProxy status for every proxy, served or not.
+    crate::httpproxy::report(inputs, &proxies, settings, proxy_address.as_deref(), &mut out);
     out
 }
 
@@ -896,6 +926,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
                         virtual_hosts: BTreeMap::new(),
                         http_filters: BTreeSet::new(),
                         scope: ir::Scope::default(),
+                        tls13_only: false,
                     });
                 }
             }
@@ -910,6 +941,7 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
                     virtual_hosts: BTreeMap::new(),
                     http_filters: BTreeSet::new(),
                     scope: ir::Scope::default(),
+                    tls13_only: false,
                 });
             }
         }

@@ -28,6 +28,9 @@ pub struct Settings {
     /// multicast, broadcast and link-local addresses and allows loopback;
     /// `serve` adds its own listeners as reserved.
     pub endpoint_guard: crate::endpoint_guard::EndpointGuard,
+    /// HTTPProxy root namespaces and serving Gateway (see
+    /// [`crate::httpproxy`]).
+    pub http_proxy: crate::httpproxy::HttpProxySettings,
 }
 
 impl Settings {
@@ -50,6 +53,7 @@ impl Default for Settings {
             gateway_addresses: BTreeMap::new(),
             parallelism: None,
             endpoint_guard: Default::default(),
+            http_proxy: Default::default(),
         }
     }
 }

@@ -101,7 +101,7 @@ fn data_string(secret: &Secret, key: &str) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
 }
 
-fn check_secret(secret: &Secret) -> Result<(String, String), String> {
+pub(crate) fn check_secret(secret: &Secret) -> Result<(String, String), String> {
     if let Some(t) = secret.type_.as_deref()
         && t != "kubernetes.io/tls"
     {

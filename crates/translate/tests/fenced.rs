@@ -6,6 +6,9 @@
 #[path = "support/fence.rs"]
 mod fence;
 
+#[path = "support/fixture_settings.rs"]
+mod fixture_settings;
+
 use std::path::{Path, PathBuf};
 
 use fence::{Tally, check_gateway, normalize, responder, variants};
@@ -35,7 +38,7 @@ fn every_fenced_route_answers_500_at_every_path_variant() {
         let input = text.find(MARKER).map(|i| &text[..i]).unwrap_or(&text);
         let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_string();
         let loaded = api::loader::load_str(&name, input);
-        let out = translate::translate(&loaded.inputs, &translate::Settings::default());
+        let out = translate::translate(&loaded.inputs, &fixture_settings::settings_for(input));
         let before = t.asserted;
         for (key, gw) in &out.gateways {
             check_gateway(&name, key, gw, backend, &dir, &mut t);

@@ -12,6 +12,9 @@
 #[path = "support/real_envoy.rs"]
 mod real_envoy;
 
+#[path = "support/fixture_settings.rs"]
+mod fixture_settings;
+
 use std::path::{Path, PathBuf};
 
 use translate::output::{self, bootstrap};
@@ -32,7 +35,7 @@ fn fixture_files() -> Vec<PathBuf> {
 /// Loads and translates the input part of a fixture, as the CLI does.
 fn run(name: &str, input: &str) -> translate::Output {
     let loaded = api::loader::load_str(name, input);
-    let mut out = translate::translate(&loaded.inputs, &translate::Settings::default());
+    let mut out = translate::translate(&loaded.inputs, &fixture_settings::settings_for(input));
     let mut diags = loaded.diagnostics;
     diags.append(&mut out.diagnostics);
     out.diagnostics = diags;
@@ -93,7 +96,11 @@ fn fixtures_match_goldens_and_envoy_accepts_them() {
         }
         let loaded = api::loader::load_str(&format!("fixtures/{name}"), input);
         let envoy = real_envoy::RealEnvoy::default();
-        let strict = translate::translate_with(&loaded.inputs, &translate::Settings::default(), Some(&envoy));
+        let strict = translate::translate_with(
+            &loaded.inputs,
+            &fixture_settings::settings_for(input),
+            Some(&envoy),
+        );
         let with_routes = strict.gateways.values().filter(|g| !g.routes.is_empty()).count();
         if envoy.calls() < with_routes {
             failures.push(format!(
@@ -101,7 +108,7 @@ fn fixtures_match_goldens_and_envoy_accepts_them() {
                 envoy.calls()
             ));
         }
-        let standard = translate::translate(&loaded.inputs, &translate::Settings::default());
+        let standard = translate::translate(&loaded.inputs, &fixture_settings::settings_for(input));
         if strict != standard {
             failures.push(format!(
                 "{name}: STRICT differs from STANDARD (STANDARD let through something Envoy rejects)\n{}",

@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::tree::{Node, NodeValue, Segment, render_path, segments};
+use crate::httpproxy::{HttpProxy, TlsCertificateDelegation};
 use crate::policy::{GatewayExtension, TrafficPolicy, TrafficPolicySpec};
 use crate::{Diagnostic, ExtensionObject, FieldStep, Inputs, Source, Sourced, Unreadable};
 
@@ -98,6 +99,37 @@ object!(
     gateway_extensions,
     gateway_extension_fallback
 );
+
+object!(HttpProxy, "HTTPProxy", true, http_proxies, http_proxy_fallback);
+object!(
+    TlsCertificateDelegation,
+    "TLSCertificateDelegation",
+    true,
+    tls_certificate_delegations
+);
+
+/// An HTTPProxy whose spec does not parse (an unknown field included: see
+/// `crate::httpproxy`) keeps its identity, so that its status says why it
+/// is invalid and what its parents route to it is fenced.
+fn http_proxy_fallback(value: &Value, error: &str) -> Option<HttpProxy> {
+    let metadata: ObjectMeta = serde_json::from_value(value.get("metadata")?.clone()).ok()?;
+    // A root stays a root (its FQDN claimed, its children not orphaned by
+    // a typo elsewhere in it going unnoticed).
+    let fqdn = value.pointer("/spec/virtualhost/fqdn").and_then(Value::as_str);
+    let spec = crate::httpproxy::HttpProxySpec {
+        virtualhost: fqdn.map(|fqdn| crate::httpproxy::VirtualHost {
+            fqdn: fqdn.to_string(),
+            tls: None,
+        }),
+        ..Default::default()
+    };
+    Some(HttpProxy {
+        metadata,
+        spec,
+        load_errors: vec![error.to_string()],
+        ..Default::default()
+    })
+}
 
 /// A TrafficPolicy whose spec does not parse keeps its identity and
 /// targets, so that its targets fail closed.
@@ -247,6 +279,8 @@ impl Sink {
             traffic_policies,
             gateway_extensions,
             extension_resources,
+            http_proxies,
+            tls_certificate_delegations,
         } = inputs;
         each(self, gateway_classes);
         each(self, gateways);
@@ -263,6 +297,8 @@ impl Sink {
         for e in extension_resources {
             self.add_extension(e.source, e.object);
         }
+        each(self, http_proxies);
+        each(self, tls_certificate_delegations);
     }
 
     fn error(&mut self, object: Option<String>, source: &Source, message: impl Into<String>) {
@@ -310,6 +346,8 @@ enum Known {
     EndpointSlice,
     TrafficPolicy,
     GatewayExtension,
+    HttpProxy,
+    TlsCertificateDelegation,
 }
 
 impl Known {
@@ -334,6 +372,11 @@ impl Known {
             crate::policy::GROUP if version == crate::policy::VERSION => match kind {
                 "TrafficPolicy" => Some(Known::TrafficPolicy),
                 "GatewayExtension" => Some(Known::GatewayExtension),
+                _ => None,
+            },
+            crate::httpproxy::GROUP if version == crate::httpproxy::VERSION => match kind {
+                "HTTPProxy" => Some(Known::HttpProxy),
+                "TLSCertificateDelegation" => Some(Known::TlsCertificateDelegation),
                 _ => None,
             },
             "discovery.k8s.io" if version == "v1" && kind == "EndpointSlice" => Some(Known::EndpointSlice),
@@ -493,6 +536,8 @@ pub(crate) fn load_document(sink: &mut Sink, file: &str, root: &Node, line: usiz
         Known::EndpointSlice => doc.load::<EndpointSlice>(sink),
         Known::TrafficPolicy => doc.load::<TrafficPolicy>(sink),
         Known::GatewayExtension => doc.load::<GatewayExtension>(sink),
+        Known::HttpProxy => doc.load::<HttpProxy>(sink),
+        Known::TlsCertificateDelegation => doc.load::<TlsCertificateDelegation>(sink),
     }
 }
 

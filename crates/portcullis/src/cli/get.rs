@@ -1,5 +1,5 @@
-//! `portcullis get gateways|routes` and `portcullis describe gateway|route
-//! NAME`: kubectl-style views, read from a running portcullis's admin API
+//! `portcullis get gateways|routes|policies|httpproxies` and `portcullis
+//! describe gateway|route|policy|httpproxy NAME`: kubectl-style views, read from a running portcullis's admin API
 //! or computed offline from manifests with `-f`.
 
 use std::io::{Read, Write};
@@ -22,6 +22,9 @@ pub enum Kind {
     /// TrafficPolicies and GatewayExtensions.
     #[value(alias = "policy", alias = "trafficpolicies", alias = "trafficpolicy")]
     Policies,
+    /// Contour HTTPProxies (`projectcontour.io/v1`).
+    #[value(alias = "httpproxy", alias = "proxy", alias = "proxies")]
+    Httpproxies,
 }
 
 #[derive(clap::Args)]
@@ -32,6 +35,14 @@ pub struct Source {
     /// Admin API of a running `portcullis serve`.
     #[arg(long, default_value = "127.0.0.1:19000")]
     pub admin: String,
+    /// Offline (`-f`): the Gateway serving HTTPProxies (NAMESPACE/NAME),
+    /// as `serve --httpproxy-gateway`.
+    #[arg(long = "httpproxy-gateway")]
+    pub httpproxy_gateway: Option<String>,
+    /// Offline (`-f`): root namespaces for HTTPProxies, as `serve
+    /// --root-namespaces`.
+    #[arg(long, value_delimiter = ',')]
+    pub root_namespaces: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -58,7 +69,17 @@ fn load(source: &Source) -> anyhow::Result<Views> {
     match &source.path {
         Some(p) => {
             let loaded = api::loader::load_path(p)?;
-            let mut out = translate::translate(&loaded.inputs, &translate::Settings::default());
+            let http_proxy = crate::config::ModeArgs {
+                httpproxy_gateway: source.httpproxy_gateway.clone(),
+                root_namespaces: source.root_namespaces.clone(),
+                ..Default::default()
+            }
+            .http_proxy()?;
+            let settings = translate::Settings {
+                http_proxy,
+                ..Default::default()
+            };
+            let mut out = translate::translate(&loaded.inputs, &settings);
             let mut d = loaded.diagnostics;
             d.append(&mut out.diagnostics);
             out.diagnostics = d;
@@ -232,6 +253,29 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
                         list(&p.ancestors),
                         p.accepted.clone(),
                         p.reason.clone(),
+                    ]
+                })
+                .collect(),
+        ),
+        Kind::Httpproxies => table(
+            &[
+                "NAMESPACE",
+                "NAME",
+                "FQDN",
+                "ROLE",
+                "STATUS",
+                "STATUS DESCRIPTION",
+            ],
+            v.httpproxies
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.namespace.clone(),
+                        p.name.clone(),
+                        p.fqdn.clone().unwrap_or_else(|| "-".into()),
+                        p.role.clone(),
+                        p.current_status.clone(),
+                        p.description.clone(),
                     ]
                 })
                 .collect(),
@@ -446,7 +490,66 @@ pub fn describe(args: DescribeArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+        Kind::Httpproxies => {
+            let found: Vec<_> = v
+                .httpproxies
+                .iter()
+                .filter(|p| matches_name(&p.namespace, &p.name, &args.name))
+                .collect();
+            if found.is_empty() {
+                bail!("no HTTPProxy {}", args.name);
+            }
+            for p in found {
+                describe_proxy(&mut out, p);
+            }
+        }
     }
     print!("{out}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// One HTTPProxy: where it sits in the include trees, its routes with
+/// their merged conditions (duplicates with the route that won), and its
+/// errors and warnings.
+fn describe_proxy(out: &mut String, p: &translate::httpproxy::ProxyReport) {
+    out.push_str(&format!(
+        "HTTPProxy {}/{}\n  Role: {}\n  FQDN: {}\n  Status: {} ({})\n",
+        p.namespace,
+        p.name,
+        p.role,
+        p.fqdn.as_deref().unwrap_or("-"),
+        p.current_status,
+        p.description
+    ));
+    out.push_str("  Include paths:\n");
+    if p.include_paths.is_empty() {
+        out.push_str("    none (no served root reaches it)\n");
+    }
+    for path in &p.include_paths {
+        out.push_str(&format!("    {path}\n"));
+    }
+    out.push_str("  Routes (merged conditions):\n");
+    if p.routes.is_empty() {
+        out.push_str("    none\n");
+    }
+    for r in &p.routes {
+        let state = match (&r.duplicate_of, r.programmed) {
+            (Some(w), _) => format!("DUPLICATE, not programmed; {w} wins"),
+            (None, true) => "programmed".to_string(),
+            (None, false) => "not programmed (a route with these conditions serves them)".to_string(),
+        };
+        out.push_str(&format!(
+            "    [{}] {} -> {}: {state}\n",
+            r.root, r.conditions, r.action
+        ));
+    }
+    for (title, list) in [("Errors", &p.errors), ("Warnings", &p.warnings)] {
+        out.push_str(&format!("  {title}:\n"));
+        if list.is_empty() {
+            out.push_str("    none\n");
+        }
+        for e in list {
+            out.push_str(&format!("    {e}\n"));
+        }
+    }
 }

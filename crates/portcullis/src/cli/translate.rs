@@ -51,6 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             refuse_loopback: args.mode.refuse_loopback_endpoints()?,
             ..Default::default()
         },
+        http_proxy: args.mode.http_proxy()?,
         ..Default::default()
     };
     let mut output = translate::translate_with(

@@ -47,6 +47,18 @@ pub struct PolicyLabels {
     pub reason: String,
 }
 
+/// One HTTPProxy root (`namespace/name`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RootLabels {
+    pub root: String,
+}
+
+/// An HTTPProxy `currentStatus` (`valid`, `invalid`, `orphaned`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProxyStatusLabels {
+    pub status: String,
+}
+
 pub struct Metrics {
     pub registry: Mutex<Registry>,
     pub translation_seconds: Histogram,
@@ -75,6 +87,10 @@ pub struct Metrics {
     /// 1 while the provider has been busy longer than `PROVIDER_STUCK_AFTER`.
     pub provider_stuck: Gauge,
     pub provider_read_timeouts: Counter,
+    /// Duplicate routes (not programmed) per HTTPProxy root, now.
+    pub httpproxy_duplicates: Family<RootLabels, Gauge>,
+    /// HTTPProxies by `currentStatus`, now.
+    pub httpproxies: Family<ProxyStatusLabels, Gauge>,
 }
 
 impl Metrics {
@@ -194,6 +210,18 @@ impl Metrics {
             "Manifest file reads abandoned after their deadline (a hung file system)",
             provider_read_timeouts.clone(),
         );
+        let httpproxy_duplicates = Family::<RootLabels, Gauge>::default();
+        registry.register(
+            "httpproxy_duplicate_routes_current",
+            "Routes of an HTTPProxy include tree not programmed because an earlier route has the same full conditions, per root",
+            httpproxy_duplicates.clone(),
+        );
+        let httpproxies = Family::<ProxyStatusLabels, Gauge>::default();
+        registry.register(
+            "httpproxies",
+            "HTTPProxies by currentStatus (valid, invalid, orphaned)",
+            httpproxies.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             translation_seconds,
@@ -213,6 +241,8 @@ impl Metrics {
             provider_busy_seconds,
             provider_stuck,
             provider_read_timeouts,
+            httpproxy_duplicates,
+            httpproxies,
         }
     }
 
@@ -254,6 +284,30 @@ impl Metrics {
         self.scope_replaced_now.clear();
         for r in &out.scope_replacements {
             self.scope_replaced_now.get_or_create(&scope_labels(r)).inc();
+        }
+        self.httpproxy_duplicates.clear();
+        self.httpproxies.clear();
+        for status in ["valid", "invalid", "orphaned"] {
+            // Present at 0, so that a dashboard sees every status.
+            self.httpproxies
+                .get_or_create(&ProxyStatusLabels {
+                    status: status.into(),
+                })
+                .set(0);
+        }
+        for p in &out.http_proxies {
+            self.httpproxies
+                .get_or_create(&ProxyStatusLabels {
+                    status: p.current_status.clone(),
+                })
+                .inc();
+            if p.role == "root" {
+                self.httpproxy_duplicates
+                    .get_or_create(&RootLabels {
+                        root: format!("{}/{}", p.namespace, p.name),
+                    })
+                    .set(p.duplicate_routes as i64);
+            }
         }
         let before: std::collections::BTreeSet<&translate::PolicyFailure> = previous
             .map(|p| p.policy_failures.iter().collect())

@@ -148,6 +148,7 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
         } else {
             args.listener_address.clone()
         },
+        http_proxy: args.mode.http_proxy()?,
         ..Default::default()
     };
     let mut loopbacks: BTreeMap<String, String> = BTreeMap::new();

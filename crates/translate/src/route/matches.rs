@@ -29,6 +29,20 @@ pub struct Rank {
     queries: std::cmp::Reverse<usize>,
 }
 
+impl Rank {
+    /// The rank of a match of another route kind (HTTPProxy): path kind
+    /// 0 exact, 1 regular expression, 2 prefix; no method.
+    pub fn of(path_kind: u8, path_len: usize, headers: usize, queries: usize) -> Rank {
+        Rank {
+            path_kind,
+            path_len: std::cmp::Reverse(path_len),
+            method: std::cmp::Reverse(false),
+            headers: std::cmp::Reverse(headers),
+            queries: std::cmp::Reverse(queries),
+        }
+    }
+}
+
 /// A match that Envoy can program, or the guard that must stand in for it.
 pub enum Programmable {
     Ok(RouteMatch, Rank),

@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CommonTlsContext, DownstreamTlsContext, SdsSecretConfig,
+    CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, TlsParameters, tls_parameters,
 };
 use envoy_types::util::pack_any;
 
@@ -146,6 +146,10 @@ pub fn build(gw: &Gateway, port: i32, p: &Port, listener_address: &str) -> Liste
                                 })
                                 .collect(),
                             alpn_protocols: vec!["h2".into(), "http/1.1".into()],
+                            tls_params: c.tls13_only.then(|| TlsParameters {
+                                tls_minimum_protocol_version: tls_parameters::TlsProtocol::TlSv13 as i32,
+                                ..Default::default()
+                            }),
                             ..Default::default()
                         }),
                         ..Default::default()
