@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use api::{Diagnostic, Inputs};
 
 use crate::binding::{self, ParentBinding};
-use crate::extension::{Hook, Hooks, run as hooks_run};
+use crate::extension::{Hook, Hooks, gateway as hooks_gateway, run as hooks_run};
 use crate::gateway::GatewayState;
 use crate::index::Index;
 use crate::ir::{self, Chain, RouteOrder};
@@ -206,9 +206,9 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
         gateway_threads,
         2,
         |((gw, mut works), gw_scopes)| {
-            let mut hooked = HookFindings::default();
+            let mut hooked = hooks_gateway::HookFindings::default();
             if let Some(h) = hooks {
-                route_hooks(h, &mut works, &mut hooked);
+                hooks_gateway::route_hooks(h, &mut works, &mut hooked);
             }
             let mut ir = skeleton(gw);
             let mut store = ir::RouteStore::default();
@@ -224,7 +224,9 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
             policy::ext_auth::install(&mut ir, &providers);
             let key = gw.key();
             let (bind, reported) = settings.addresses_of(&key);
-            let owners = hooks.map(|_| host_owners(&ir, gw)).unwrap_or_default();
+            let owners = hooks
+                .map(|_| hooks_gateway::host_owners(&ir, gw))
+                .unwrap_or_default();
             let ports: Vec<i32> = ir.ports.keys().copied().collect();
             let extension_clusters: BTreeMap<String, Vec<crate::extension::ExtensionResource>> = ir
                 .clusters
@@ -246,7 +248,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
                         &mut hooked.scopes,
                     );
                 }
-                scope_hooks(h, x, gw, &ports, &owners, &mut built, &mut hooked.scopes);
+                hooks_gateway::scope_hooks(h, x, gw, &ports, &owners, &mut built, &mut hooked.scopes);
                 if let (Some(v), Some(before)) = (validator, &before) {
                     let names = std::mem::take(&mut hooked.scopes.listener_names);
                     hooks_run::strict_precheck(v, &key, before, &mut built, &names, &mut hooked.scopes);
@@ -271,7 +273,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
     for (gi, (gw, (key, reported, built, findings, fences, mut hooked, blamed, installed))) in
         gateways.iter().zip(assembled).enumerate()
     {
-        absorb_hooks(&key, gw, &mut hooked, &mut reports, &mut out);
+        hooks_gateway::absorb_hooks(&key, gw, &mut hooked, &mut reports, &mut out);
         if served.as_ref().is_some_and(|s| s.gateway == key) {
             proxy_address = Some(reported.to_string());
             crate::httpproxy::serve::report_conflicts(
@@ -423,11 +425,11 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
 }
 
 /// One route's rules built for one listener it is attached to.
-struct Work {
+pub(crate) struct Work {
     /// Index of the route (in the pipeline's route order).
-    route: usize,
+    pub(crate) route: usize,
     /// Routes waiting for `PostRouteModify` (slots in `routes`).
-    hooked: Vec<hooks_run::PendingRoute>,
+    pub(crate) hooked: Vec<hooks_run::PendingRoute>,
     gateway: usize,
     listener: usize,
     hostnames: Vec<String>,
@@ -435,7 +437,7 @@ struct Work {
     rules: Vec<(usize, rule::BuiltRule)>,
     /// The rules' Envoy routes (encoded) and their precedence, in parallel.
     orders: Vec<RouteOrder>,
-    routes: Vec<Option<Vec<u8>>>,
+    pub(crate) routes: Vec<Option<Vec<u8>>>,
     /// The HTTP filters those routes configure per route.
     filters: Vec<String>,
     clusters: BTreeMap<String, crate::backend::ClusterSpec>,
@@ -608,173 +610,6 @@ fn build_route(
     out
 }
 
-/// Puts what one Gateway's extension hooks found where the rest of the
-/// report goes: failed route hooks replace their rule (status, metrics),
-/// fail-open ones warn on the route, scope failures are diagnostics and
-/// scope replacements (the fences themselves are reported with the
-/// policy fences, `replacement::scope::report`).
-fn absorb_hooks(
-    key: &str,
-    gw: &GatewayState<'_>,
-    hooked: &mut HookFindings,
-    reports: &mut [RouteReport],
-    out: &mut Output,
-) {
-    for (ri, rule, e) in std::mem::take(&mut hooked.failed) {
-        reports[ri].replaced.entry(rule).or_insert(e);
-    }
-    for (ri, w) in std::mem::take(&mut hooked.warnings) {
-        reports[ri].warnings.push(w);
-    }
-    for (message, error) in &hooked.scopes.problems {
-        let object = Some(format!("Gateway {key}"));
-        out.diagnostics.push(if *error {
-            Diagnostic::error(object, Some(&gw.gateway.source), format!("{message} [extension]"))
-        } else {
-            Diagnostic::warning(object, Some(&gw.gateway.source), format!("{message} [extension]"))
-        });
-    }
-    for (name, e) in &hooked.scopes.dropped_clusters {
-        out.scope_replacements.push(crate::ScopeReplacement {
-            gateway: key.to_string(),
-            scope: "cluster".into(),
-            listener: String::new(),
-            names: vec![name.clone()],
-            class: e.class,
-            message: e.to_string(),
-        });
-    }
-    if let Some(e) = &hooked.scopes.translation_failed {
-        out.scope_replacements.push(crate::ScopeReplacement {
-            gateway: key.to_string(),
-            scope: "translation".into(),
-            listener: String::new(),
-            names: Vec::new(),
-            class: e.class,
-            message: e.to_string(),
-        });
-    }
-}
-
-/// What the extension hooks of one Gateway found (`extension::run`).
-#[derive(Default)]
-struct HookFindings {
-    /// (route, rule, error): a `PostRouteModify` that failed closed.
-    failed: Vec<(usize, usize, crate::error::RuleError)>,
-    /// (route, warning): one that failed open.
-    warnings: Vec<(usize, String)>,
-    scopes: hooks_run::Findings,
-}
-
-/// `PostRouteModify` for every pending route of one Gateway's works, in one
-/// batch; the replies (or the 500s) go into the routes' slots before the
-/// works are merged.
-fn route_hooks(hooks: &dyn Hooks, works: &mut [Work], found: &mut HookFindings) {
-    let mut at = Vec::new();
-    let mut pending = Vec::new();
-    for (wi, w) in works.iter_mut().enumerate() {
-        for p in std::mem::take(&mut w.hooked) {
-            at.push(wi);
-            pending.push(p);
-        }
-    }
-    let outcomes = hooks_run::post_route(hooks, &pending);
-    for ((wi, p), outcome) in at.into_iter().zip(&pending).zip(outcomes) {
-        let Some(w) = works.get_mut(wi) else { continue };
-        let slot = w.routes.get_mut(p.slot);
-        match outcome {
-            hooks_run::RouteOutcome::Unchanged => {}
-            hooks_run::RouteOutcome::Modified(r) => {
-                found
-                    .scopes
-                    .modified_routes
-                    .insert(r.name.clone(), p.route.name.clone());
-                if let Some(slot) = slot {
-                    *slot = Some(xds::canonical::route(&r));
-                }
-            }
-            hooks_run::RouteOutcome::Failed { mut replaced, error } => {
-                crate::replacement::disable_filters(
-                    &mut replaced.typed_per_filter_config,
-                    p.inherited.iter().cloned(),
-                );
-                if let Some(slot) = slot {
-                    *slot = Some(xds::canonical::route(&replaced));
-                }
-                found.failed.push((w.route, p.rule, error));
-            }
-            hooks_run::RouteOutcome::Warned(m) => found.warnings.push((w.route, m)),
-        }
-    }
-}
-
-/// Virtual host name → the Gateway listener (index) that owns it.
-fn host_owners(ir: &ir::Gateway, gw: &GatewayState<'_>) -> BTreeMap<String, usize> {
-    let mut out = BTreeMap::new();
-    for chain in ir.ports.values().flat_map(|p| &p.chains) {
-        for vh in chain.virtual_hosts.values() {
-            if let Some(li) = gw.listeners.iter().position(|l| l.key == vh.owner) {
-                out.insert(format!("{}/{}", chain.route_config, vh.hostname), li);
-            }
-        }
-    }
-    out
-}
-
-/// The virtual host, listener and translation hooks of one Gateway, in
-/// Envoy Gateway's order, on the assembled resources.
-fn scope_hooks(
-    hooks: &dyn Hooks,
-    x: &crate::extension::resources::Extensions,
-    gw: &GatewayState<'_>,
-    ports: &[i32],
-    owners: &BTreeMap<String, usize>,
-    built: &mut crate::GatewayXds,
-    found: &mut hooks_run::Findings,
-) {
-    if x.runs(Hook::VirtualHost) {
-        hooks_run::post_virtual_host(hooks, built, owners, found);
-    }
-    // (index, listener) of the merged listeners that are programmed.
-    let programmed: Vec<(usize, &crate::listener::Listener)> = gw
-        .listeners
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| l.programmed())
-        .collect();
-    for &port in ports {
-        found.listener_names.insert(
-            crate::naming::listener(&gw.namespace, &gw.name, port),
-            programmed
-                .iter()
-                .filter(|(_, l)| l.port == port)
-                .map(|(li, _)| *li)
-                .collect(),
-        );
-    }
-    if x.runs(Hook::HttpListener) {
-        let scopes: Vec<hooks_run::ListenerScope> = ports
-            .iter()
-            .map(|&port| {
-                let on_port: Vec<&(usize, &crate::listener::Listener)> =
-                    programmed.iter().filter(|(_, l)| l.port == port).collect();
-                let names: Vec<&str> = on_port.iter().map(|(_, l)| l.name.as_str()).collect();
-                hooks_run::ListenerScope {
-                    envoy_name: crate::naming::listener(&gw.namespace, &gw.name, port),
-                    policies: x.gateway_policies(&gw.namespace, &gw.name, &names),
-                    gateway_listeners: on_port.iter().map(|(li, _)| *li).collect(),
-                }
-            })
-            .collect();
-        hooks_run::post_http_listener(hooks, built, &scopes, found);
-    }
-    if x.runs(Hook::Translation) {
-        let names: Vec<&str> = programmed.iter().map(|(_, l)| l.name.as_str()).collect();
-        let policies = x.gateway_policies(&gw.namespace, &gw.name, &names);
-        hooks_run::post_translate(hooks, built, policies, found);
-    }
-}
-
 /// Puts what the STRICT pass found where the rest of the report goes: a
 /// rejected Envoy route replaces its rule (status, diagnostics, metrics).
 /// What an extension hook made and Envoy rejects is attributed to the hook
@@ -785,7 +620,7 @@ fn absorb_strict(
     routes: &[Route<'_>],
     reports: &mut [RouteReport],
     diagnostics: &mut Vec<Diagnostic>,
-    hooked: &HookFindings,
+    hooked: &hooks_gateway::HookFindings,
 ) {
     let by_hook = |name: &str, modified: &BTreeMap<String, String>, hook: Hook| {
         if modified.contains_key(name) {

@@ -22,6 +22,7 @@
 //!   `Ok(Some(r))` = replace with `r`, `Err` = the hook failed.
 
 pub mod check;
+pub(crate) mod gateway;
 pub mod pgv;
 pub mod resources;
 pub mod run;
