@@ -1,1 +1,443 @@
-//! Kubernetes provider.
+//! The Kubernetes provider: kube-runtime reflectors over every kind the
+//! translator reads, coalesced into the same [`provider::Snapshot`]s the
+//! file provider publishes, so `portcullis controller` shares everything
+//! after the provider with `serve` (see `portcullis::serve`, "the provider
+//! seam"); and the status writer ([`status`]) that writes the translator's
+//! status back with server-side apply.
+//!
+//! # Data model
+//!
+//! One reflector store per [`Kind`], holding the objects as the apiserver
+//! returned them (`DynamicObject`: untyped JSON). A snapshot is built from
+//! the stores by reading each object through the **same loader as file
+//! mode** (`api::loader`): the object's JSON (without `status` and
+//! `managedFields`) is loaded as a one-document file named
+//! `api:<plural>/<namespace>/<name>.json`, so a field that does not parse
+//! is reported exactly as in file mode (kind, namespace/name, field path),
+//! and an HTTPRoute rule with an unreadable value is fenced, not dropped.
+//! The load of each object is cached by `resourceVersion`: an event
+//! re-reads only the object it names.
+//!
+//! # When snapshots are published
+//!
+//! - Nothing before every kind's initial list is complete ([`start`]
+//!   returns once the first snapshot is built from complete lists).
+//! - Events are coalesced: a burst is built `debounce` after its last event
+//!   and at most `max_delay` after its first ([`Options`]); a build whose
+//!   result equals the previous snapshot publishes nothing.
+//! - Watch errors (an outage, `410 Gone`, a relist) never shrink the
+//!   snapshot: a reflector keeps its store through errors, and a relist
+//!   replaces the store only once the new list is complete (kube-runtime's
+//!   `InitDone`). The watcher retries with backoff; errors are logged and
+//!   counted ([`Stats`]).
+//! - A kind whose resource the apiserver does not serve (a CRD not
+//!   installed) is reported once and read as empty.
+//!
+//! Secrets: only `type=kubernetes.io/tls` (a field selector), the only
+//! Secrets a Gateway listener can use; the provider never caches the
+//! cluster's other Secrets.
+
+pub mod status;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use api::loader::Loaded;
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::{Notify, watch};
+
+pub use kube::Client;
+
+/// A kind the provider watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    GatewayClass,
+    Gateway,
+    ListenerSet,
+    HttpRoute,
+    GrpcRoute,
+    ReferenceGrant,
+    Namespace,
+    Service,
+    EndpointSlice,
+    Secret,
+    TrafficPolicy,
+    GatewayExtension,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 12] = [
+        Kind::GatewayClass,
+        Kind::Gateway,
+        Kind::ListenerSet,
+        Kind::HttpRoute,
+        Kind::GrpcRoute,
+        Kind::ReferenceGrant,
+        Kind::Namespace,
+        Kind::Service,
+        Kind::EndpointSlice,
+        Kind::Secret,
+        Kind::TrafficPolicy,
+        Kind::GatewayExtension,
+    ];
+
+    /// `(group, version, kind, plural, namespaced)`: the versions are the
+    /// storage versions of Gateway API v1.5.1 (`crds/gateway-api/`).
+    pub fn resource(self) -> (&'static str, &'static str, &'static str, &'static str, bool) {
+        const GW: &str = "gateway.networking.k8s.io";
+        match self {
+            Kind::GatewayClass => (GW, "v1", "GatewayClass", "gatewayclasses", false),
+            Kind::Gateway => (GW, "v1", "Gateway", "gateways", true),
+            Kind::ListenerSet => (GW, "v1", "ListenerSet", "listenersets", true),
+            Kind::HttpRoute => (GW, "v1", "HTTPRoute", "httproutes", true),
+            Kind::GrpcRoute => (GW, "v1", "GRPCRoute", "grpcroutes", true),
+            Kind::ReferenceGrant => (GW, "v1beta1", "ReferenceGrant", "referencegrants", true),
+            Kind::Namespace => ("", "v1", "Namespace", "namespaces", false),
+            Kind::Service => ("", "v1", "Service", "services", true),
+            Kind::EndpointSlice => ("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true),
+            Kind::Secret => ("", "v1", "Secret", "secrets", true),
+            Kind::TrafficPolicy => (api::policy::GROUP, api::policy::VERSION, "TrafficPolicy", "trafficpolicies", true),
+            Kind::GatewayExtension => (
+                api::policy::GROUP,
+                api::policy::VERSION,
+                "GatewayExtension",
+                "gatewayextensions",
+                true,
+            ),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.resource().2
+    }
+
+    pub fn api_resource(self) -> ApiResource {
+        let (group, version, kind, plural, _) = self.resource();
+        let mut ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        ar.plural = plural.into();
+        ar
+    }
+
+    pub fn namespaced(self) -> bool {
+        self.resource().4
+    }
+
+    /// The kind named `kind` (as in `ObjectStatus::kind`).
+    pub fn from_name(kind: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == kind)
+    }
+
+    fn field_selector(self) -> Option<&'static str> {
+        match self {
+            Kind::Secret => Some("type=kubernetes.io/tls"),
+            _ => None,
+        }
+    }
+}
+
+/// How events are coalesced (Contour's holdoff is 100 ms, capped at 500).
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Quiet time after the last event of a burst. Default 20 ms.
+    pub debounce: Duration,
+    /// Longest time from the first event of a burst to its build. Default 500 ms.
+    pub max_delay: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            debounce: Duration::from_millis(20),
+            max_delay: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Why the provider could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("discovering {kind}: {source}")]
+    Discovery {
+        kind: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the {kind} reflector stopped before its initial list completed")]
+    Stopped { kind: &'static str },
+    #[error("the snapshot builder stopped before the first snapshot")]
+    NoSnapshot,
+    #[error("kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+}
+
+/// A client from a kubeconfig file, or (`None`) the default: in-cluster
+/// configuration, else `$KUBECONFIG` / `~/.kube/config`.
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<Client, StartError> {
+    let error = |message: String| StartError::Kubeconfig {
+        path: kubeconfig.map_or_else(|| "(default)".into(), |p| p.display().to_string()),
+        message,
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path).map_err(|e| error(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| error(e.to_string()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| error(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(|e| error(e.to_string()))
+}
+
+/// Counters of the provider's work.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Watch events applied to a store (after the initial lists).
+    pub events: AtomicU64,
+    /// Watch errors (each is retried with backoff; the store is kept).
+    pub watch_errors: AtomicU64,
+    /// Relists completed after the initial one (`InitDone` events).
+    pub relists: AtomicU64,
+    /// Snapshots published.
+    pub snapshots: AtomicU64,
+}
+
+/// The reflector stores, by kind (a kind the apiserver does not serve has
+/// none). Shared with the status writer, which reads the live objects.
+#[derive(Clone)]
+pub struct Stores {
+    stores: Arc<HashMap<Kind, Store<DynamicObject>>>,
+}
+
+impl Stores {
+    /// The live object, if the store has it.
+    pub fn get(&self, kind: Kind, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
+        let store = self.stores.get(&kind)?;
+        let mut key = reflector::ObjectRef::new_with(name, kind.api_resource());
+        if kind.namespaced() {
+            key = key.within(namespace.unwrap_or("default"));
+        }
+        store.get(&key)
+    }
+
+    /// Every object of `kind`.
+    pub fn all(&self, kind: Kind) -> Vec<Arc<DynamicObject>> {
+        self.stores.get(&kind).map(Store::state).unwrap_or_default()
+    }
+}
+
+/// A running provider: its tasks stop when it is dropped.
+pub struct KubeProvider {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    pub stores: Stores,
+    pub stats: Arc<Stats>,
+}
+
+impl Drop for KubeProvider {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Starts a reflector per kind and returns once every initial list is
+/// complete and the first snapshot is built from them.
+pub async fn start(
+    client: Client,
+    options: Options,
+) -> Result<(KubeProvider, watch::Receiver<Arc<provider::Snapshot>>), StartError> {
+    let stats = Arc::new(Stats::default());
+    let changed = Arc::new(Notify::new());
+    let mut tasks = Vec::new();
+    let mut stores = HashMap::new();
+    for kind in Kind::ALL {
+        let ar = kind.api_resource();
+        let (group, version, name, _, _) = kind.resource();
+        match kube::discovery::pinned_kind(&client, &GroupVersionKind::gvk(group, version, name)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                tracing::warn!(kind = name, "the apiserver does not serve this kind (CRD not installed?): read as empty");
+                continue;
+            }
+            Err(source) => return Err(StartError::Discovery { kind: name, source }),
+        }
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let mut config = watcher::Config::default();
+        if let Some(fields) = kind.field_selector() {
+            config = config.fields(fields);
+        }
+        let writer = reflector::store::Writer::new(ar.clone());
+        stores.insert(kind, writer.as_reader());
+        let changed = changed.clone();
+        let stats = stats.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut initial = true;
+            let stream = watcher(api, config).default_backoff().reflect(writer);
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
+                        stats.events.fetch_add(1, Ordering::Relaxed);
+                        changed.notify_one();
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        if !initial {
+                            stats.relists.fetch_add(1, Ordering::Relaxed);
+                        }
+                        initial = false;
+                        changed.notify_one();
+                    }
+                    Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                    Err(error) => {
+                        // The store keeps its objects; the watcher retries.
+                        stats.watch_errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(kind = name, %error, "watch error; keeping the last objects and retrying");
+                    }
+                }
+            }
+        }));
+    }
+    let stores = Stores {
+        stores: Arc::new(stores),
+    };
+    let provider = KubeProvider {
+        tasks,
+        stores: stores.clone(),
+        stats: stats.clone(),
+    };
+    // Nothing is built before every initial list is complete.
+    for (kind, store) in stores.stores.iter() {
+        let started = Instant::now();
+        store
+            .wait_until_ready()
+            .await
+            .map_err(|_| StartError::Stopped { kind: kind.name() })?;
+        tracing::debug!(kind = kind.name(), ms = started.elapsed().as_millis() as u64, "initial list complete");
+    }
+    let mut builder = Builder::default();
+    let first = builder.build(&stores);
+    let (tx, rx) = watch::channel(Arc::new(provider::Snapshot {
+        generation: 1,
+        loaded: first,
+        debounce_latency: None,
+    }));
+    stats.snapshots.fetch_add(1, Ordering::Relaxed);
+    let mut provider = provider;
+    provider.tasks.push(tokio::spawn(publish_loop(builder, stores, changed, tx, options, stats)));
+    Ok((provider, rx))
+}
+
+async fn publish_loop(
+    mut builder: Builder,
+    stores: Stores,
+    changed: Arc<Notify>,
+    tx: watch::Sender<Arc<provider::Snapshot>>,
+    options: Options,
+    stats: Arc<Stats>,
+) {
+    let mut generation = 1;
+    loop {
+        changed.notified().await;
+        let first = Instant::now();
+        // Coalesce the burst.
+        loop {
+            let left = options.max_delay.saturating_sub(first.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            let quiet = options.debounce.min(left);
+            if tokio::time::timeout(quiet, changed.notified()).await.is_err() {
+                break;
+            }
+        }
+        let loaded = builder.build(&stores);
+        if loaded == tx.borrow().loaded {
+            continue;
+        }
+        generation += 1;
+        stats.snapshots.fetch_add(1, Ordering::Relaxed);
+        let snapshot = provider::Snapshot {
+            generation,
+            loaded,
+            debounce_latency: Some(first.elapsed()),
+        };
+        if tx.send(Arc::new(snapshot)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Loads objects, caching each object's load by `resourceVersion`.
+#[derive(Default)]
+struct Builder {
+    cache: HashMap<(Kind, String, String), (String, Loaded)>,
+}
+
+impl Builder {
+    fn build(&mut self, stores: &Stores) -> Loaded {
+        let mut parts = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for kind in Kind::ALL {
+            let mut objects = stores.all(kind);
+            objects.sort_by(|a, b| {
+                (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
+                    .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
+            });
+            for object in objects {
+                let namespace = object.metadata.namespace.clone().unwrap_or_default();
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let version = object.metadata.resource_version.clone().unwrap_or_default();
+                let key = (kind, namespace, name);
+                seen.insert(key.clone());
+                if let Some((v, loaded)) = self.cache.get(&key)
+                    && *v == version
+                {
+                    parts.push(loaded.clone());
+                    continue;
+                }
+                let loaded = load_object(kind, &object);
+                self.cache.insert(key, (version, loaded.clone()));
+                parts.push(loaded);
+            }
+        }
+        self.cache.retain(|k, _| seen.contains(k));
+        api::loader::merge(parts)
+    }
+}
+
+/// Reads one object through the file loader (see the module doc).
+fn load_object(kind: Kind, object: &DynamicObject) -> Loaded {
+    let (group, version, kind_name, plural, _) = kind.resource();
+    let mut value = serde_json::to_value(object).unwrap_or(serde_json::Value::Null);
+    if let Some(map) = value.as_object_mut() {
+        // List items of built-in kinds come without their type.
+        let api_version = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        map.insert("apiVersion".into(), api_version.into());
+        map.insert("kind".into(), kind_name.into());
+        map.remove("status");
+        if let Some(meta) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("managedFields");
+        }
+    }
+    let file = format!(
+        "api:{plural}/{}{}.json",
+        object
+            .metadata
+            .namespace
+            .as_deref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default(),
+        object.metadata.name.as_deref().unwrap_or("")
+    );
+    api::loader::load_str(&file, &value.to_string())
+}

@@ -1,0 +1,270 @@
+//! End to end, Kubernetes mode: a real etcd + kube-apiserver (testkit),
+//! `portcullis controller` against it with the real Envoy it supervises,
+//! real echo backends on loopback (EndpointSlices point at them: no kubelet
+//! runs). Objects are created, edited and deleted through the API; status
+//! is read back through the API.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{echo_pod, free_port, http, wait_for, work_dir};
+use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::{Value, json};
+
+const CONTROLLER: &str = "portcullis.dev/gateway-controller";
+const FENCED: &str = "invalid route configuration detected and replaced with a direct response.";
+
+/// Applies every document of `yaml` with server-side apply (manager `test`).
+async fn apply(client: &kube::Client, yaml: &str) {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("test YAML");
+    for doc in docs.into_iter().filter(|d| !d.is_null()) {
+        let api = api_for(client, &doc).await;
+        let name = doc["metadata"]["name"].as_str().expect("name").to_string();
+        api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&doc))
+            .await
+            .unwrap_or_else(|e| panic!("apply {} {name}: {e}", doc["kind"]));
+    }
+}
+
+async fn api_for(client: &kube::Client, doc: &Value) -> Api<DynamicObject> {
+    let api_version = doc["apiVersion"].as_str().expect("apiVersion");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let kind = doc["kind"].as_str().expect("kind");
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
+    match doc["metadata"]["namespace"].as_str() {
+        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => Api::namespaced_with(client.clone(), ns, &ar),
+        _ => Api::all_with(client.clone(), &ar),
+    }
+}
+
+async fn get(client: &kube::Client, api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+    let mut doc = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
+    if let Some(ns) = ns {
+        doc["metadata"]["namespace"] = ns.into();
+    }
+    let api = api_for(client, &doc).await;
+    let obj: Option<DynamicObject> = api.get_opt(name).await.expect("get");
+    obj.map(|o| serde_json::to_value(o).expect("json"))
+}
+
+fn condition<'a>(conditions: &'a Value, type_: &str) -> Option<&'a Value> {
+    conditions.as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+/// Polls `f` (an async check) until it returns `Some`, or panics.
+async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn objects(gw_port: u16, a: u16, b: u16) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: infra}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: app}}
+---
+{gateway}apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r, namespace: app}}
+spec:
+  parentRefs: [{{name: gw, namespace: infra}}]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]
+    backendRefs: [{{name: a, port: 80}}]
+  - matches: [{{path: {{type: PathPrefix, value: /b}}}}]
+    backendRefs: [{{name: b, port: 80}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: bad, namespace: app}}
+spec:
+  parentRefs: [{{name: gw, namespace: infra}}]
+  rules:
+  - matches: [{{path: {{type: RegularExpression, value: "/api/v(1)\\1"}}}}]
+    backendRefs: [{{name: a, port: 80}}]
+  - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
+    backendRefs: [{{name: a, port: 80}}]
+---
+{svc_a}
+---
+{svc_b}
+"#,
+        gateway = common::gateway(gw_port),
+        svc_a = common::service("a", a),
+        svc_b = common::service("b", b),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_serves_and_writes_status_through_the_api() {
+    let test = "controller_serves_and_writes_status_through_the_api";
+    let Some(cluster) = testkit::kube::Cluster::start(test).await else {
+        return;
+    };
+    let started = Instant::now();
+    cluster
+        .apply_crds(&testkit::kube::Cluster::repo_crds())
+        .await
+        .expect("apply CRDs");
+    let client = cluster.client().await.expect("client");
+    let a = echo_pod("app", "a-pod-1");
+    let b = echo_pod("app", "b-pod-1");
+    let dir = work_dir("controller-e2e");
+    let gw_port = free_port();
+    let (xds, admin) = (free_port(), free_port());
+    apply(&client, &objects(gw_port, a.addr().port(), b.addr().port())).await;
+
+    let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("controller")
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["--xds-address", &format!("127.0.0.1:{xds}")])
+        .args(["--admin-address", &format!("127.0.0.1:{admin}")])
+        .args(["--listener-address", "127.0.0.1"])
+        .arg("--run-dir")
+        .arg(dir.join("run"))
+        .env("ENVOY_BIN", envoy)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("start portcullis controller");
+    let _controller = common::Serve {
+        child,
+        run_dir: dir.join("run"),
+    };
+
+    // Traffic: the route, its backends, the fenced rule and its neighbour.
+    tokio::task::block_in_place(|| {
+        wait_for("Envoy to serve /a", Duration::from_secs(60), || {
+            http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200)
+        });
+        let (_, _, body) = http(gw_port, "x", "/a").expect("a");
+        assert!(body.contains("a-pod-1"), "{body}");
+        let (_, _, body) = http(gw_port, "x", "/b").expect("b");
+        assert!(body.contains("b-pod-1"), "{body}");
+        let (status, _, body) = http(gw_port, "x", "/api/v11").expect("fenced");
+        assert_eq!((status, body.as_str()), (500, FENCED));
+        assert_eq!(http(gw_port, "x", "/api/other").map(|r| r.0), Some(200));
+    });
+    let serving = started.elapsed();
+
+    // Status, read back through the API.
+    let gc = eventually("GatewayClass status", Duration::from_secs(20), || async {
+        let gc = get(&client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "portcullis").await?;
+        condition(&gc["status"]["conditions"], "Accepted").is_some().then_some(gc)
+    })
+    .await;
+    let accepted = condition(&gc["status"]["conditions"], "Accepted").expect("Accepted");
+    assert_eq!(accepted["status"], "True", "{gc}");
+    assert_eq!(accepted["observedGeneration"], gc["metadata"]["generation"]);
+    assert!(condition(&gc["status"]["conditions"], "SupportedVersion").is_some(), "{gc}");
+
+    let gw = eventually("Gateway Programmed", Duration::from_secs(20), || async {
+        let gw = get(&client, "gateway.networking.k8s.io/v1", "Gateway", Some("infra"), "gw").await?;
+        (condition(&gw["status"]["conditions"], "Programmed")?["status"] == "True").then_some(gw)
+    })
+    .await;
+    assert_eq!(condition(&gw["status"]["conditions"], "Accepted").expect("Accepted")["status"], "True");
+    let listener = &gw["status"]["listeners"][0];
+    assert_eq!(listener["name"], "http");
+    assert_eq!(listener["attachedRoutes"], 2, "{gw}");
+
+    let route = eventually("HTTPRoute r status", Duration::from_secs(20), || async {
+        let r = get(&client, "gateway.networking.k8s.io/v1", "HTTPRoute", Some("app"), "r").await?;
+        r["status"]["parents"].as_array().is_some_and(|p| !p.is_empty()).then_some(r)
+    })
+    .await;
+    let parent = &route["status"]["parents"][0];
+    assert_eq!(parent["controllerName"], CONTROLLER);
+    assert_eq!(parent["parentRef"]["name"], "gw");
+    let route_accepted = condition(&parent["conditions"], "Accepted").expect("Accepted").clone();
+    assert_eq!(route_accepted["status"], "True");
+    assert_eq!(route_accepted["observedGeneration"], 1);
+    assert_eq!(condition(&parent["conditions"], "ResolvedRefs").expect("ResolvedRefs")["status"], "True");
+
+    let bad = eventually("HTTPRoute bad status", Duration::from_secs(20), || async {
+        let r = get(&client, "gateway.networking.k8s.io/v1", "HTTPRoute", Some("app"), "bad").await?;
+        r["status"]["parents"].as_array().is_some_and(|p| !p.is_empty()).then_some(r)
+    })
+    .await;
+    let invalid = condition(&bad["status"]["parents"][0]["conditions"], "PartiallyInvalid").expect("PartiallyInvalid");
+    assert_eq!(invalid["status"], "True", "{bad}");
+    assert_eq!(invalid["reason"], "UnsupportedValue");
+    assert!(
+        invalid["message"].as_str().is_some_and(|m| m.contains("spec.rules[0].matches[0].path.value")),
+        "{invalid}"
+    );
+    // Status is written by our field manager, on the status subresource.
+    assert!(
+        bad["metadata"]["managedFields"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|f| f["manager"] == "portcullis" && f["subresource"] == "status")),
+        "{bad}"
+    );
+
+    // An edit propagates: /a renamed to /renamed (generation 2).
+    tokio::time::sleep(Duration::from_millis(1100)).await; // a new second for lastTransitionTime
+    let edited = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "r", "namespace": "app"},
+        "spec": {"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": [
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/renamed"}}], "backendRefs": [{"name": "a", "port": 80}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/b"}}], "backendRefs": [{"name": "b", "port": 80}]},
+        ]},
+    });
+    apply(&client, &edited.to_string()).await;
+    tokio::task::block_in_place(|| {
+        wait_for("the edit to reach Envoy", Duration::from_secs(20), || {
+            http(gw_port, "x", "/renamed").is_some_and(|r| r.0 == 200)
+                && http(gw_port, "x", "/a").is_some_and(|r| r.0 == 404)
+        });
+    });
+    let route = eventually("observedGeneration 2", Duration::from_secs(20), || async {
+        let r = get(&client, "gateway.networking.k8s.io/v1", "HTTPRoute", Some("app"), "r").await?;
+        (condition(&r["status"]["parents"][0]["conditions"], "Accepted")?["observedGeneration"] == 2).then_some(r)
+    })
+    .await;
+    let after = condition(&route["status"]["parents"][0]["conditions"], "Accepted").expect("Accepted");
+    assert_eq!(after["status"], "True");
+    // Its status did not change: the transition time is the first one.
+    assert_eq!(after["lastTransitionTime"], route_accepted["lastTransitionTime"], "{route}");
+
+    // A delete propagates.
+    let routes = api_for(&client, &edited).await;
+    routes.delete("r", &DeleteParams::default()).await.expect("delete r");
+    tokio::task::block_in_place(|| {
+        wait_for("the delete to reach Envoy", Duration::from_secs(20), || {
+            http(gw_port, "x", "/b").is_some_and(|r| r.0 == 404)
+        });
+    });
+    // ... and the Gateway counts one route.
+    eventually("attachedRoutes 1", Duration::from_secs(20), || async {
+        let gw = get(&client, "gateway.networking.k8s.io/v1", "Gateway", Some("infra"), "gw").await?;
+        (gw["status"]["listeners"][0]["attachedRoutes"] == 1).then_some(())
+    })
+    .await;
+    eprintln!(
+        "{test}: apiserver up + CRDs + first 200 in {:.1} s; whole test {:.1} s",
+        serving.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+}
