@@ -16,7 +16,10 @@
 //! is reported exactly as in file mode (kind, namespace/name, field path),
 //! and an HTTPRoute rule with an unreadable value is fenced, not dropped.
 //! The load of each object is cached by `resourceVersion`: an event
-//! re-reads only the object it names.
+//! re-reads only the object it names. `resourceVersion` and
+//! `managedFields` are not part of what is loaded, so a change of `status`
+//! alone (our own status writes) builds an equal snapshot and publishes
+//! nothing.
 //!
 //! # When snapshots are published
 //!
@@ -425,8 +428,12 @@ fn load_object(kind: Kind, object: &DynamicObject) -> Loaded {
         map.insert("apiVersion".into(), api_version.into());
         map.insert("kind".into(), kind_name.into());
         map.remove("status");
+        // Neither changes what is translated; dropping them makes a
+        // status write (ours included) load to the same snapshot, which
+        // then publishes nothing (no translation per status write).
         if let Some(meta) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
             meta.remove("managedFields");
+            meta.remove("resourceVersion");
         }
     }
     let file = format!(

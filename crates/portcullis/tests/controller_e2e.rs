@@ -51,6 +51,16 @@ async fn get(client: &kube::Client, api_version: &str, kind: &str, ns: Option<&s
     obj.map(|o| serde_json::to_value(o).expect("json"))
 }
 
+/// `portcullis_translations_total` from the admin API.
+fn translations(admin: u16) -> u64 {
+    let (_, _, metrics) = http(admin, "admin", "/metrics").expect("metrics");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("portcullis_translations_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no portcullis_translations_total in {metrics}"))
+}
+
 fn condition<'a>(conditions: &'a Value, type_: &str) -> Option<&'a Value> {
     conditions.as_array()?.iter().find(|c| c["type"] == type_)
 }
@@ -71,7 +81,27 @@ where
     }
 }
 
-fn objects(gw_port: u16, a: u16, b: u16) -> String {
+/// A Service and its EndpointSlice (the apiserver refuses loopback
+/// endpoint addresses: the backend is reached through the host's address).
+fn service(name: &str, backend: std::net::SocketAddr) -> String {
+    let (ip, port) = (backend.ip(), backend.port());
+    format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: app}}
+spec:
+  ports: [{{name: http, port: 80, targetPort: {port}}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: {name}-1, namespace: app, labels: {{kubernetes.io/service-name: {name}}}}}
+addressType: IPv4
+ports: [{{name: http, port: {port}}}]
+endpoints: [{{addresses: ["{ip}"]}}]"#
+    )
+}
+
+fn objects(gw_port: u16, a: std::net::SocketAddr, b: std::net::SocketAddr) -> String {
     format!(
         r#"apiVersion: v1
 kind: Namespace
@@ -108,8 +138,8 @@ spec:
 {svc_b}
 "#,
         gateway = common::gateway(gw_port),
-        svc_a = common::service("a", a),
-        svc_b = common::service("b", b),
+        svc_a = service("a", a),
+        svc_b = service("b", b),
     )
 }
 
@@ -130,7 +160,8 @@ async fn controller_serves_and_writes_status_through_the_api() {
     let dir = work_dir("controller-e2e");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
-    apply(&client, &objects(gw_port, a.addr().port(), b.addr().port())).await;
+    let forward = |h: &echo::Handle| testkit::kube::forward_from_host(h.addr()).expect("forward from the host's address");
+    apply(&client, &objects(gw_port, forward(&a), forward(&b))).await;
 
     let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
@@ -221,8 +252,11 @@ async fn controller_serves_and_writes_status_through_the_api() {
         "{bad}"
     );
 
-    // An edit propagates: /a renamed to /renamed (generation 2).
+    // An edit propagates: /a renamed to /renamed (generation 2). It is
+    // translated once: our own status writes (which change only `status`
+    // and `resourceVersion`) must not trigger translations.
     tokio::time::sleep(Duration::from_millis(1100)).await; // a new second for lastTransitionTime
+    let translations_before = translations(admin);
     let edited = json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
         "metadata": {"name": "r", "namespace": "app"},
@@ -243,6 +277,8 @@ async fn controller_serves_and_writes_status_through_the_api() {
         (condition(&r["status"]["parents"][0]["conditions"], "Accepted")?["observedGeneration"] == 2).then_some(r)
     })
     .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await; // let any feedback show
+    assert_eq!(translations(admin), translations_before + 1, "translations per edit");
     let after = condition(&route["status"]["parents"][0]["conditions"], "Accepted").expect("Accepted");
     assert_eq!(after["status"], "True");
     // Its status did not change: the transition time is the first one.

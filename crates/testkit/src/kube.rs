@@ -363,3 +363,47 @@ impl Drop for Cluster {
         }
     }
 }
+
+/// The host's own non-loopback IPv4 address: the apiserver refuses
+/// loopback addresses in EndpointSlices, so test backends are reached
+/// through it (see [`forward_from_host`]).
+pub fn host_address() -> std::io::Result<std::net::Ipv4Addr> {
+    // Connecting a UDP socket sends nothing; it only picks the source
+    // address of the default route.
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0")?;
+    socket.connect("192.0.2.1:9")?;
+    match socket.local_addr()?.ip() {
+        std::net::IpAddr::V4(ip) if !ip.is_loopback() && !ip.is_unspecified() => Ok(ip),
+        other => Err(std::io::Error::other(format!(
+            "no non-loopback IPv4 address on this host (got {other})"
+        ))),
+    }
+}
+
+/// Listens on the host's address (a free port) and forwards every
+/// connection to `target` (a loopback test backend), so an EndpointSlice
+/// can name it. The forwarder lives as long as the test process.
+pub fn forward_from_host(target: std::net::SocketAddr) -> std::io::Result<std::net::SocketAddr> {
+    let listener = std::net::TcpListener::bind((host_address()?, 0))?;
+    let addr = listener.local_addr()?;
+    std::thread::spawn(move || {
+        for inbound in listener.incoming().flatten() {
+            let Ok(outbound) = std::net::TcpStream::connect(target) else {
+                continue;
+            };
+            let (Ok(mut in2), Ok(mut out2)) = (inbound.try_clone(), outbound.try_clone()) else {
+                continue;
+            };
+            let (mut inbound, mut outbound) = (inbound, outbound);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut inbound, &mut outbound);
+                let _ = outbound.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut out2, &mut in2);
+                let _ = in2.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    Ok(addr)
+}
