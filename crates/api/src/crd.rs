@@ -52,7 +52,9 @@ pub fn gateway_extension() -> Result<CustomResourceDefinition, CrdError> {
 /// The YAML of one CRD as checked in.
 pub fn to_yaml(crd: &CustomResourceDefinition) -> String {
     let body = serde_saphyr::to_string(crd).unwrap_or_default();
-    format!("# Generated from crates/api/src/policy.rs by crates/api/src/crd.rs; do not edit.\n# Regenerate: PORTCULLIS_UPDATE_CRDS=1 cargo test -p api --test crds\n{body}")
+    format!(
+        "# Generated from crates/api/src/policy.rs by crates/api/src/crd.rs; do not edit.\n# Regenerate: PORTCULLIS_UPDATE_CRDS=1 cargo test -p api --test crds\n{body}"
+    )
 }
 
 fn crd<Spec: schemars::JsonSchema>(
@@ -64,7 +66,10 @@ fn crd<Spec: schemars::JsonSchema>(
         s.inline_subschemas = true;
         s.meta_schema = None;
     });
-    let mut spec = settings.into_generator().into_root_schema_for::<Spec>().to_value();
+    let mut spec = settings
+        .into_generator()
+        .into_root_schema_for::<Spec>()
+        .to_value();
     structural(&mut spec);
     let schema = json!({
         "type": "object",
@@ -78,7 +83,8 @@ fn crd<Spec: schemars::JsonSchema>(
             "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
         },
     });
-    let schema: JSONSchemaProps = serde_json::from_value(schema).map_err(|source| CrdError { kind, source })?;
+    let schema: JSONSchemaProps =
+        serde_json::from_value(schema).map_err(|source| CrdError { kind, source })?;
     Ok(CustomResourceDefinition {
         metadata: ObjectMeta {
             name: Some(format!("{plural}.{GROUP}")),

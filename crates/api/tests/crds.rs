@@ -39,8 +39,15 @@ fn schema_checks_types_and_keeps_unknown_fields() {
     // A type from the Rust type (i64 -> integer), a required field, an enum.
     let bucket = &spec["properties"]["localRateLimit"]["properties"]["tokenBucket"];
     assert_eq!(bucket["properties"]["maxTokens"]["type"], "integer");
-    assert!(bucket["required"].as_array().is_some_and(|r| r.iter().any(|f| f == "fillInterval")));
-    assert_eq!(spec["properties"]["rbac"]["properties"]["action"]["enum"], serde_json::json!(["Allow", "Deny"]));
+    assert!(
+        bucket["required"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|f| f == "fillInterval"))
+    );
+    assert_eq!(
+        spec["properties"]["rbac"]["properties"]["action"]["enum"],
+        serde_json::json!(["Allow", "Deny"])
+    );
     // Unknown fields kept (never pruned into a policy that serves open).
     assert_eq!(spec["x-kubernetes-preserve-unknown-fields"], true);
     assert_eq!(bucket["x-kubernetes-preserve-unknown-fields"], true);

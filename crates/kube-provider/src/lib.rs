@@ -104,7 +104,13 @@ impl Kind {
             Kind::Service => ("", "v1", "Service", "services", true),
             Kind::EndpointSlice => ("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true),
             Kind::Secret => ("", "v1", "Secret", "secrets", true),
-            Kind::TrafficPolicy => (api::policy::GROUP, api::policy::VERSION, "TrafficPolicy", "trafficpolicies", true),
+            Kind::TrafficPolicy => (
+                api::policy::GROUP,
+                api::policy::VERSION,
+                "TrafficPolicy",
+                "trafficpolicies",
+                true,
+            ),
             Kind::GatewayExtension => (
                 api::policy::GROUP,
                 api::policy::VERSION,
@@ -265,7 +271,10 @@ pub async fn start(
         match kube::discovery::pinned_kind(&client, &GroupVersionKind::gvk(group, version, name)).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {
-                tracing::warn!(kind = name, "the apiserver does not serve this kind (CRD not installed?): read as empty");
+                tracing::warn!(
+                    kind = name,
+                    "the apiserver does not serve this kind (CRD not installed?): read as empty"
+                );
                 continue;
             }
             Err(source) => return Err(StartError::Discovery { kind: name, source }),
@@ -321,7 +330,11 @@ pub async fn start(
             .wait_until_ready()
             .await
             .map_err(|_| StartError::Stopped { kind: kind.name() })?;
-        tracing::debug!(kind = kind.name(), ms = started.elapsed().as_millis() as u64, "initial list complete");
+        tracing::debug!(
+            kind = kind.name(),
+            ms = started.elapsed().as_millis() as u64,
+            "initial list complete"
+        );
     }
     let mut builder = Builder::default();
     let first = builder.build(&stores);
@@ -332,7 +345,9 @@ pub async fn start(
     }));
     stats.snapshots.fetch_add(1, Ordering::Relaxed);
     let mut provider = provider;
-    provider.tasks.push(tokio::spawn(publish_loop(builder, stores, changed, tx, options, stats)));
+    provider.tasks.push(tokio::spawn(publish_loop(
+        builder, stores, changed, tx, options, stats,
+    )));
     Ok((provider, rx))
 }
 

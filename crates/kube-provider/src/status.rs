@@ -110,7 +110,9 @@ impl StatusWriter {
     pub fn publish(&self, statuses: &[translate::ObjectStatus]) {
         let mut desired = BTreeMap::new();
         for s in statuses {
-            let Some(kind) = Kind::from_name(&s.kind) else { continue };
+            let Some(kind) = Kind::from_name(&s.kind) else {
+                continue;
+            };
             if !matches!(
                 kind,
                 Kind::GatewayClass
@@ -122,7 +124,9 @@ impl StatusWriter {
             ) {
                 continue;
             }
-            let Ok(status) = serde_json::to_value(&s.status) else { continue };
+            let Ok(status) = serde_json::to_value(&s.status) else {
+                continue;
+            };
             desired.insert(
                 ObjectKey {
                     kind,
@@ -211,7 +215,13 @@ enum Outcome {
     Failed(kube::Error),
 }
 
-async fn write_one(client: &Client, stores: &Stores, controller: &str, key: &ObjectKey, desired: Value) -> Outcome {
+async fn write_one(
+    client: &Client,
+    stores: &Stores,
+    controller: &str,
+    key: &ObjectKey,
+    desired: Value,
+) -> Outcome {
     let Some(live) = stores.get(key.kind, key.namespace.as_deref(), &key.name) else {
         return Outcome::Gone;
     };
@@ -247,7 +257,11 @@ async fn write_one(client: &Client, stores: &Stores, controller: &str, key: &Obj
         "status": merged,
     });
     match api
-        .patch_status(&key.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        .patch_status(
+            &key.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
         .await
     {
         Ok(_) => Outcome::Written,
@@ -261,10 +275,13 @@ async fn write_one(client: &Client, stores: &Stores, controller: &str, key: &Obj
 /// apiserver may hold more fields, e.g. another manager's).
 fn owned_equal(live: &Value, merged: &Value) -> bool {
     match (live, merged) {
-        (Value::Object(l), Value::Object(m)) => m
-            .iter()
-            .all(|(k, v)| l.get(k).is_some_and(|lv| owned_equal(lv, v)) || (v.is_array() && v.as_array().is_some_and(Vec::is_empty) && l.get(k).is_none())),
-        (Value::Array(l), Value::Array(m)) => l.len() == m.len() && l.iter().zip(m).all(|(a, b)| owned_equal(a, b)),
+        (Value::Object(l), Value::Object(m)) => m.iter().all(|(k, v)| {
+            l.get(k).is_some_and(|lv| owned_equal(lv, v))
+                || (v.is_array() && v.as_array().is_some_and(Vec::is_empty) && l.get(k).is_none())
+        }),
+        (Value::Array(l), Value::Array(m)) => {
+            l.len() == m.len() && l.iter().zip(m).all(|(a, b)| owned_equal(a, b))
+        }
         (l, m) => l == m,
     }
 }

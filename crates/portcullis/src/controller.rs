@@ -49,14 +49,20 @@ impl StatusSink for KubeStatus {
 }
 
 /// Runs the controller until `shutdown` completes.
-pub async fn controller_until(args: Args, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn controller_until(
+    args: Args,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let writer = std::sync::Arc::new(std::sync::OnceLock::new());
-    let sink = KubeStatus { writer: writer.clone() };
+    let sink = KubeStatus {
+        writer: writer.clone(),
+    };
     let kubeconfig = args.kubeconfig.clone();
     let controller_name = args.run.controller_name.clone();
     let start = async move {
         let client = kube_provider::client(kubeconfig.as_deref()).await?;
-        let (provider, snapshots) = kube_provider::start(client.clone(), kube_provider::Options::default()).await?;
+        let (provider, snapshots) =
+            kube_provider::start(client.clone(), kube_provider::Options::default()).await?;
         let _ = writer.set(kube_provider::status::StatusWriter::start(
             client,
             provider.stores.clone(),

@@ -36,12 +36,20 @@ async fn api_for(client: &kube::Client, doc: &Value) -> Api<DynamicObject> {
         .await
         .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
     match doc["metadata"]["namespace"].as_str() {
-        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => Api::namespaced_with(client.clone(), ns, &ar),
+        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
+            Api::namespaced_with(client.clone(), ns, &ar)
+        }
         _ => Api::all_with(client.clone(), &ar),
     }
 }
 
-async fn get(client: &kube::Client, api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+async fn get(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Value> {
     let mut doc = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
     if let Some(ns) = ns {
         doc["metadata"]["namespace"] = ns.into();
@@ -76,7 +84,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -160,7 +171,9 @@ async fn controller_serves_and_writes_status_through_the_api() {
     let dir = work_dir("controller-e2e");
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
-    let forward = |h: &echo::Handle| testkit::kube::forward_from_host(h.addr()).expect("forward from the host's address");
+    let forward = |h: &echo::Handle| {
+        testkit::kube::forward_from_host(h.addr()).expect("forward from the host's address")
+    };
     apply(&client, &objects(gw_port, forward(&a), forward(&b))).await;
 
     let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
@@ -200,55 +213,105 @@ async fn controller_serves_and_writes_status_through_the_api() {
 
     // Status, read back through the API.
     let gc = eventually("GatewayClass status", Duration::from_secs(20), || async {
-        let gc = get(&client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "portcullis").await?;
-        condition(&gc["status"]["conditions"], "Accepted").is_some().then_some(gc)
+        let gc = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "GatewayClass",
+            None,
+            "portcullis",
+        )
+        .await?;
+        condition(&gc["status"]["conditions"], "Accepted")
+            .is_some()
+            .then_some(gc)
     })
     .await;
     let accepted = condition(&gc["status"]["conditions"], "Accepted").expect("Accepted");
     assert_eq!(accepted["status"], "True", "{gc}");
     assert_eq!(accepted["observedGeneration"], gc["metadata"]["generation"]);
-    assert!(condition(&gc["status"]["conditions"], "SupportedVersion").is_some(), "{gc}");
+    assert!(
+        condition(&gc["status"]["conditions"], "SupportedVersion").is_some(),
+        "{gc}"
+    );
 
     let gw = eventually("Gateway Programmed", Duration::from_secs(20), || async {
-        let gw = get(&client, "gateway.networking.k8s.io/v1", "Gateway", Some("infra"), "gw").await?;
+        let gw = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "Gateway",
+            Some("infra"),
+            "gw",
+        )
+        .await?;
         (condition(&gw["status"]["conditions"], "Programmed")?["status"] == "True").then_some(gw)
     })
     .await;
-    assert_eq!(condition(&gw["status"]["conditions"], "Accepted").expect("Accepted")["status"], "True");
+    assert_eq!(
+        condition(&gw["status"]["conditions"], "Accepted").expect("Accepted")["status"],
+        "True"
+    );
     let listener = &gw["status"]["listeners"][0];
     assert_eq!(listener["name"], "http");
     assert_eq!(listener["attachedRoutes"], 2, "{gw}");
 
     let route = eventually("HTTPRoute r status", Duration::from_secs(20), || async {
-        let r = get(&client, "gateway.networking.k8s.io/v1", "HTTPRoute", Some("app"), "r").await?;
-        r["status"]["parents"].as_array().is_some_and(|p| !p.is_empty()).then_some(r)
+        let r = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "HTTPRoute",
+            Some("app"),
+            "r",
+        )
+        .await?;
+        r["status"]["parents"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+            .then_some(r)
     })
     .await;
     let parent = &route["status"]["parents"][0];
     assert_eq!(parent["controllerName"], CONTROLLER);
     assert_eq!(parent["parentRef"]["name"], "gw");
-    let route_accepted = condition(&parent["conditions"], "Accepted").expect("Accepted").clone();
+    let route_accepted = condition(&parent["conditions"], "Accepted")
+        .expect("Accepted")
+        .clone();
     assert_eq!(route_accepted["status"], "True");
     assert_eq!(route_accepted["observedGeneration"], 1);
-    assert_eq!(condition(&parent["conditions"], "ResolvedRefs").expect("ResolvedRefs")["status"], "True");
+    assert_eq!(
+        condition(&parent["conditions"], "ResolvedRefs").expect("ResolvedRefs")["status"],
+        "True"
+    );
 
     let bad = eventually("HTTPRoute bad status", Duration::from_secs(20), || async {
-        let r = get(&client, "gateway.networking.k8s.io/v1", "HTTPRoute", Some("app"), "bad").await?;
-        r["status"]["parents"].as_array().is_some_and(|p| !p.is_empty()).then_some(r)
+        let r = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "HTTPRoute",
+            Some("app"),
+            "bad",
+        )
+        .await?;
+        r["status"]["parents"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+            .then_some(r)
     })
     .await;
-    let invalid = condition(&bad["status"]["parents"][0]["conditions"], "PartiallyInvalid").expect("PartiallyInvalid");
+    let invalid =
+        condition(&bad["status"]["parents"][0]["conditions"], "PartiallyInvalid").expect("PartiallyInvalid");
     assert_eq!(invalid["status"], "True", "{bad}");
     assert_eq!(invalid["reason"], "UnsupportedValue");
     assert!(
-        invalid["message"].as_str().is_some_and(|m| m.contains("spec.rules[0].matches[0].path.value")),
+        invalid["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("spec.rules[0].matches[0].path.value")),
         "{invalid}"
     );
     // Status is written by our field manager, on the status subresource.
     assert!(
-        bad["metadata"]["managedFields"]
-            .as_array()
-            .is_some_and(|m| m.iter().any(|f| f["manager"] == "portcullis" && f["subresource"] == "status")),
+        bad["metadata"]["managedFields"].as_array().is_some_and(|m| m
+            .iter()
+            .any(|f| f["manager"] == "portcullis" && f["subresource"] == "status")),
         "{bad}"
     );
 
@@ -273,20 +336,38 @@ async fn controller_serves_and_writes_status_through_the_api() {
         });
     });
     let route = eventually("observedGeneration 2", Duration::from_secs(20), || async {
-        let r = get(&client, "gateway.networking.k8s.io/v1", "HTTPRoute", Some("app"), "r").await?;
-        (condition(&r["status"]["parents"][0]["conditions"], "Accepted")?["observedGeneration"] == 2).then_some(r)
+        let r = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "HTTPRoute",
+            Some("app"),
+            "r",
+        )
+        .await?;
+        (condition(&r["status"]["parents"][0]["conditions"], "Accepted")?["observedGeneration"] == 2)
+            .then_some(r)
     })
     .await;
     tokio::time::sleep(Duration::from_millis(1000)).await; // let any feedback show
-    assert_eq!(translations(admin), translations_before + 1, "translations per edit");
+    assert_eq!(
+        translations(admin),
+        translations_before + 1,
+        "translations per edit"
+    );
     let after = condition(&route["status"]["parents"][0]["conditions"], "Accepted").expect("Accepted");
     assert_eq!(after["status"], "True");
     // Its status did not change: the transition time is the first one.
-    assert_eq!(after["lastTransitionTime"], route_accepted["lastTransitionTime"], "{route}");
+    assert_eq!(
+        after["lastTransitionTime"], route_accepted["lastTransitionTime"],
+        "{route}"
+    );
 
     // A delete propagates.
     let routes = api_for(&client, &edited).await;
-    routes.delete("r", &DeleteParams::default()).await.expect("delete r");
+    routes
+        .delete("r", &DeleteParams::default())
+        .await
+        .expect("delete r");
     tokio::task::block_in_place(|| {
         wait_for("the delete to reach Envoy", Duration::from_secs(20), || {
             http(gw_port, "x", "/b").is_some_and(|r| r.0 == 404)
@@ -294,7 +375,14 @@ async fn controller_serves_and_writes_status_through_the_api() {
     });
     // ... and the Gateway counts one route.
     eventually("attachedRoutes 1", Duration::from_secs(20), || async {
-        let gw = get(&client, "gateway.networking.k8s.io/v1", "Gateway", Some("infra"), "gw").await?;
+        let gw = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "Gateway",
+            Some("infra"),
+            "gw",
+        )
+        .await?;
         (gw["status"]["listeners"][0]["attachedRoutes"] == 1).then_some(())
     })
     .await;

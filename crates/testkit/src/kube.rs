@@ -172,8 +172,18 @@ impl Cluster {
         let etcd = Command::new(bin.join("etcd"))
             .arg("--data-dir")
             .arg(dir.join("etcd"))
-            .args(["--listen-client-urls", &etcd_url, "--advertise-client-urls", &etcd_url])
-            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args([
+                "--listen-client-urls",
+                &etcd_url,
+                "--advertise-client-urls",
+                &etcd_url,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer_url,
+                "--initial-advertise-peer-urls",
+                &peer_url,
+            ])
             .args(["--initial-cluster", &format!("default={peer_url}")])
             .args(["--log-level", "warn"])
             .stdout(log("etcd.log")?)
@@ -183,7 +193,12 @@ impl Cluster {
         let mut etcd = etcd;
         let apiserver = Command::new(bin.join("kube-apiserver"))
             .args(["--etcd-servers", &etcd_url])
-            .args(["--secure-port", &api_port.to_string(), "--bind-address", "127.0.0.1"])
+            .args([
+                "--secure-port",
+                &api_port.to_string(),
+                "--bind-address",
+                "127.0.0.1",
+            ])
             .arg("--tls-cert-file")
             .arg(&cert_file)
             .arg("--tls-private-key-file")
@@ -266,9 +281,10 @@ impl Cluster {
     pub async fn client(&self) -> Result<kube::Client, ClusterError> {
         let config = kube::config::Kubeconfig::read_from(&self.kubeconfig)
             .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
-        let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
+        let config =
+            kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| ClusterError::Kubeconfig(e.to_string()))?;
         kube::Client::try_from(config).map_err(|e| ClusterError::Kubeconfig(e.to_string()))
     }
 

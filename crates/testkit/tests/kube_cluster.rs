@@ -25,11 +25,17 @@ async fn cluster_starts_takes_crds_and_stops() {
         .await
         .expect("apply CRDs");
     let gvk = kube::api::GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute");
-    let (resource, _) = kube::discovery::pinned_kind(&client, &gvk).await.expect("HTTPRoute served");
+    let (resource, _) = kube::discovery::pinned_kind(&client, &gvk)
+        .await
+        .expect("HTTPRoute served");
     assert_eq!(resource.plural, "httproutes");
     let server = cluster.server.clone();
     drop(cluster);
     // Stopped: nothing answers on the port any more.
-    let port: u16 = server.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+    let port: u16 = server
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }

@@ -136,11 +136,12 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
     let dir = args.dir.clone();
     let start = async move {
         let watched = dir.clone();
-        let (provider, snapshots) =
-            tokio::task::spawn_blocking(move || provider::FileProvider::start(dir, provider::Options::default()))
-                .await
-                .context("the file provider's initial load failed")?
-                .with_context(|| format!("cannot watch {}", watched.display()))?;
+        let (provider, snapshots) = tokio::task::spawn_blocking(move || {
+            provider::FileProvider::start(dir, provider::Options::default())
+        })
+        .await
+        .context("the file provider's initial load failed")?
+        .with_context(|| format!("cannot watch {}", watched.display()))?;
         Ok(Source {
             health: Some(provider.health()),
             snapshots,
