@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{echo_pod, free_port, http, wait_for, work_dir};
-use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 const CONTROLLER: &str = "portcullis.dev/gateway-controller";
@@ -21,6 +21,16 @@ async fn apply(client: &kube::Client, yaml: &str) {
     for doc in docs.into_iter().filter(|d| !d.is_null()) {
         let api = api_for(client, &doc).await;
         let name = doc["metadata"]["name"].as_str().expect("name").to_string();
+        if doc["kind"] == "TrafficPolicy" {
+            // A plain create, as a client that does not ask for strict
+            // field validation sends it: a schema without our kept unknown
+            // fields would prune the misspelled field here, silently.
+            let object: DynamicObject = serde_json::from_value(doc.clone()).expect("object");
+            api.create(&PostParams::default(), &object)
+                .await
+                .unwrap_or_else(|e| panic!("create {} {name}: {e}", doc["kind"]));
+            continue;
+        }
         api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&doc))
             .await
             .unwrap_or_else(|e| panic!("apply {} {name}: {e}", doc["kind"]));
@@ -144,6 +154,22 @@ spec:
   - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
     backendRefs: [{{name: a, port: 80}}]
 ---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: p, namespace: app}}
+spec:
+  parentRefs: [{{name: gw, namespace: infra}}]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /p}}}}]
+    backendRefs: [{{name: a, port: 80}}]
+---
+apiVersion: gateway.portcullis.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: typo, namespace: app}}
+spec:
+  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: p}}]
+  rbca: {{matchExpressions: ["true"]}}
+---
 {svc_a}
 ---
 {svc_b}
@@ -154,12 +180,21 @@ spec:
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn controller_serves_and_writes_status_through_the_api() {
-    let test = "controller_serves_and_writes_status_through_the_api";
-    let Some(cluster) = testkit::kube::Cluster::start(test).await else {
-        return;
-    };
+/// A cluster with the CRDs and the test objects, echo backends, and a
+/// running `portcullis controller` with its Envoy.
+struct World {
+    // Dropped in order: the controller stops before the cluster does.
+    _controller: common::Serve,
+    cluster: testkit::kube::Cluster,
+    client: kube::Client,
+    gw_port: u16,
+    admin: u16,
+    started: Instant,
+    _backends: (echo::Handle, echo::Handle),
+}
+
+async fn world(test: &str) -> Option<World> {
+    let cluster = testkit::kube::Cluster::start(test).await?;
     let started = Instant::now();
     cluster
         .apply_crds(&testkit::kube::Cluster::repo_crds())
@@ -168,7 +203,7 @@ async fn controller_serves_and_writes_status_through_the_api() {
     let client = cluster.client().await.expect("client");
     let a = echo_pod("app", "a-pod-1");
     let b = echo_pod("app", "b-pod-1");
-    let dir = work_dir("controller-e2e");
+    let dir = work_dir(test);
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     let forward = |h: &echo::Handle| {
@@ -191,16 +226,42 @@ async fn controller_serves_and_writes_status_through_the_api() {
         .stderr(std::process::Stdio::inherit())
         .spawn()
         .expect("start portcullis controller");
-    let _controller = common::Serve {
+    let controller = common::Serve {
         child,
         run_dir: dir.join("run"),
     };
-
-    // Traffic: the route, its backends, the fenced rule and its neighbour.
     tokio::task::block_in_place(|| {
         wait_for("Envoy to serve /a", Duration::from_secs(60), || {
             http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200)
         });
+    });
+    Some(World {
+        cluster,
+        client,
+        gw_port,
+        admin,
+        started,
+        _backends: (a, b),
+        _controller: controller,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_serves_and_writes_status_through_the_api() {
+    let test = "controller_serves_and_writes_status_through_the_api";
+    let Some(world) = world(test).await else {
+        return;
+    };
+    let World {
+        client,
+        gw_port,
+        admin,
+        started,
+        ..
+    } = &world;
+    let (client, gw_port, admin, started) = (client.clone(), *gw_port, *admin, *started);
+    // Traffic: the route, its backends, the fenced rule and its neighbour.
+    tokio::task::block_in_place(|| {
         let (_, _, body) = http(gw_port, "x", "/a").expect("a");
         assert!(body.contains("a-pod-1"), "{body}");
         let (_, _, body) = http(gw_port, "x", "/b").expect("b");
@@ -208,6 +269,10 @@ async fn controller_serves_and_writes_status_through_the_api() {
         let (status, _, body) = http(gw_port, "x", "/api/v11").expect("fenced");
         assert_eq!((status, body.as_str()), (500, FENCED));
         assert_eq!(http(gw_port, "x", "/api/other").map(|r| r.0), Some(200));
+        // A TrafficPolicy field the loader cannot read (kept by our CRD,
+        // not pruned by the apiserver) fails its target closed.
+        let (status, _, body) = http(gw_port, "x", "/p").expect("policy target");
+        assert_eq!((status, body.as_str()), (500, FENCED));
     });
     let serving = started.elapsed();
 
@@ -252,7 +317,36 @@ async fn controller_serves_and_writes_status_through_the_api() {
     );
     let listener = &gw["status"]["listeners"][0];
     assert_eq!(listener["name"], "http");
-    assert_eq!(listener["attachedRoutes"], 2, "{gw}");
+    assert_eq!(listener["attachedRoutes"], 3, "{gw}");
+
+    let policy = eventually("TrafficPolicy status", Duration::from_secs(20), || async {
+        let p = get(
+            &client,
+            "gateway.portcullis.dev/v1alpha1",
+            "TrafficPolicy",
+            Some("app"),
+            "typo",
+        )
+        .await?;
+        p["status"]["ancestors"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+            .then_some(p)
+    })
+    .await;
+    let ancestor = &policy["status"]["ancestors"][0];
+    assert_eq!(ancestor["controllerName"], CONTROLLER);
+    let policy_accepted = condition(&ancestor["conditions"], "Accepted").expect("Accepted");
+    assert_eq!(
+        (&policy_accepted["status"], &policy_accepted["reason"]),
+        (&json!("False"), &json!("Invalid"))
+    );
+    assert!(
+        policy_accepted["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("spec.rbca")),
+        "{policy}"
+    );
 
     let route = eventually("HTTPRoute r status", Duration::from_secs(20), || async {
         let r = get(
@@ -374,7 +468,7 @@ async fn controller_serves_and_writes_status_through_the_api() {
         });
     });
     // ... and the Gateway counts one route.
-    eventually("attachedRoutes 1", Duration::from_secs(20), || async {
+    eventually("attachedRoutes 2", Duration::from_secs(20), || async {
         let gw = get(
             &client,
             "gateway.networking.k8s.io/v1",
@@ -383,12 +477,71 @@ async fn controller_serves_and_writes_status_through_the_api() {
             "gw",
         )
         .await?;
-        (gw["status"]["listeners"][0]["attachedRoutes"] == 1).then_some(())
+        (gw["status"]["listeners"][0]["attachedRoutes"] == 2).then_some(())
     })
     .await;
     eprintln!(
         "{test}: apiserver up + CRDs + first 200 in {:.1} s; whole test {:.1} s",
         serving.as_secs_f64(),
         started.elapsed().as_secs_f64()
+    );
+}
+
+/// An apiserver outage under traffic: Envoy keeps serving the last good
+/// configuration (the controller's snapshot does not shrink on watch
+/// errors), and once the apiserver is back the watches recover and an edit
+/// propagates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_keeps_serving_through_an_apiserver_outage() {
+    let test = "controller_keeps_serving_through_an_apiserver_outage";
+    let Some(mut world) = world(test).await else {
+        return;
+    };
+    let gw_port = world.gw_port;
+    world.cluster.stop_apiserver();
+    // Long enough for the watches to fail and retry several times.
+    tokio::task::block_in_place(|| {
+        let until = Instant::now() + Duration::from_secs(4);
+        let mut requests = 0;
+        while Instant::now() < until {
+            for path in ["/a", "/b"] {
+                let status = http(gw_port, "x", path).map(|r| r.0);
+                assert_eq!(
+                    status,
+                    Some(200),
+                    "{path} during the outage, after {requests} requests"
+                );
+                requests += 1;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    world
+        .cluster
+        .start_apiserver()
+        .await
+        .expect("restart the apiserver");
+    let client = world.cluster.client().await.expect("client");
+    let edited = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "r", "namespace": "app"},
+        "spec": {"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": [
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/after"}}], "backendRefs": [{"name": "a", "port": 80}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/b"}}], "backendRefs": [{"name": "b", "port": 80}]},
+        ]},
+    });
+    apply(&client, &edited.to_string()).await;
+    tokio::task::block_in_place(|| {
+        // The watcher's backoff after a few seconds of errors is short.
+        wait_for(
+            "an edit after the outage to reach Envoy",
+            Duration::from_secs(45),
+            || http(gw_port, "x", "/after").is_some_and(|r| r.0 == 200),
+        );
+        assert_eq!(http(gw_port, "x", "/b").map(|r| r.0), Some(200));
+    });
+    eprintln!(
+        "{test}: whole test {:.1} s",
+        world.started.elapsed().as_secs_f64()
     );
 }

@@ -56,7 +56,10 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClusterError {
 pub struct Cluster {
     dir: PathBuf,
     etcd: Child,
-    apiserver: Child,
+    /// `None` while stopped ([`Cluster::stop_apiserver`]).
+    apiserver: Option<Child>,
+    bin: PathBuf,
+    api_args: Vec<std::ffi::OsString>,
     /// `https://127.0.0.1:PORT`.
     pub server: String,
     /// A kubeconfig file for the admin user (for `--kubeconfig`).
@@ -191,32 +194,34 @@ impl Cluster {
             .spawn()
             .map_err(io("starting etcd"))?;
         let mut etcd = etcd;
-        let apiserver = Command::new(bin.join("kube-apiserver"))
-            .args(["--etcd-servers", &etcd_url])
-            .args([
-                "--secure-port",
-                &api_port.to_string(),
-                "--bind-address",
-                "127.0.0.1",
-            ])
-            .arg("--tls-cert-file")
-            .arg(&cert_file)
-            .arg("--tls-private-key-file")
-            .arg(&key_file)
-            .arg("--token-auth-file")
-            .arg(&tokens)
-            .arg("--service-account-key-file")
-            .arg(&sa_public)
-            .arg("--service-account-signing-key-file")
-            .arg(&sa_file)
-            .args(["--service-account-issuer", "https://kubernetes.default.svc"])
-            .args(["--authorization-mode", "RBAC"])
-            .args(["--service-cluster-ip-range", "10.96.0.0/16"])
-            .arg("--cert-dir")
-            .arg(dir.join("certs"))
-            .stdout(log("apiserver.log")?)
-            .stderr(log("apiserver.log")?)
-            .spawn();
+        let to = |v: &str| std::ffi::OsString::from(v);
+        let api_args: Vec<std::ffi::OsString> = vec![
+            to("--etcd-servers"),
+            to(&etcd_url),
+            to("--secure-port"),
+            to(&api_port.to_string()),
+            to("--bind-address"),
+            to("127.0.0.1"),
+            to("--tls-cert-file"),
+            cert_file.into(),
+            to("--tls-private-key-file"),
+            key_file.into(),
+            to("--token-auth-file"),
+            tokens.into(),
+            to("--service-account-key-file"),
+            sa_public.into(),
+            to("--service-account-signing-key-file"),
+            sa_file.into(),
+            to("--service-account-issuer"),
+            to("https://kubernetes.default.svc"),
+            to("--authorization-mode"),
+            to("RBAC"),
+            to("--service-cluster-ip-range"),
+            to("10.96.0.0/16"),
+            to("--cert-dir"),
+            dir.join("certs").into(),
+        ];
+        let apiserver = spawn_apiserver(&bin, &api_args, &dir);
         let apiserver = match apiserver {
             Ok(a) => a,
             Err(e) => {
@@ -228,7 +233,9 @@ impl Cluster {
         // From here on, dropping `cluster` stops both processes.
         let mut cluster = Cluster {
             etcd,
-            apiserver,
+            apiserver: Some(apiserver),
+            bin,
+            api_args,
             server: format!("https://127.0.0.1:{api_port}"),
             kubeconfig: dir.join("kubeconfig"),
             dir: dir.clone(),
@@ -245,7 +252,13 @@ impl Cluster {
         );
         write("kubeconfig", &kubeconfig)?;
 
-        let client = cluster.client().await?;
+        cluster.wait_ready().await?;
+        Ok(cluster)
+    }
+
+    /// Waits until `/readyz` answers `ok` (60 s at most).
+    async fn wait_ready(&mut self) -> Result<(), ClusterError> {
+        let client = self.client().await?;
         let started = Instant::now();
         let deadline = Duration::from_secs(60);
         loop {
@@ -257,24 +270,44 @@ impl Cluster {
                 )
                 .await;
             if matches!(ready.as_deref(), Ok("ok")) {
-                break;
+                return Ok(());
             }
-            let exited = cluster.apiserver.try_wait().ok().flatten().is_some()
-                || cluster.etcd.try_wait().ok().flatten().is_some();
+            let exited = self
+                .apiserver
+                .as_mut()
+                .is_none_or(|a| a.try_wait().ok().flatten().is_some())
+                || self.etcd.try_wait().ok().flatten().is_some();
             if exited || started.elapsed() > deadline {
                 return Err(ClusterError::NotReady {
                     what: "kube-apiserver",
                     seconds: started.elapsed().as_secs(),
                     log: format!(
                         "{}\n--- etcd ---\n{}",
-                        log_tail(&dir.join("apiserver.log")),
-                        log_tail(&dir.join("etcd.log"))
+                        log_tail(&self.dir.join("apiserver.log")),
+                        log_tail(&self.dir.join("etcd.log"))
                     ),
                 });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        Ok(cluster)
+    }
+
+    /// Kills the apiserver (an outage: etcd and every object stay).
+    pub fn stop_apiserver(&mut self) {
+        if let Some(mut a) = self.apiserver.take() {
+            let _ = a.kill();
+            let _ = a.wait();
+        }
+    }
+
+    /// Starts the apiserver again (same port, same certificates) and waits
+    /// until it is ready.
+    pub async fn start_apiserver(&mut self) -> Result<(), ClusterError> {
+        self.stop_apiserver();
+        self.apiserver = Some(
+            spawn_apiserver(&self.bin, &self.api_args, &self.dir).map_err(io("restarting kube-apiserver"))?,
+        );
+        self.wait_ready().await
     }
 
     /// A client for the admin user.
@@ -368,10 +401,22 @@ impl Cluster {
     }
 }
 
+fn spawn_apiserver(bin: &Path, args: &[std::ffi::OsString], dir: &Path) -> std::io::Result<Child> {
+    // Appended: a restart keeps the earlier log.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("apiserver.log"))?;
+    Command::new(bin.join("kube-apiserver"))
+        .args(args)
+        .stdout(Stdio::from(log.try_clone()?))
+        .stderr(Stdio::from(log))
+        .spawn()
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = self.apiserver.kill();
-        let _ = self.apiserver.wait();
+        self.stop_apiserver();
         let _ = self.etcd.kill();
         let _ = self.etcd.wait();
         if std::env::var_os("PORTCULLIS_KEEP_KUBE").is_none() {
