@@ -40,6 +40,7 @@
 //! Secrets a Gateway listener can use; the provider never caches the
 //! cluster's other Secrets.
 
+pub mod leader;
 pub mod status;
 
 use std::collections::HashMap;

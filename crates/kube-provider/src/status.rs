@@ -24,6 +24,11 @@
 //! - a write is a server-side apply of `status` with field manager
 //!   `portcullis` (forced: the status of our objects is ours).
 //!
+//! Only the leader writes ([`crate::leader`]): while this replica is not
+//! the leader the pending map keeps filling (latest wins, one entry per
+//! object) and nothing is sent; when it becomes the leader it writes what
+//! is pending, merged with the live objects as always.
+//!
 //! `observedGeneration` comes from the translator (the object's
 //! `metadata.generation` as loaded).
 
@@ -37,6 +42,9 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::{Client, Kind, Stores};
+
+/// The writer's rate limit.
+pub const WRITES_PER_SECOND: u32 = 100;
 
 /// The field manager of every status write.
 pub const FIELD_MANAGER: &str = "portcullis";
@@ -84,7 +92,12 @@ impl Drop for StatusWriter {
 }
 
 impl StatusWriter {
-    pub fn start(client: Client, stores: Stores, controller_name: String) -> StatusWriter {
+    pub fn start(
+        client: Client,
+        stores: Stores,
+        controller_name: String,
+        leader: tokio::sync::watch::Receiver<bool>,
+    ) -> StatusWriter {
         let shared = Arc::new(Shared {
             pending: Mutex::new(BTreeMap::new()),
             wake: Notify::new(),
@@ -96,6 +109,7 @@ impl StatusWriter {
             controller_name.clone(),
             shared.clone(),
             stats.clone(),
+            leader,
         ));
         StatusWriter {
             shared,
@@ -169,13 +183,30 @@ async fn write_loop(
     controller: String,
     shared: Arc<Shared>,
     stats: Arc<WriterStats>,
+    mut leader: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
-        shared.wake.notified().await;
+        tokio::select! {
+            () = shared.wake.notified() => {}
+            changed = leader.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+        if !*leader.borrow_and_update() {
+            continue;
+        }
         let batch = std::mem::take(&mut *shared.pending.lock().unwrap_or_else(PoisonError::into_inner));
         let mut retry = BTreeMap::new();
         for (key, desired) in batch {
-            match write_one(&client, &stores, &controller, &key, desired.clone()).await {
+            let outcome = write_one(&client, &stores, &controller, &key, desired.clone()).await;
+            if !matches!(outcome, Outcome::Unchanged | Outcome::Gone) {
+                // At most WRITES_PER_SECOND requests: a Gateway change that
+                // touches every route must not flood the apiserver.
+                tokio::time::sleep(Duration::from_secs(1) / WRITES_PER_SECOND).await;
+            }
+            match outcome {
                 Outcome::Written => {
                     stats.writes.fetch_add(1, Ordering::Relaxed);
                 }

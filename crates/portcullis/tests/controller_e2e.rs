@@ -184,13 +184,46 @@ spec:
 /// running `portcullis controller` with its Envoy.
 struct World {
     // Dropped in order: the controller stops before the cluster does.
-    _controller: common::Serve,
+    controller: common::Serve,
     cluster: testkit::kube::Cluster,
     client: kube::Client,
     gw_port: u16,
     admin: u16,
     started: Instant,
     _backends: (echo::Handle, echo::Handle),
+}
+
+/// Every controller of these tests: a short Lease, so a hand-over is quick.
+const LEASE: [&str; 2] = ["--lease-duration-seconds", "3"];
+
+fn start_controller(
+    kubeconfig: &std::path::Path,
+    run_dir: &std::path::Path,
+    xds: u16,
+    admin: u16,
+    extra: &[&str],
+) -> common::Serve {
+    let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("controller")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--xds-address", &format!("127.0.0.1:{xds}")])
+        .args(["--admin-address", &format!("127.0.0.1:{admin}")])
+        .args(["--listener-address", "127.0.0.1"])
+        .arg("--run-dir")
+        .arg(run_dir)
+        .args(LEASE)
+        .args(extra)
+        .env("ENVOY_BIN", envoy)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("start portcullis controller");
+    common::Serve {
+        child,
+        run_dir: run_dir.to_path_buf(),
+    }
 }
 
 async fn world(test: &str) -> Option<World> {
@@ -210,26 +243,7 @@ async fn world(test: &str) -> Option<World> {
         testkit::kube::forward_from_host(h.addr()).expect("forward from the host's address")
     };
     apply(&client, &objects(gw_port, forward(&a), forward(&b))).await;
-
-    let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("controller")
-        .arg("--kubeconfig")
-        .arg(&cluster.kubeconfig)
-        .args(["--xds-address", &format!("127.0.0.1:{xds}")])
-        .args(["--admin-address", &format!("127.0.0.1:{admin}")])
-        .args(["--listener-address", "127.0.0.1"])
-        .arg("--run-dir")
-        .arg(dir.join("run"))
-        .env("ENVOY_BIN", envoy)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("start portcullis controller");
-    let controller = common::Serve {
-        child,
-        run_dir: dir.join("run"),
-    };
+    let controller = start_controller(&cluster.kubeconfig, &dir.join("run"), xds, admin, &[]);
     tokio::task::block_in_place(|| {
         wait_for("Envoy to serve /a", Duration::from_secs(60), || {
             http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200)
@@ -242,7 +256,7 @@ async fn world(test: &str) -> Option<World> {
         admin,
         started,
         _backends: (a, b),
-        _controller: controller,
+        controller,
     })
 }
 
@@ -544,4 +558,145 @@ async fn controller_keeps_serving_through_an_apiserver_outage() {
         "{test}: whole test {:.1} s",
         world.started.elapsed().as_secs_f64()
     );
+}
+
+async fn lease_holder(client: &kube::Client) -> Option<String> {
+    let lease = get(
+        client,
+        "coordination.k8s.io/v1",
+        "Lease",
+        Some("default"),
+        "portcullis-controller",
+    )
+    .await?;
+    lease["spec"]["holderIdentity"].as_str().map(str::to_string)
+}
+
+async fn set_path(client: &kube::Client, path: &str) {
+    let route = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "r", "namespace": "app"},
+        "spec": {"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": [
+            {"matches": [{"path": {"type": "PathPrefix", "value": path}}], "backendRefs": [{"name": "a", "port": 80}]},
+        ]},
+    });
+    apply(client, &route.to_string()).await;
+}
+
+async fn observed_generation(client: &kube::Client) -> Option<(i64, i64)> {
+    let r = get(
+        client,
+        "gateway.networking.k8s.io/v1",
+        "HTTPRoute",
+        Some("app"),
+        "r",
+    )
+    .await?;
+    let observed =
+        condition(&r["status"]["parents"][0]["conditions"], "Accepted")?["observedGeneration"].as_i64()?;
+    Some((r["metadata"]["generation"].as_i64()?, observed))
+}
+
+/// Two replicas: the first holds the Lease and writes status; the second
+/// translates and serves xDS but does not write. The leader frozen, the
+/// second takes the Lease once it expires and writes the status of an edit
+/// it had translated before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_leader_election_hands_over_status_writing() {
+    let test = "controller_leader_election_hands_over_status_writing";
+    let Some(mut world) = world(test).await else {
+        return;
+    };
+    let client = world.client.clone();
+    let first = world.controller.child.id();
+    let holder = eventually("the first replica to lead", Duration::from_secs(20), || async {
+        lease_holder(&client)
+            .await
+            .filter(|h| h.ends_with(&format!("-{first}")))
+    })
+    .await;
+
+    // A follower with its own xDS and admin ports (no Envoy of its own).
+    let dir = work_dir(&format!("{test}-b"));
+    let (xds_b, admin_b) = (free_port(), free_port());
+    let second = start_controller(
+        &world.cluster.kubeconfig,
+        &dir.join("run"),
+        xds_b,
+        admin_b,
+        &["--no-envoy"],
+    );
+    let second_pid = second.child.id();
+    tokio::task::block_in_place(|| {
+        wait_for("the follower to serve", Duration::from_secs(30), || {
+            http(admin_b, "admin", "/readyz").is_some_and(|r| r.0 == 200)
+        });
+    });
+    // Still the first replica's Lease, over several renew periods.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(lease_holder(&client).await.as_deref(), Some(holder.as_str()));
+
+    // The leader freezes (SIGSTOP): it neither renews the Lease nor writes.
+    // An edit now is translated by the follower, which must not write its
+    // status while the Lease may still be the leader's...
+    let stopped = std::process::Command::new("kill")
+        .args(["-STOP", &first.to_string()])
+        .status()
+        .expect("kill -STOP");
+    assert!(stopped.success());
+    let killed = Instant::now();
+    set_path(&client, "/handed-over").await;
+    tokio::task::block_in_place(|| {
+        wait_for(
+            "the follower to serve the edit over xDS",
+            Duration::from_secs(10),
+            || {
+                http(admin_b, "admin", "/api/status")
+                    .is_some_and(|r| r.2.contains("\"observedGeneration\":2"))
+            },
+        );
+    });
+    let (generation, observed) = observed_generation(&client).await.expect("route status");
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "too slow to check before the Lease expires"
+    );
+    assert_eq!(
+        (generation, observed),
+        (2, 1),
+        "a follower wrote status while the Lease was the leader's"
+    );
+    // ... and takes the Lease once it has not been renewed for its duration.
+    let (generation, _) = eventually(
+        "the new leader to write the edit's status",
+        Duration::from_secs(20),
+        || async {
+            observed_generation(&client)
+                .await
+                .filter(|(g, o)| g == o && *g >= 2)
+        },
+    )
+    .await;
+    let took = killed.elapsed();
+    let new_holder = lease_holder(&client).await.expect("a holder");
+    assert!(
+        new_holder.ends_with(&format!("-{second_pid}")),
+        "holder {new_holder}"
+    );
+    // The follower translated the edit too (it serves xDS all along).
+    tokio::task::block_in_place(|| {
+        wait_for(
+            "the follower's admin state to have the edit",
+            Duration::from_secs(10),
+            || {
+                http(admin_b, "admin", "/api/status")
+                    .is_some_and(|r| r.2.contains(&format!("\"observedGeneration\":{generation}")))
+            },
+        );
+    });
+    eprintln!(
+        "{test}: status of generation {generation} written by the new leader {:.1} s after the old one froze (Lease 3 s)",
+        took.as_secs_f64()
+    );
+    drop(second);
 }
