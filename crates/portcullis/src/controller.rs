@@ -54,9 +54,9 @@ struct KubeStatus {
 }
 
 impl StatusSink for KubeStatus {
-    fn publish(&mut self, _snapshot: &provider::Snapshot, output: &translate::Output) {
+    fn publish(&mut self, status: &[translate::ObjectStatus]) {
         if let Some(w) = self.writer.get() {
-            w.publish(&output.status);
+            w.publish(status);
         }
     }
 }

@@ -202,6 +202,7 @@ fn start_controller(
     xds: u16,
     admin: u16,
     extra: &[&str],
+    env: &[(&str, &str)],
 ) -> common::Serve {
     let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
@@ -215,6 +216,7 @@ fn start_controller(
         .arg(run_dir)
         .args(LEASE)
         .args(extra)
+        .envs(env.iter().copied())
         .env("ENVOY_BIN", envoy)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit())
@@ -227,6 +229,10 @@ fn start_controller(
 }
 
 async fn world(test: &str) -> Option<World> {
+    world_with(test, &[]).await
+}
+
+async fn world_with(test: &str, env: &[(&str, &str)]) -> Option<World> {
     let cluster = testkit::kube::Cluster::start(test).await?;
     let started = Instant::now();
     cluster
@@ -243,7 +249,7 @@ async fn world(test: &str) -> Option<World> {
         testkit::kube::forward_from_host(h.addr()).expect("forward from the host's address")
     };
     apply(&client, &objects(gw_port, forward(&a), forward(&b))).await;
-    let controller = start_controller(&cluster.kubeconfig, &dir.join("run"), xds, admin, &[]);
+    let controller = start_controller(&cluster.kubeconfig, &dir.join("run"), xds, admin, &[], env);
     tokio::task::block_in_place(|| {
         wait_for("Envoy to serve /a", Duration::from_secs(60), || {
             http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200)
@@ -625,6 +631,7 @@ async fn controller_leader_election_hands_over_status_writing() {
         xds_b,
         admin_b,
         &["--no-envoy"],
+        &[],
     );
     let second_pid = second.child.id();
     tokio::task::block_in_place(|| {
@@ -691,4 +698,55 @@ async fn controller_leader_election_hands_over_status_writing() {
         took.as_secs_f64()
     );
     drop(second);
+}
+
+/// A NACK (injected with the test-only fault file: portcullis's own output
+/// never produces one) shows on the Gateway in the API as
+/// `Programmed=False`, as in the admin API; an ACK of a later version
+/// clears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_writes_a_nack_as_programmed_false() {
+    let test = "controller_writes_a_nack_as_programmed_false";
+    let fault = std::env::temp_dir().join(format!("{test}-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&fault);
+    let fault_env = fault.to_string_lossy().into_owned();
+    let Some(world) = world_with(test, &[("PORTCULLIS_TEST_FAULT_FILE", fault_env.as_str())]).await else {
+        return;
+    };
+    let client = world.client.clone();
+    let programmed = |client: kube::Client| async move {
+        let gw = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "Gateway",
+            Some("infra"),
+            "gw",
+        )
+        .await?;
+        let c = condition(&gw["status"]["conditions"], "Programmed")?.clone();
+        Some((
+            c["status"].as_str()?.to_string(),
+            c["message"].as_str()?.to_string(),
+        ))
+    };
+    eventually("Programmed=True", Duration::from_secs(20), || {
+        let client = client.clone();
+        async move { programmed(client).await.filter(|(s, _)| s == "True") }
+    })
+    .await;
+    std::fs::write(&fault, r#"{"name": "test-fault", "connect_timeout": "-1s"}"#).expect("fault");
+    set_path(&client, "/nacked").await;
+    let (_, message) = eventually("Programmed=False after the NACK", Duration::from_secs(20), || {
+        let client = client.clone();
+        async move { programmed(client).await.filter(|(s, _)| s == "False") }
+    })
+    .await;
+    assert!(message.contains("Envoy rejected"), "{message}");
+    std::fs::remove_file(&fault).expect("rm fault");
+    set_path(&client, "/acked").await;
+    eventually("Programmed=True after an ACK", Duration::from_secs(20), || {
+        let client = client.clone();
+        async move { programmed(client).await.filter(|(s, _)| s == "True") }
+    })
+    .await;
 }

@@ -125,10 +125,13 @@ pub struct Source {
     pub guard: Box<dyn std::any::Any + Send>,
 }
 
-/// Where the status of each translation goes besides the admin state
-/// (the Kubernetes status writer). Called after the xDS cache is fed.
+/// Where status goes besides the admin state (the Kubernetes status
+/// writer): after each translation, once the xDS cache and the admin state
+/// are fed, and whenever a NACK appears or clears. The status is the
+/// admin API's (`State::status_with_nacks`): a NACK shows on its Gateway as
+/// `Programmed=False`.
 pub trait StatusSink: Send {
-    fn publish(&mut self, snapshot: &provider::Snapshot, output: &translate::Output);
+    fn publish(&mut self, status: &[translate::ObjectStatus]);
 }
 
 /// Serves until `shutdown` completes, then stops the Envoys it started.
@@ -316,10 +319,6 @@ pub async fn run_until(
             ms = started.elapsed().as_millis() as u64,
             "configuration translated"
         );
-        // Before the admin state's lock: the sink must not hold it up.
-        if let Some(sink) = sink.as_mut() {
-            sink.publish(snapshot, &out);
-        }
         let mut cur = state.write();
         state.metrics.record_output(cur.output.as_ref(), &out);
         cur.output = Some(out);
@@ -327,8 +326,14 @@ pub async fn run_until(
         cur.generation = snapshot.generation;
         cur.ready = true;
     };
+    let publish = |sink: &mut Option<Box<dyn StatusSink>>| {
+        if let Some(sink) = sink.as_mut() {
+            sink.publish(&state.status_with_nacks());
+        }
+    };
     let first = inputs.borrow_and_update().clone();
     apply(&first, &mut supervisor);
+    publish(&mut sink);
 
     let ads = xds::AdsServer::new(cache.clone(), Arc::new(state::Observer(state.clone())));
     let xds_task = tokio::spawn(
@@ -345,7 +350,9 @@ pub async fn run_until(
                 if changed.is_err() { break; }
                 let snapshot = inputs.borrow_and_update().clone();
                 apply(&snapshot, &mut supervisor);
+                publish(&mut sink);
             }
+            () = state.nacks_changed.notified(), if sink.is_some() => publish(&mut sink),
             () = &mut shutdown => break,
         }
     }
