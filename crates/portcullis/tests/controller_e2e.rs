@@ -421,6 +421,17 @@ async fn controller_serves_and_writes_status_through_the_api() {
             .is_some_and(|m| m.contains("spec.rules[0].matches[0].path.value")),
         "{invalid}"
     );
+    // `portcullis get` reads the controller's admin API as it reads serve's.
+    let get_routes = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(["get", "routes", "--admin", &format!("127.0.0.1:{admin}")])
+        .output()
+        .expect("portcullis get routes");
+    let table = String::from_utf8_lossy(&get_routes.stdout);
+    assert!(get_routes.status.success(), "{table}");
+    assert!(
+        table.lines().any(|l| l.contains("app") && l.contains("bad")),
+        "{table}"
+    );
     // Status is written by our field manager, on the status subresource.
     assert!(
         bad["metadata"]["managedFields"].as_array().is_some_and(|m| m
