@@ -32,7 +32,7 @@
 //!   snapshot: a reflector keeps its store through errors, and a relist
 //!   replaces the store only once the new list is complete (kube-runtime's
 //!   `InitDone`). The watcher retries with backoff; errors are logged and
-//!   counted ([`Stats`]).
+//!   counted ([`metrics::KubeMetrics`]).
 //! - A kind whose resource the apiserver does not serve (a CRD not
 //!   installed) is reported once and read as empty.
 //!
@@ -41,11 +41,11 @@
 //! cluster's other Secrets.
 
 pub mod leader;
+pub mod metrics;
 pub mod status;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use api::loader::Loaded;
@@ -204,19 +204,6 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<Client, Star
     Client::try_from(config).map_err(|e| error(e.to_string()))
 }
 
-/// Counters of the provider's work.
-#[derive(Debug, Default)]
-pub struct Stats {
-    /// Watch events applied to a store (after the initial lists).
-    pub events: AtomicU64,
-    /// Watch errors (each is retried with backoff; the store is kept).
-    pub watch_errors: AtomicU64,
-    /// Relists completed after the initial one (`InitDone` events).
-    pub relists: AtomicU64,
-    /// Snapshots published.
-    pub snapshots: AtomicU64,
-}
-
 /// The reflector stores, by kind (a kind the apiserver does not serve has
 /// none). Shared with the status writer, which reads the live objects.
 #[derive(Clone)]
@@ -245,7 +232,6 @@ impl Stores {
 pub struct KubeProvider {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     pub stores: Stores,
-    pub stats: Arc<Stats>,
 }
 
 impl Drop for KubeProvider {
@@ -261,8 +247,8 @@ impl Drop for KubeProvider {
 pub async fn start(
     client: Client,
     options: Options,
+    metrics: metrics::KubeMetrics,
 ) -> Result<(KubeProvider, watch::Receiver<Arc<provider::Snapshot>>), StartError> {
-    let stats = Arc::new(Stats::default());
     let changed = Arc::new(Notify::new());
     let mut tasks = Vec::new();
     let mut stores = HashMap::new();
@@ -288,7 +274,8 @@ pub async fn start(
         let writer = reflector::store::Writer::new(ar.clone());
         stores.insert(kind, writer.as_reader());
         let changed = changed.clone();
-        let stats = stats.clone();
+        let labels = metrics::KindLabels::of(kind);
+        let metrics = metrics.clone();
         tasks.push(tokio::spawn(async move {
             let mut initial = true;
             let stream = watcher(api, config).default_backoff().reflect(writer);
@@ -296,12 +283,12 @@ pub async fn start(
             while let Some(event) = stream.next().await {
                 match event {
                     Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
-                        stats.events.fetch_add(1, Ordering::Relaxed);
+                        metrics.watch_events.get_or_create(&labels).inc();
                         changed.notify_one();
                     }
                     Ok(watcher::Event::InitDone) => {
                         if !initial {
-                            stats.relists.fetch_add(1, Ordering::Relaxed);
+                            metrics.relists.get_or_create(&labels).inc();
                         }
                         initial = false;
                         changed.notify_one();
@@ -309,7 +296,7 @@ pub async fn start(
                     Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
                     Err(error) => {
                         // The store keeps its objects; the watcher retries.
-                        stats.watch_errors.fetch_add(1, Ordering::Relaxed);
+                        metrics.watch_errors.get_or_create(&labels).inc();
                         tracing::warn!(kind = name, %error, "watch error; keeping the last objects and retrying");
                     }
                 }
@@ -322,7 +309,6 @@ pub async fn start(
     let provider = KubeProvider {
         tasks,
         stores: stores.clone(),
-        stats: stats.clone(),
     };
     // Nothing is built before every initial list is complete.
     for (kind, store) in stores.stores.iter() {
@@ -344,10 +330,10 @@ pub async fn start(
         loaded: first,
         debounce_latency: None,
     }));
-    stats.snapshots.fetch_add(1, Ordering::Relaxed);
+    metrics.snapshots.inc();
     let mut provider = provider;
     provider.tasks.push(tokio::spawn(publish_loop(
-        builder, stores, changed, tx, options, stats,
+        builder, stores, changed, tx, options, metrics,
     )));
     Ok((provider, rx))
 }
@@ -358,7 +344,7 @@ async fn publish_loop(
     changed: Arc<Notify>,
     tx: watch::Sender<Arc<provider::Snapshot>>,
     options: Options,
-    stats: Arc<Stats>,
+    metrics: metrics::KubeMetrics,
 ) {
     let mut generation = 1;
     loop {
@@ -380,7 +366,7 @@ async fn publish_loop(
             continue;
         }
         generation += 1;
-        stats.snapshots.fetch_add(1, Ordering::Relaxed);
+        metrics.snapshots.inc();
         let snapshot = provider::Snapshot {
             generation,
             loaded,

@@ -33,7 +33,6 @@
 //! `metadata.generation` as loaded).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -41,6 +40,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+use crate::metrics::{KindLabels, KubeMetrics};
 use crate::{Client, Kind, Stores};
 
 /// The writer's rate limit.
@@ -57,19 +57,6 @@ pub struct ObjectKey {
     pub name: String,
 }
 
-/// Counters, for metrics and tests.
-#[derive(Debug, Default)]
-pub struct WriterStats {
-    /// Server-side applies sent and accepted.
-    pub writes: AtomicU64,
-    /// Objects whose merged status equalled the live one.
-    pub skipped: AtomicU64,
-    /// Writes refused with 409 (retried).
-    pub conflicts: AtomicU64,
-    /// Other failed writes (retried on the next round).
-    pub failures: AtomicU64,
-}
-
 struct Shared {
     pending: Mutex<BTreeMap<ObjectKey, Value>>,
     wake: Notify,
@@ -82,7 +69,7 @@ pub struct StatusWriter {
     stores: Stores,
     controller_name: String,
     task: tokio::task::JoinHandle<()>,
-    pub stats: Arc<WriterStats>,
+    metrics: KubeMetrics,
 }
 
 impl Drop for StatusWriter {
@@ -97,18 +84,18 @@ impl StatusWriter {
         stores: Stores,
         controller_name: String,
         leader: tokio::sync::watch::Receiver<bool>,
+        metrics: KubeMetrics,
     ) -> StatusWriter {
         let shared = Arc::new(Shared {
             pending: Mutex::new(BTreeMap::new()),
             wake: Notify::new(),
         });
-        let stats = Arc::new(WriterStats::default());
         let task = tokio::spawn(write_loop(
             client,
             stores.clone(),
             controller_name.clone(),
             shared.clone(),
-            stats.clone(),
+            metrics.clone(),
             leader,
         ));
         StatusWriter {
@@ -116,7 +103,7 @@ impl StatusWriter {
             stores,
             controller_name,
             task,
-            stats,
+            metrics,
         }
     }
 
@@ -166,6 +153,7 @@ impl StatusWriter {
         }
         let mut pending = self.shared.pending.lock().unwrap_or_else(PoisonError::into_inner);
         pending.extend(desired);
+        self.metrics.status_queue_depth.set(pending.len() as i64);
         drop(pending);
         self.shared.wake.notify_one();
     }
@@ -182,7 +170,7 @@ async fn write_loop(
     stores: Stores,
     controller: String,
     shared: Arc<Shared>,
-    stats: Arc<WriterStats>,
+    metrics: KubeMetrics,
     mut leader: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -194,10 +182,13 @@ async fn write_loop(
                 }
             }
         }
-        if !*leader.borrow_and_update() {
+        let leading = *leader.borrow_and_update();
+        metrics.leader.set(i64::from(leading));
+        if !leading {
             continue;
         }
         let batch = std::mem::take(&mut *shared.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        metrics.status_queue_depth.set(0);
         let mut retry = BTreeMap::new();
         for (key, desired) in batch {
             let outcome = write_one(&client, &stores, &controller, &key, desired.clone()).await;
@@ -206,19 +197,20 @@ async fn write_loop(
                 // touches every route must not flood the apiserver.
                 tokio::time::sleep(Duration::from_secs(1) / WRITES_PER_SECOND).await;
             }
+            let labels = KindLabels::of(key.kind);
             match outcome {
                 Outcome::Written => {
-                    stats.writes.fetch_add(1, Ordering::Relaxed);
+                    metrics.status_writes.get_or_create(&labels).inc();
                 }
                 Outcome::Unchanged | Outcome::Gone => {
-                    stats.skipped.fetch_add(1, Ordering::Relaxed);
+                    metrics.status_unchanged.get_or_create(&labels).inc();
                 }
                 Outcome::Conflict => {
-                    stats.conflicts.fetch_add(1, Ordering::Relaxed);
+                    metrics.status_conflicts.get_or_create(&labels).inc();
                     retry.insert(key, desired);
                 }
                 Outcome::Failed(error) => {
-                    stats.failures.fetch_add(1, Ordering::Relaxed);
+                    metrics.status_failures.get_or_create(&labels).inc();
                     tracing::warn!(kind = key.kind.name(), namespace = key.namespace.as_deref().unwrap_or(""), name = %key.name, %error, "status write failed; retrying");
                     retry.insert(key, desired);
                 }
@@ -232,6 +224,7 @@ async fn write_loop(
             for (k, v) in retry {
                 pending.entry(k).or_insert(v);
             }
+            metrics.status_queue_depth.set(pending.len() as i64);
             drop(pending);
             shared.wake.notify_one();
         }

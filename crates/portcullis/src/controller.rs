@@ -113,8 +113,9 @@ pub async fn controller_until(
     };
     let start = async move {
         let client = kube_provider::client(kubeconfig.as_deref()).await?;
+        let metrics = kube_provider::metrics::KubeMetrics::default();
         let (provider, snapshots) =
-            kube_provider::start(client.clone(), kube_provider::Options::default()).await?;
+            kube_provider::start(client.clone(), kube_provider::Options::default(), metrics.clone()).await?;
         let (leader, election) = if election.no_leader_election {
             (tokio::sync::watch::channel(true).1, None)
         } else {
@@ -126,12 +127,14 @@ pub async fn controller_until(
             provider.stores.clone(),
             controller_name,
             leader,
+            metrics.clone(),
         ));
         Ok(Source {
             snapshots,
             health: None,
             what: "kubernetes".into(),
             guard: Box::new((provider, writer, election)),
+            register_metrics: Some(Box::new(move |registry| metrics.register(registry))),
         })
     };
     serve::run_until(args.run, start, Some(Box::new(sink)), shutdown).await

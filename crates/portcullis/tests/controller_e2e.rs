@@ -761,3 +761,79 @@ async fn controller_writes_a_nack_as_programmed_false() {
     })
     .await;
 }
+
+/// One sample of the controller's `/metrics` (`name{labels} value`).
+fn metric(admin: u16, series: &str) -> f64 {
+    let (_, _, metrics) = http(admin, "admin", "/metrics").expect("metrics");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Status churn: with many routes, an edit of one writes the status of
+/// that route only (the others' and the Gateway's did not change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_status_churn_one_edit_one_write() {
+    let test = "controller_status_churn_one_edit_one_write";
+    let routes: usize = std::env::var("PORTCULLIS_CHURN_ROUTES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1000);
+    let Some(world) = world(test).await else {
+        return;
+    };
+    let (client, admin) = (world.client.clone(), world.admin);
+    let created = Instant::now();
+    let route = |i: usize, path: &str| {
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": format!("churn-{i}"), "namespace": "app"},
+            "spec": {"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": [
+                {"matches": [{"path": {"type": "PathPrefix", "value": path}}], "backendRefs": [{"name": "a", "port": 80}]},
+            ]},
+        })
+        .to_string()
+    };
+    for i in 0..routes {
+        apply(&client, &route(i, &format!("/churn/{i}"))).await;
+    }
+    let writes = |admin| metric(admin, "portcullis_status_writes_total{kind=\"HTTPRoute\"}");
+    let all = |admin| {
+        ["GatewayClass", "Gateway", "HTTPRoute", "TrafficPolicy"]
+            .iter()
+            .map(|k| metric(admin, &format!("portcullis_status_writes_total{{kind=\"{k}\"}}")))
+            .sum::<f64>()
+    };
+    // Settled: every route's status written (3 routes of the world + ours).
+    tokio::task::block_in_place(|| {
+        wait_for("every route's status", Duration::from_secs(120), || {
+            writes(admin) >= (routes + 3) as f64 && metric(admin, "portcullis_status_queue_depth") == 0.0
+        });
+    });
+    let settled = created.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = all(admin);
+    apply(&client, &route(7, "/churn/edited")).await;
+    eventually("the edited route's status", Duration::from_secs(30), || async {
+        let r = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "HTTPRoute",
+            Some("app"),
+            "churn-7",
+        )
+        .await?;
+        (condition(&r["status"]["parents"][0]["conditions"], "Accepted")?["observedGeneration"] == 2)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let per_edit = all(admin) - before;
+    assert_eq!(per_edit, 1.0, "status writes for one edit among {routes} routes");
+    eprintln!(
+        "{test}: {routes} routes created and their status written in {:.1} s; one edit = {per_edit} status write",
+        settled.as_secs_f64()
+    );
+}

@@ -123,7 +123,12 @@ pub struct Source {
     pub what: String,
     /// Keeps the provider running; dropped at shutdown.
     pub guard: Box<dyn std::any::Any + Send>,
+    /// Registers the provider's own metrics beside `serve`'s.
+    pub register_metrics: Option<RegisterMetrics>,
 }
+
+/// See [`Source::register_metrics`].
+pub type RegisterMetrics = Box<dyn FnOnce(&mut prometheus_client::registry::Registry) + Send>;
 
 /// Where status goes besides the admin state (the Kubernetes status
 /// writer): after each translation, once the xDS cache and the admin state
@@ -150,6 +155,7 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
             snapshots,
             what: watched.display().to_string(),
             guard: Box::new(provider),
+            register_metrics: None,
         })
     };
     run_until(args.run, start, None, shutdown).await
@@ -191,7 +197,11 @@ pub async fn run_until(
         health,
         what,
         guard: provider,
+        register_metrics,
     } = source;
+    if let Some(register) = register_metrics {
+        register(&mut state.metrics.registry.lock().unwrap_or_else(|p| p.into_inner()));
+    }
     if let Some(health) = health {
         let _ = state.provider.set(health);
     }
