@@ -128,9 +128,7 @@ impl Kind {
 
     pub fn api_resource(self) -> ApiResource {
         let (group, version, kind, plural, _) = self.resource();
-        let mut ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-        ar.plural = plural.into();
-        ar
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
     }
 
     pub fn namespaced(self) -> bool {

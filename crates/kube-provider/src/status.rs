@@ -296,12 +296,14 @@ async fn write_one(
 }
 
 /// Whether the live status already says everything `merged` says (the
-/// apiserver may hold more fields, e.g. another manager's).
+/// apiserver may hold more fields, e.g. another manager's). An empty list
+/// we would write equals an absent one (a route without parents has no
+/// `status.parents` until someone writes it).
 fn owned_equal(live: &Value, merged: &Value) -> bool {
     match (live, merged) {
-        (Value::Object(l), Value::Object(m)) => m.iter().all(|(k, v)| {
-            l.get(k).is_some_and(|lv| owned_equal(lv, v))
-                || (v.is_array() && v.as_array().is_some_and(Vec::is_empty) && l.get(k).is_none())
+        (Value::Object(l), Value::Object(m)) => m.iter().all(|(k, v)| match l.get(k) {
+            Some(lv) => owned_equal(lv, v),
+            None => v.as_array().is_some_and(Vec::is_empty),
         }),
         (Value::Array(l), Value::Array(m)) => {
             l.len() == m.len() && l.iter().zip(m).all(|(a, b)| owned_equal(a, b))
