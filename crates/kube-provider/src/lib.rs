@@ -169,12 +169,6 @@ impl Default for Options {
 /// Why the provider could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("discovering {kind}: {source}")]
-    Discovery {
-        kind: &'static str,
-        #[source]
-        source: kube::Error,
-    },
     #[error("the {kind} reflector stopped before its initial list completed")]
     Stopped { kind: &'static str },
     #[error("the snapshot builder stopped before the first snapshot")]
@@ -253,16 +247,28 @@ pub async fn start(
     for kind in Kind::ALL {
         let ar = kind.api_resource();
         let (group, version, name, _, _) = kind.resource();
-        match kube::discovery::pinned_kind(&client, &GroupVersionKind::gvk(group, version, name)).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {
-                tracing::warn!(
-                    kind = name,
-                    "the apiserver does not serve this kind (CRD not installed?): read as empty"
-                );
-                continue;
+        // An apiserver that cannot be reached yet (the controller started
+        // first, an outage) is waited for: nothing is served before the
+        // initial lists anyway.
+        let mut backoff = Duration::from_millis(500);
+        let served = loop {
+            match kube::discovery::pinned_kind(&client, &GroupVersionKind::gvk(group, version, name)).await {
+                Ok(_) => break true,
+                Err(kube::Error::Api(e)) if e.code == 404 => break false,
+                Err(kube::Error::Discovery(_)) => break false,
+                Err(error) => {
+                    tracing::warn!(kind = name, %error, "cannot discover this kind; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
             }
-            Err(source) => return Err(StartError::Discovery { kind: name, source }),
+        };
+        if !served {
+            tracing::warn!(
+                kind = name,
+                "the apiserver does not serve this kind (CRD not installed?): read as empty"
+            );
+            continue;
         }
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         let mut config = watcher::Config::default();

@@ -837,3 +837,43 @@ async fn controller_status_churn_one_edit_one_write() {
         settled.as_secs_f64()
     );
 }
+
+/// A controller started while the apiserver is down waits for it (serving
+/// nothing before the initial lists), then serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_started_before_the_apiserver_waits_for_it() {
+    let test = "controller_started_before_the_apiserver_waits_for_it";
+    let Some(mut cluster) = testkit::kube::Cluster::start(test).await else {
+        return;
+    };
+    cluster
+        .apply_crds(&testkit::kube::Cluster::repo_crds())
+        .await
+        .expect("apply CRDs");
+    let client = cluster.client().await.expect("client");
+    let a = echo_pod("app", "a-pod-1");
+    let b = echo_pod("app", "b-pod-1");
+    let forward = |h: &echo::Handle| testkit::kube::forward_from_host(h.addr()).expect("forward");
+    let gw_port = free_port();
+    apply(&client, &objects(gw_port, forward(&a), forward(&b))).await;
+    cluster.stop_apiserver();
+    let dir = work_dir(test);
+    let (xds, admin) = (free_port(), free_port());
+    let mut controller = start_controller(&cluster.kubeconfig, &dir.join("run"), xds, admin, &[], &[]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        controller.child.try_wait().expect("try_wait").is_none(),
+        "the controller exited while the apiserver was down"
+    );
+    assert!(
+        http(admin, "admin", "/readyz").is_none(),
+        "serving before the initial lists"
+    );
+    cluster.start_apiserver().await.expect("start the apiserver");
+    tokio::task::block_in_place(|| {
+        wait_for("Envoy to serve /a", Duration::from_secs(60), || {
+            http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200)
+        });
+    });
+    drop(controller);
+}
