@@ -877,3 +877,98 @@ async fn controller_started_before_the_apiserver_waits_for_it() {
     });
     drop(controller);
 }
+
+/// An HTTPS listener whose certificate is a `kubernetes.io/tls` Secret
+/// read through the API (the provider watches only that Secret type).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_serves_https_with_a_tls_secret_from_the_api() {
+    let test = "controller_serves_https_with_a_tls_secret_from_the_api";
+    let Some(world) = world(test).await else {
+        return;
+    };
+    let client = world.client.clone();
+    let dir = work_dir(&format!("{test}-tls"));
+    let (key, cert) = (dir.join("tls.key"), dir.join("tls.crt"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=secure.example",
+            "-addext",
+            "subjectAltName=DNS:secure.example",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("run openssl");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let b64 = |p: &std::path::Path| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(p).expect("read"))
+    };
+    let https_port = free_port();
+    let objects = json!([
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+         "metadata": {"name": "secure", "namespace": "infra"},
+         "data": {"tls.crt": b64(&cert), "tls.key": b64(&key)}},
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+         "metadata": {"name": "gw", "namespace": "infra"},
+         "spec": {"gatewayClassName": "portcullis", "listeners": [
+            {"name": "http", "protocol": "HTTP", "port": world.gw_port, "allowedRoutes": {"namespaces": {"from": "All"}}},
+            {"name": "https", "protocol": "HTTPS", "port": https_port, "hostname": "secure.example",
+             "tls": {"mode": "Terminate", "certificateRefs": [{"name": "secure"}]},
+             "allowedRoutes": {"namespaces": {"from": "All"}}},
+         ]}},
+    ]);
+    for object in objects.as_array().expect("list") {
+        apply(&client, &object.to_string()).await;
+    }
+    let url = format!("https://secure.example:{https_port}/a");
+    let resolve = format!("secure.example:{https_port}:127.0.0.1");
+    tokio::task::block_in_place(|| {
+        wait_for(
+            "HTTPS with the Secret's certificate",
+            Duration::from_secs(30),
+            || {
+                std::process::Command::new("curl")
+                    .args(["-s", "--max-time", "2", "--cacert"])
+                    .arg(&cert)
+                    .args(["--resolve", &resolve, &url])
+                    .output()
+                    .is_ok_and(|o| {
+                        o.status.success() && String::from_utf8_lossy(&o.stdout).contains("a-pod-1")
+                    })
+            },
+        );
+    });
+    let gw = eventually("the https listener's status", Duration::from_secs(20), || async {
+        let gw = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "Gateway",
+            Some("infra"),
+            "gw",
+        )
+        .await?;
+        let listeners = gw["status"]["listeners"].as_array()?.clone();
+        listeners.into_iter().find(|l| l["name"] == "https")
+    })
+    .await;
+    assert_eq!(
+        condition(&gw["conditions"], "ResolvedRefs").expect("ResolvedRefs")["status"],
+        "True",
+        "{gw}"
+    );
+}
