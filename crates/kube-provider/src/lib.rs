@@ -37,8 +37,11 @@
 //!   installed) is reported once and read as empty.
 //!
 //! Secrets: only `type=kubernetes.io/tls` (a field selector), the only
-//! Secrets a Gateway listener can use; the provider never caches the
-//! cluster's other Secrets.
+//! Secrets a Gateway listener can use, and of those only the metadata is
+//! watched; the data of a Secret is fetched (and held) only while a
+//! Gateway or ListenerSet listener references it, again when its
+//! `resourceVersion` changes. The provider never holds the cluster's other
+//! Secrets.
 
 pub mod leader;
 pub mod metrics;
@@ -51,6 +54,7 @@ use std::time::{Duration, Instant};
 use api::loader::Loaded;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, watch};
@@ -201,6 +205,8 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<Client, Star
 #[derive(Clone)]
 pub struct Stores {
     stores: Arc<HashMap<Kind, Store<DynamicObject>>>,
+    /// Secrets: metadata only.
+    secrets: Option<Store<PartialObjectMeta<DynamicObject>>>,
 }
 
 impl Stores {
@@ -244,6 +250,7 @@ pub async fn start(
     let changed = Arc::new(Notify::new());
     let mut tasks = Vec::new();
     let mut stores = HashMap::new();
+    let mut secrets = None;
     for kind in Kind::ALL {
         let ar = kind.api_resource();
         let (group, version, name, _, _) = kind.resource();
@@ -275,46 +282,50 @@ pub async fn start(
         if let Some(fields) = kind.field_selector() {
             config = config.fields(fields);
         }
+        let labels = metrics::KindLabels::of(kind);
+        if kind == Kind::Secret {
+            // Metadata only: the data of a Secret is fetched when a
+            // listener references it (see `Builder::load_secrets`).
+            let writer = reflector::store::Writer::<PartialObjectMeta<DynamicObject>>::new(ar.clone());
+            secrets = Some(writer.as_reader());
+            // `Api<PartialObjectMeta<_>>` asks for metadata only.
+            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &ar);
+            let stream = watcher(api, config).default_backoff().reflect(writer);
+            tasks.push(tokio::spawn(drive(
+                stream,
+                name,
+                labels,
+                metrics.clone(),
+                changed.clone(),
+            )));
+            continue;
+        }
         let writer = reflector::store::Writer::new(ar.clone());
         stores.insert(kind, writer.as_reader());
-        let changed = changed.clone();
-        let labels = metrics::KindLabels::of(kind);
-        let metrics = metrics.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut initial = true;
-            let stream = watcher(api, config).default_backoff().reflect(writer);
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
-                        metrics.watch_events.get_or_create(&labels).inc();
-                        changed.notify_one();
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        if !initial {
-                            metrics.relists.get_or_create(&labels).inc();
-                        }
-                        initial = false;
-                        changed.notify_one();
-                    }
-                    Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                    Err(error) => {
-                        // The store keeps its objects; the watcher retries.
-                        metrics.watch_errors.get_or_create(&labels).inc();
-                        tracing::warn!(kind = name, %error, "watch error; keeping the last objects and retrying");
-                    }
-                }
-            }
-        }));
+        let stream = watcher(api, config).default_backoff().reflect(writer);
+        tasks.push(tokio::spawn(drive(
+            stream,
+            name,
+            labels,
+            metrics.clone(),
+            changed.clone(),
+        )));
     }
     let stores = Stores {
         stores: Arc::new(stores),
+        secrets,
     };
     let provider = KubeProvider {
         tasks,
         stores: stores.clone(),
     };
     // Nothing is built before every initial list is complete.
+    if let Some(store) = &stores.secrets {
+        store
+            .wait_until_ready()
+            .await
+            .map_err(|_| StartError::Stopped { kind: "Secret" })?;
+    }
     for (kind, store) in stores.stores.iter() {
         let started = Instant::now();
         store
@@ -327,8 +338,12 @@ pub async fn start(
             "initial list complete"
         );
     }
-    let mut builder = Builder::default();
-    let first = builder.build(&stores);
+    let mut builder = Builder {
+        client: client.clone(),
+        metrics: metrics.clone(),
+        cache: HashMap::new(),
+    };
+    let first = builder.build(&stores).await;
     let (tx, rx) = watch::channel(Arc::new(provider::Snapshot {
         generation: 1,
         loaded: first,
@@ -365,7 +380,7 @@ async fn publish_loop(
                 break;
             }
         }
-        let loaded = builder.build(&stores);
+        let loaded = builder.build(&stores).await;
         if loaded == tx.borrow().loaded {
             continue;
         }
@@ -382,17 +397,55 @@ async fn publish_loop(
     }
 }
 
+/// Drives one reflector: counts events and errors, wakes the builder.
+async fn drive<K>(
+    stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    name: &'static str,
+    labels: metrics::KindLabels,
+    metrics: metrics::KubeMetrics,
+    changed: Arc<Notify>,
+) {
+    let mut initial = true;
+    let mut stream = std::pin::pin!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
+                metrics.watch_events.get_or_create(&labels).inc();
+                changed.notify_one();
+            }
+            Ok(watcher::Event::InitDone) => {
+                if !initial {
+                    metrics.relists.get_or_create(&labels).inc();
+                }
+                initial = false;
+                changed.notify_one();
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+            Err(error) => {
+                // The store keeps its objects; the watcher retries.
+                metrics.watch_errors.get_or_create(&labels).inc();
+                tracing::warn!(kind = name, %error, "watch error; keeping the last objects and retrying");
+            }
+        }
+    }
+}
+
 /// Loads objects, caching each object's load by `resourceVersion`.
-#[derive(Default)]
 struct Builder {
+    client: Client,
+    metrics: metrics::KubeMetrics,
     cache: HashMap<(Kind, String, String), (String, Loaded)>,
 }
 
 impl Builder {
-    fn build(&mut self, stores: &Stores) -> Loaded {
+    async fn build(&mut self, stores: &Stores) -> Loaded {
         let mut parts = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for kind in Kind::ALL {
+            if kind == Kind::Secret {
+                self.load_secrets(stores, &mut parts, &mut seen).await;
+                continue;
+            }
             let mut objects = stores.all(kind);
             objects.sort_by(|a, b| {
                 (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
@@ -416,8 +469,89 @@ impl Builder {
             }
         }
         self.cache.retain(|k, _| seen.contains(k));
+        let held = self.cache.keys().filter(|k| k.0 == Kind::Secret).count();
+        self.metrics.secrets_held.set(held as i64);
         api::loader::merge(parts)
     }
+
+    /// The Secrets a listener references (and that exist as
+    /// `kubernetes.io/tls` Secrets), fetched when their `resourceVersion`
+    /// changed. A fetch that fails keeps the last good load: an outage
+    /// never takes a certificate away.
+    async fn load_secrets(
+        &mut self,
+        stores: &Stores,
+        parts: &mut Vec<Loaded>,
+        seen: &mut std::collections::HashSet<(Kind, String, String)>,
+    ) {
+        let Some(meta) = &stores.secrets else { return };
+        let ar = Kind::Secret.api_resource();
+        for (namespace, name) in referenced_secrets(stores) {
+            let reference = reflector::ObjectRef::new_with(&name, ar.clone()).within(&namespace);
+            let Some(object) = meta.get(&reference) else {
+                continue;
+            };
+            let version = object.metadata.resource_version.clone().unwrap_or_default();
+            let key = (Kind::Secret, namespace.clone(), name.clone());
+            seen.insert(key.clone());
+            if let Some((v, loaded)) = self.cache.get(&key)
+                && *v == version
+            {
+                parts.push(loaded.clone());
+                continue;
+            }
+            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &namespace, &ar);
+            match api.get_opt(&name).await {
+                Ok(Some(secret)) => {
+                    let loaded = load_object(Kind::Secret, &secret);
+                    self.cache.insert(key, (version, loaded.clone()));
+                    parts.push(loaded);
+                }
+                // Deleted since: the metadata watch will say so.
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(namespace, name, %error, "cannot read a referenced Secret; keeping its last version");
+                    if let Some((_, loaded)) = self.cache.get(&key) {
+                        parts.push(loaded.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `namespace/name` of every Secret a Gateway or ListenerSet listener
+/// names in `tls.certificateRefs` (the only Secrets the translator reads).
+fn referenced_secrets(stores: &Stores) -> std::collections::BTreeSet<(String, String)> {
+    let mut out = std::collections::BTreeSet::new();
+    for kind in [Kind::Gateway, Kind::ListenerSet] {
+        for object in stores.all(kind) {
+            let own = object
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            let listeners = object.data["spec"]["listeners"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for listener in listeners {
+                let refs = listener["tls"]["certificateRefs"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                for r in refs {
+                    let core = r["group"].as_str().is_none_or(str::is_empty);
+                    let secret = r["kind"].as_str().is_none_or(|k| k == "Secret");
+                    if let (true, true, Some(name)) = (core, secret, r["name"].as_str()) {
+                        let ns = r["namespace"].as_str().unwrap_or(&own).to_string();
+                        out.insert((ns, name.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Reads one object through the file loader (see the module doc).

@@ -28,6 +28,7 @@ pub struct KubeMetrics {
     pub watch_errors: Family<KindLabels, Counter>,
     pub relists: Family<KindLabels, Counter>,
     pub snapshots: Counter,
+    pub secrets_held: Gauge,
     pub status_writes: Family<KindLabels, Counter>,
     pub status_unchanged: Family<KindLabels, Counter>,
     pub status_conflicts: Family<KindLabels, Counter>,
@@ -58,6 +59,11 @@ impl KubeMetrics {
             "kube_snapshots",
             "Input snapshots published by the Kubernetes provider",
             self.snapshots.clone(),
+        );
+        registry.register(
+            "kube_secrets_held",
+            "Secrets whose data the provider holds (only those a listener references)",
+            self.secrets_held.clone(),
         );
         registry.register(
             "status_writes",

@@ -879,7 +879,8 @@ async fn controller_started_before_the_apiserver_waits_for_it() {
 }
 
 /// An HTTPS listener whose certificate is a `kubernetes.io/tls` Secret
-/// read through the API (the provider watches only that Secret type).
+/// read through the API; the provider holds the data of that Secret only,
+/// not of every TLS Secret of the cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_serves_https_with_a_tls_secret_from_the_api() {
     let test = "controller_serves_https_with_a_tls_secret_from_the_api";
@@ -922,6 +923,10 @@ async fn controller_serves_https_with_a_tls_secret_from_the_api() {
     let objects = json!([
         {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
          "metadata": {"name": "secure", "namespace": "infra"},
+         "data": {"tls.crt": b64(&cert), "tls.key": b64(&key)}},
+        // Referenced by nothing: the controller must not hold its data.
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+         "metadata": {"name": "unused", "namespace": "app"},
          "data": {"tls.crt": b64(&cert), "tls.key": b64(&key)}},
         {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
          "metadata": {"name": "gw", "namespace": "infra"},
@@ -971,4 +976,6 @@ async fn controller_serves_https_with_a_tls_secret_from_the_api() {
         "True",
         "{gw}"
     );
+    // Of the two TLS Secrets, only the referenced one is held.
+    assert_eq!(metric(world.admin, "portcullis_kube_secrets_held"), 1.0);
 }
