@@ -109,7 +109,10 @@ impl Cluster {
             if std::env::var_os("PORTCULLIS_REQUIRE_KUBE").is_some_and(|v| !v.is_empty()) {
                 panic!("{test}: PORTCULLIS_REQUIRE_KUBE is set but {reason}");
             }
-            eprintln!("SKIPPED {test}: {reason}");
+            // Written to the process's stderr directly: libtest captures
+            // `eprintln!` of passing tests, and a skip must be seen.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
             return None;
         }
         match Self::try_start().await {
