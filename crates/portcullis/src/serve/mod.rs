@@ -12,8 +12,9 @@
 //! [`run_until`] takes a future that starts a provider and resolves to its
 //! [`Source`] — a watch channel of [`provider::Snapshot`]s whose first value
 //! is the complete initial load — and one `apply` translates each snapshot,
-//! feeds the xDS cache, the Envoy supervisor and the admin state, and hands
-//! the output to the optional status sink (Kubernetes status writing).
+//! feeds the xDS cache, the Envoy supervisor and the admin state; then the
+//! admin API's status (NACKs overlaid) goes to the optional [`StatusSink`]
+//! (Kubernetes status writing), again whenever a NACK appears or clears.
 
 pub mod admin;
 pub mod envoy;
