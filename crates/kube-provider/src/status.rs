@@ -420,3 +420,84 @@ mod tests {
         assert!(!owned_equal(&live, &gone));
     }
 }
+
+/// The writer against a mock apiserver: answers a real one rarely gives.
+#[cfg(test)]
+mod mock_tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use kube::api::DynamicObject;
+    use kube::runtime::{reflector, watcher};
+
+    use super::*;
+
+    fn route() -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "r", "namespace": "app", "resourceVersion": "7", "generation": 1},
+            "spec": {},
+        }))
+        .expect("route")
+    }
+
+    /// A 409 on the first status write is retried, and the retry wins.
+    #[tokio::test]
+    async fn a_conflict_is_retried() {
+        let patches = Arc::new(AtomicUsize::new(0));
+        let seen = patches.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let seen = seen.clone();
+            async move {
+                assert_eq!(request.method(), http::Method::PATCH);
+                assert!(
+                    request.uri().path().ends_with("/httproutes/r/status"),
+                    "{}",
+                    request.uri()
+                );
+                let n = seen.fetch_add(1, Ordering::SeqCst);
+                let (status, body) = if n == 0 {
+                    (
+                        409,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409, "message": "the object has been modified"}),
+                    )
+                } else {
+                    (200, serde_json::to_value(route()).expect("json"))
+                };
+                http::Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body.to_string().into_bytes()))
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            }
+        });
+        let client = Client::new(service, "default");
+        let ar = Kind::HttpRoute.api_resource();
+        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar);
+        writer.apply_watcher_event(&watcher::Event::Apply(route()));
+        let stores = Stores {
+            stores: Arc::new([(Kind::HttpRoute, writer.as_reader())].into_iter().collect()),
+            secrets: None,
+        };
+        let (_leader_tx, leader) = tokio::sync::watch::channel(true);
+        let metrics = KubeMetrics::default();
+        let status_writer = StatusWriter::start(client, stores, "us".into(), leader, metrics.clone());
+        let parent = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "infra", "name": "gw"});
+        status_writer.publish(&[translate::ObjectStatus::new(
+            "gateway.networking.k8s.io/v1",
+            "HTTPRoute",
+            Some("app"),
+            "r",
+            json!({"parents": [{"parentRef": parent, "controllerName": "us", "conditions": []}]}),
+        )]);
+        let labels = KindLabels::of(Kind::HttpRoute);
+        for _ in 0..100 {
+            if metrics.status_writes.get_or_create(&labels).get() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(metrics.status_conflicts.get_or_create(&labels).get(), 1);
+        assert_eq!(metrics.status_writes.get_or_create(&labels).get(), 1);
+        assert_eq!(patches.load(Ordering::SeqCst), 2);
+    }
+}
