@@ -6,6 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-envoy.sh >/dev/null
+# Kubernetes mode's tests run against a real kube-apiserver and etcd built
+# from Go (tools/kube/). Without Go they are reported as SKIPPED (unless
+# PORTCULLIS_REQUIRE_KUBE is set, as in CI, which makes that a failure).
+if command -v go >/dev/null 2>&1; then
+  scripts/install-kube.sh >/dev/null
+else
+  echo "test.sh: no Go toolchain: Kubernetes-mode tests will be SKIPPED" >&2
+fi
 export ENVOY_BIN="${ENVOY_BIN:-$PWD/.tools/bin/envoy}"
 cargo test --workspace "$@"
 if [ "$#" -eq 0 ]; then

@@ -8,6 +8,7 @@
 //! [`Diagnostic`]s naming the file, line, object and field, and every other
 //! document is still loaded.
 
+pub mod crd;
 pub mod diagnostic;
 pub mod files;
 pub mod httpproxy;

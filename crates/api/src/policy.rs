@@ -37,7 +37,7 @@ pub struct TrafficPolicy {
 /// What a policy attaches to. `kind` is `HTTPRoute` (with an optional rule
 /// name as `sectionName`); `Gateway` is accepted by the type for a later
 /// issue and reported as not supported yet.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TargetRef {
     #[serde(default)]
@@ -55,7 +55,7 @@ pub struct TargetRef {
 
 /// Targets every object of `kind` in the policy's namespace whose labels
 /// contain all of `matchLabels`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TargetSelector {
     #[serde(default)]
@@ -65,7 +65,7 @@ pub struct TargetSelector {
     pub match_labels: BTreeMap<String, String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TrafficPolicySpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -91,7 +91,7 @@ pub struct TrafficPolicySpec {
 }
 
 /// Literal header edits (values are not format strings).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HeaderModifiers {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,7 +100,7 @@ pub struct HeaderModifiers {
     pub response: Option<HeaderEdits>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HeaderEdits {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -111,14 +111,14 @@ pub struct HeaderEdits {
     pub remove: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Header {
     pub name: String,
     pub value: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Cors {
     /// Exact origins (`https://a.example`), `*`, or one leading wildcard
@@ -138,13 +138,13 @@ pub struct Cors {
     pub allow_credentials: Option<bool>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LocalRateLimit {
     pub token_bucket: TokenBucket,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenBucket {
     pub max_tokens: i64,
@@ -155,7 +155,7 @@ pub struct TokenBucket {
     pub fill_interval: String,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum RbacAction {
     #[default]
     Allow,
@@ -164,7 +164,7 @@ pub enum RbacAction {
 
 /// `Allow`: a request is let through only when one of the expressions
 /// matches. `Deny`: a request is refused (403) when one matches.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rbac {
     #[serde(default)]
@@ -176,7 +176,7 @@ pub struct Rbac {
 
 /// Header edits whose values are Envoy substitution format strings
 /// (`%REQ(x-user)%`, `%DOWNSTREAM_REMOTE_ADDRESS%`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Transformation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -185,7 +185,7 @@ pub struct Transformation {
     pub response: Option<HeaderEdits>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExtAuthPolicy {
     /// A GatewayExtension of type ExtAuth in the policy's namespace.
@@ -197,13 +197,13 @@ pub struct ExtAuthPolicy {
     pub disable: Option<bool>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LocalRef {
     pub name: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Timeouts {
     /// The whole request (Envoy route timeout); `0s` disables it.
@@ -214,7 +214,7 @@ pub struct Timeouts {
     pub idle: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Retry {
     pub attempts: i64,
@@ -245,13 +245,13 @@ pub struct GatewayExtension {
     pub load_errors: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum ExtensionType {
     #[default]
     ExtAuth,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GatewayExtensionSpec {
     #[serde(rename = "type", default)]
@@ -261,7 +261,7 @@ pub struct GatewayExtensionSpec {
 }
 
 /// An ext_authz server: exactly one of `grpcService` / `httpService`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExtAuthProvider {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -280,7 +280,7 @@ pub struct ExtAuthProvider {
     pub allowed_headers: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AuthService {
     pub backend_ref: ServiceRef,
@@ -289,7 +289,7 @@ pub struct AuthService {
     pub path_prefix: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]

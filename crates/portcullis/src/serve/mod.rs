@@ -1,8 +1,20 @@
 //! `portcullis serve [DIR]`: watch manifests, translate, serve xDS, run one
 //! Envoy per Gateway, expose the admin API.
 //!
-//! Data flows one way: file provider → input snapshot → translate →
-//! snapshot cache → Envoy; status and metrics flow out beside it (`state`).
+//! Data flows one way: provider → input snapshot → translate → snapshot
+//! cache → Envoy; status and metrics flow out beside it (`state`, and a
+//! [`StatusSink`]).
+//!
+//! # The provider seam
+//!
+//! Everything after the provider is shared by `serve` (the file provider)
+//! and `controller` (the Kubernetes provider, `crate::controller`):
+//! [`run_until`] takes a future that starts a provider and resolves to its
+//! [`Source`] — a watch channel of [`provider::Snapshot`]s whose first value
+//! is the complete initial load — and one `apply` translates each snapshot,
+//! feeds the xDS cache, the Envoy supervisor and the admin state; then the
+//! admin API's status (NACKs overlaid) goes to the optional [`StatusSink`]
+//! (Kubernetes status writing), again whenever a NACK appears or clears.
 
 pub mod admin;
 pub mod envoy;
@@ -25,6 +37,13 @@ pub struct Args {
     /// Directory of manifests to watch.
     #[arg(default_value = "examples/quickstart")]
     pub dir: PathBuf,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// The flags of everything after the provider (shared with `controller`).
+#[derive(clap::Args)]
+pub struct RunArgs {
     /// Only serve xDS; do not start Envoy processes.
     #[arg(long)]
     pub no_envoy: bool,
@@ -68,7 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-fn envoy_bin(args: &Args) -> anyhow::Result<PathBuf> {
+fn envoy_bin(args: &RunArgs) -> anyhow::Result<PathBuf> {
     let bin = args
         .envoy_bin
         .clone()
@@ -94,8 +113,63 @@ pub async fn serve(args: Args) -> anyhow::Result<()> {
     serve_until(args, signals).await
 }
 
+/// What a started provider hands [`run_until`].
+pub struct Source {
+    /// Snapshots; the value present when the source is returned is the
+    /// complete initial load (nothing is served before it).
+    pub snapshots: tokio::sync::watch::Receiver<Arc<provider::Snapshot>>,
+    /// The file provider's health (readiness), when it has one.
+    pub health: Option<provider::Health>,
+    /// What is watched, for logs (`examples/quickstart`, `kubernetes`).
+    pub what: String,
+    /// Keeps the provider running; dropped at shutdown.
+    pub guard: Box<dyn std::any::Any + Send>,
+    /// Registers the provider's own metrics beside `serve`'s.
+    pub register_metrics: Option<RegisterMetrics>,
+}
+
+/// See [`Source::register_metrics`].
+pub type RegisterMetrics = Box<dyn FnOnce(&mut prometheus_client::registry::Registry) + Send>;
+
+/// Where status goes besides the admin state (the Kubernetes status
+/// writer): after each translation, once the xDS cache and the admin state
+/// are fed, and whenever a NACK appears or clears. The status is the
+/// admin API's (`State::status_with_nacks`): a NACK shows on its Gateway as
+/// `Programmed=False`.
+pub trait StatusSink: Send {
+    fn publish(&mut self, status: &[translate::ObjectStatus]);
+}
+
 /// Serves until `shutdown` completes, then stops the Envoys it started.
 pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    let dir = args.dir.clone();
+    let start = async move {
+        let watched = dir.clone();
+        let (provider, snapshots) = tokio::task::spawn_blocking(move || {
+            provider::FileProvider::start(dir, provider::Options::default())
+        })
+        .await
+        .context("the file provider's initial load failed")?
+        .with_context(|| format!("cannot watch {}", watched.display()))?;
+        Ok(Source {
+            health: Some(provider.health()),
+            snapshots,
+            what: watched.display().to_string(),
+            guard: Box::new(provider),
+            register_metrics: None,
+        })
+    };
+    run_until(args.run, start, None, shutdown).await
+}
+
+/// Runs everything after the provider (see the module doc) until `shutdown`
+/// completes, then stops the Envoys it started.
+pub async fn run_until(
+    args: RunArgs,
+    start: impl std::future::Future<Output = anyhow::Result<Source>>,
+    mut sink: Option<Box<dyn StatusSink>>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let bin = if args.no_envoy {
         None
     } else {
@@ -112,19 +186,26 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
     // runs off the async workers and races the shutdown signal, so a stop
     // is honoured even while it runs.
     let mut shutdown = std::pin::pin!(shutdown);
-    let dir = args.dir.clone();
-    let starting =
-        tokio::task::spawn_blocking(move || provider::FileProvider::start(dir, provider::Options::default()));
-    let (provider, mut inputs) = tokio::select! {
-        started = starting => started
-            .context("the file provider's initial load failed")?
-            .with_context(|| format!("cannot watch {}", args.dir.display()))?,
+    let source = tokio::select! {
+        started = start => started?,
         () = &mut shutdown => {
             tracing::info!("stopped during the initial load");
             return Ok(());
         }
     };
-    let _ = state.provider.set(provider.health());
+    let Source {
+        snapshots: mut inputs,
+        health,
+        what,
+        guard: provider,
+        register_metrics,
+    } = source;
+    if let Some(register) = register_metrics {
+        register(&mut state.metrics.registry.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+    if let Some(health) = health {
+        let _ = state.provider.set(health);
+    }
 
     let xds_listener = tokio::net::TcpListener::bind(args.xds_address)
         .await
@@ -257,8 +338,14 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
         cur.generation = snapshot.generation;
         cur.ready = true;
     };
+    let publish = |sink: &mut Option<Box<dyn StatusSink>>| {
+        if let Some(sink) = sink.as_mut() {
+            sink.publish(&state.status_with_nacks());
+        }
+    };
     let first = inputs.borrow_and_update().clone();
     apply(&first, &mut supervisor);
+    publish(&mut sink);
 
     let ads = xds::AdsServer::new(cache.clone(), Arc::new(state::Observer(state.clone())));
     let xds_task = tokio::spawn(
@@ -267,7 +354,7 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(xds_listener)),
     );
     let admin_task = tokio::spawn(axum::serve(admin_listener, admin::router(state.clone())).into_future());
-    tracing::info!(xds = %args.xds_address, admin = %args.admin_address, dir = %args.dir.display(), "portcullis is serving");
+    tracing::info!(xds = %args.xds_address, admin = %args.admin_address, source = %what, "portcullis is serving");
 
     loop {
         tokio::select! {
@@ -275,7 +362,9 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
                 if changed.is_err() { break; }
                 let snapshot = inputs.borrow_and_update().clone();
                 apply(&snapshot, &mut supervisor);
+                publish(&mut sink);
             }
+            () = state.nacks_changed.notified(), if sink.is_some() => publish(&mut sink),
             () = &mut shutdown => break,
         }
     }

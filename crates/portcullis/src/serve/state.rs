@@ -34,6 +34,9 @@ pub struct State {
     pub metrics: Metrics,
     /// The file provider's health, once it has started.
     pub provider: OnceLock<provider::Health>,
+    /// Signalled when a NACK appears or is cleared, so that a status sink
+    /// (Kubernetes mode) republishes the Gateways' `Programmed`.
+    pub nacks_changed: tokio::sync::Notify,
 }
 
 /// A provider busy with one burst for longer than this is stuck: edits
@@ -60,6 +63,7 @@ impl State {
             current: RwLock::new(Current::default()),
             metrics: Metrics::new(),
             provider: OnceLock::new(),
+            nacks_changed: tokio::sync::Notify::new(),
         })
     }
 
@@ -94,9 +98,21 @@ impl State {
 
     /// The status document (design §5), with NACKs overlaid on Gateways.
     pub fn status_document(&self) -> serde_json::Value {
+        let status = self.status_with_nacks();
         let cur = self.read();
         let Some(out) = &cur.output else {
             return serde_json::json!({ "status": [], "diagnostics": [] });
+        };
+        serde_json::json!({ "status": status, "diagnostics": out.diagnostics })
+    }
+
+    /// The translation's status with NACKs overlaid on Gateways
+    /// (`Programmed=False`): what the admin API shows and Kubernetes mode
+    /// writes.
+    pub fn status_with_nacks(&self) -> Vec<translate::ObjectStatus> {
+        let cur = self.read();
+        let Some(out) = &cur.output else {
+            return Vec::new();
         };
         let mut status = out.status.clone();
         for s in &mut status {
@@ -133,7 +149,7 @@ impl State {
                 }
             }
         }
-        serde_json::json!({ "status": status, "diagnostics": out.diagnostics })
+        status
     }
 }
 
@@ -190,6 +206,7 @@ impl xds::Observer for Observer {
             && n.get(type_url).is_some_and(|n| n.version != version)
         {
             n.remove(type_url);
+            self.0.nacks_changed.notify_one();
         }
     }
 
@@ -217,6 +234,7 @@ impl xds::Observer for Observer {
                 message: reason,
             },
         );
+        self.0.nacks_changed.notify_one();
     }
 }
 
