@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod extensions;
 pub mod orphan_guard;
 pub mod serve;
 pub mod validator;

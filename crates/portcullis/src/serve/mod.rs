@@ -107,14 +107,23 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
     let validator = crate::validator::for_mode(mode, args.envoy_bin.clone(), state.metrics.validator.clone())
         .map_err(anyhow::Error::msg)?;
     tracing::info!(%mode, "route replacement mode");
+    // The extension managers of `--config`: their kinds load, their hooks
+    // run in every translation, their calls show in metrics and status.
+    let extensions = crate::extensions::Extensions::from_config_file(args.mode.config.as_deref())?;
+    if let Some(e) = &extensions {
+        state.attach_extensions(e.chain.clone());
+    }
+    let provider_options = provider::Options {
+        loader: crate::extensions::loader_options(extensions.as_ref()),
+        ..Default::default()
+    };
 
     // Nothing is served before the initial load is translated. The load
     // runs off the async workers and races the shutdown signal, so a stop
     // is honoured even while it runs.
     let mut shutdown = std::pin::pin!(shutdown);
     let dir = args.dir.clone();
-    let starting =
-        tokio::task::spawn_blocking(move || provider::FileProvider::start(dir, provider::Options::default()));
+    let starting = tokio::task::spawn_blocking(move || provider::FileProvider::start(dir, provider_options));
     let (provider, mut inputs) = tokio::select! {
         started = starting => started
             .context("the file provider's initial load failed")?
@@ -195,16 +204,30 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
             }
             settings.gateway_addresses = loopbacks.clone();
         }
-        // STRICT runs Envoy processes: keep them off the async workers.
+        let transient_before = extensions
+            .as_ref()
+            .map_or(0, crate::extensions::Extensions::transient_failures);
+        // STRICT runs Envoy processes, hooks wait on the extension servers:
+        // keep them off the async workers.
         let mut out = tokio::task::block_in_place(|| {
-            translate::translate_with(
+            translate::translate_seams(
                 &snapshot.loaded.inputs,
                 &settings,
-                validator.as_ref().map(|v| v as &dyn translate::strict::Validator),
+                crate::extensions::seams(
+                    validator.as_ref().map(|v| v as &dyn translate::strict::Validator),
+                    extensions.as_ref(),
+                ),
             )
         });
         let mut diagnostics = snapshot.loaded.diagnostics.clone();
         diagnostics.append(&mut out.diagnostics);
+        // A hook that failed at its deadline or found no server may succeed
+        // later with the same inputs: the loop translates again then.
+        let mut retry = false;
+        if let Some(e) = &extensions {
+            diagnostics.extend(e.skipped_failures());
+            retry = e.transient_failures() > transient_before;
+        }
         out.diagnostics = diagnostics;
         let keys: Vec<String> = out.gateways.keys().cloned().collect();
         let fault = fault::cluster();
@@ -256,9 +279,11 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
         cur.inputs = Some(snapshot.clone());
         cur.generation = snapshot.generation;
         cur.ready = true;
+        retry
     };
     let first = inputs.borrow_and_update().clone();
-    apply(&first, &mut supervisor);
+    let mut retry = crate::extensions::Retry::default();
+    retry.after(apply(&first, &mut supervisor));
 
     let ads = xds::AdsServer::new(cache.clone(), Arc::new(state::Observer(state.clone())));
     let xds_task = tokio::spawn(
@@ -274,7 +299,12 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
             changed = inputs.changed() => {
                 if changed.is_err() { break; }
                 let snapshot = inputs.borrow_and_update().clone();
-                apply(&snapshot, &mut supervisor);
+                retry.after(apply(&snapshot, &mut supervisor));
+            }
+            () = retry.wait() => {
+                let snapshot = inputs.borrow().clone();
+                tracing::info!(generation = snapshot.generation, "retrying the extension hooks that failed");
+                retry.after(apply(&snapshot, &mut supervisor));
             }
             () = &mut shutdown => break,
         }
@@ -326,7 +356,12 @@ fn local_addresses() -> Option<Vec<std::net::IpAddr>> {
 
 /// Current UTC time as RFC 3339 (seconds), without a date crate.
 fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
+    rfc3339(std::time::SystemTime::now())
+}
+
+/// `time` as RFC 3339 (seconds, UTC).
+pub(crate) fn rfc3339(time: std::time::SystemTime) -> String {
+    let secs = time
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
