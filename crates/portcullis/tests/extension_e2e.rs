@@ -165,7 +165,8 @@ fn managers_reachable(admin: u16) -> Option<bool> {
 #[test]
 fn hooks_modify_routes_and_listeners_and_failures_are_fenced_per_route() {
     let dir = work_dir("extension-hooks");
-    let (gw, secure, xds, admin, ext_port) = (free_port(), free_port(), free_port(), free_port(), free_port());
+    let (gw, secure, xds, admin, ext_port) =
+        (free_port(), free_port(), free_port(), free_port(), free_port());
     let backend = echo_pod("app", "a");
     let _ext = extension(
         ext_port,
@@ -183,7 +184,11 @@ fn hooks_modify_routes_and_listeners_and_failures_are_fenced_per_route() {
     ]
     .concat();
     let manifest = dir.join("manifests/all.yaml");
-    std::fs::write(&manifest, manifests(gw, Some(secure), backend.addr().port(), &routes)).expect("write");
+    std::fs::write(
+        &manifest,
+        manifests(gw, Some(secure), backend.addr().port(), &routes),
+    )
+    .expect("write");
     let cfg = config(&dir, ext_port, "Route, HTTPListener", false);
     let _serve = start_with(&dir, xds, admin, &["--config", cfg.to_str().expect("utf-8")], &[]);
 
@@ -192,7 +197,10 @@ fn hooks_modify_routes_and_listeners_and_failures_are_fenced_per_route() {
         get(gw, "/ext", &[]).is_some_and(|(s, h, _)| s == 200 && header_of(&h).is_some())
     });
     let (_, head, _) = get(gw, "/ext", &[]).expect("answer");
-    assert_eq!(header_of(&head).as_deref(), Some("httproute/app/ext/rule/0/match/0"));
+    assert_eq!(
+        header_of(&head).as_deref(),
+        Some("httproute/app/ext/rule/0/match/0")
+    );
     // A route without extension resources is not sent to the hook.
     let (s, head, _) = get(gw, "/plain", &[]).expect("answer");
     assert_eq!(s, 200);
@@ -218,7 +226,10 @@ fn hooks_modify_routes_and_listeners_and_failures_are_fenced_per_route() {
     // Reported: on the routes' status, in describe, in metrics.
     let doc = status(admin);
     let slow = route_status(&doc, "slow");
-    assert!(slow.contains("PostRouteModify exceeded its deadline of 500 ms"), "{slow}");
+    assert!(
+        slow.contains("PostRouteModify exceeded its deadline of 500 ms"),
+        "{slow}"
+    );
     let bad = route_status(&doc, "bad");
     assert!(bad.contains("PostRouteModify"), "{bad}");
     assert!(!route_status(&doc, "ext").contains("PostRouteModify"));
@@ -228,7 +239,13 @@ fn hooks_modify_routes_and_listeners_and_failures_are_fenced_per_route() {
     assert!(managers["lastSuccess"].is_string(), "{managers}");
     assert_eq!(managers["address"], format!("127.0.0.1:{ext_port}"), "{managers}");
     let describe = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .args(["describe", "route", "app/slow", "--admin", &format!("127.0.0.1:{admin}")])
+        .args([
+            "describe",
+            "route",
+            "app/slow",
+            "--admin",
+            &format!("127.0.0.1:{admin}"),
+        ])
         .output()
         .expect("describe");
     let text = String::from_utf8_lossy(&describe.stdout);
@@ -241,8 +258,14 @@ fn hooks_modify_routes_and_listeners_and_failures_are_fenced_per_route() {
     // (c) a later edit to another route still reaches Envoy, while the
     // slow route keeps failing.
     let more = format!("{routes}{}", route("later", "/later", false));
-    std::fs::write(&manifest, manifests(gw, Some(secure), backend.addr().port(), &more)).expect("write");
-    wait_for("the edit served", WAIT, || get(gw, "/later", &[]).is_some_and(|r| r.0 == 200));
+    std::fs::write(
+        &manifest,
+        manifests(gw, Some(secure), backend.addr().port(), &more),
+    )
+    .expect("write");
+    wait_for("the edit served", WAIT, || {
+        get(gw, "/later", &[]).is_some_and(|r| r.0 == 200)
+    });
     assert_eq!(get(gw, "/slow", &[]).map(|r| r.0), Some(500));
     assert_eq!(get(gw, "/ext", &[]).map(|r| r.0), Some(200));
 
@@ -252,7 +275,13 @@ fn hooks_modify_routes_and_listeners_and_failures_are_fenced_per_route() {
         metric_sum(&metrics, calls, r#"result="deadline""#) >= 1.0,
         "{metrics}"
     );
-    assert!(metric_sum(&metrics, calls, r#"hook="PostHTTPListenerModify",result="modified""#) >= 1.0);
+    assert!(
+        metric_sum(
+            &metrics,
+            calls,
+            r#"hook="PostHTTPListenerModify",result="modified""#
+        ) >= 1.0
+    );
     assert!(
         metric_sum(
             &metrics,
@@ -262,8 +291,15 @@ fn hooks_modify_routes_and_listeners_and_failures_are_fenced_per_route() {
         "{metrics}"
     );
     // (e) Envoy was never sent what it would refuse: it ACKed, never NACKed.
-    assert!(metric_sum(&metrics, "portcullis_xds_acks_total", "") >= 1.0, "{metrics}");
-    assert_eq!(metric_sum(&metrics, "portcullis_xds_nacks_total", ""), 0.0, "{metrics}");
+    assert!(
+        metric_sum(&metrics, "portcullis_xds_acks_total", "") >= 1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric_sum(&metrics, "portcullis_xds_nacks_total", ""),
+        0.0,
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -272,12 +308,18 @@ fn an_extension_server_down_at_start_is_used_once_it_is_up() {
     let (gw, xds, admin, ext_port) = (free_port(), free_port(), free_port(), free_port());
     let backend = echo_pod("app", "a");
     let routes = [route("ext", "/ext", true), route("plain", "/plain", false)].concat();
-    std::fs::write(dir.join("manifests/all.yaml"), manifests(gw, None, backend.addr().port(), &routes)).expect("write");
+    std::fs::write(
+        dir.join("manifests/all.yaml"),
+        manifests(gw, None, backend.addr().port(), &routes),
+    )
+    .expect("write");
     let cfg = config(&dir, ext_port, "Route", false);
     let _serve = start_with(&dir, xds, admin, &["--config", cfg.to_str().expect("utf-8")], &[]);
 
     // (d) down: the route using the extension is fenced, the other serves.
-    wait_for("/plain served", WAIT, || get(gw, "/plain", &[]).is_some_and(|r| r.0 == 200));
+    wait_for("/plain served", WAIT, || {
+        get(gw, "/plain", &[]).is_some_and(|r| r.0 == 200)
+    });
     let (s, _, body) = get(gw, "/ext", &[]).expect("answer");
     assert_eq!((s, body.as_str()), (500, BODY));
     assert_eq!(managers_reachable(admin), Some(false));
@@ -297,7 +339,14 @@ fn an_extension_server_down_at_start_is_used_once_it_is_up() {
     });
     assert_eq!(managers_reachable(admin), Some(true));
     assert!(!route_status(&status(admin), "ext").contains("unreachable"));
-    assert!(started.ext.received.route.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+    assert!(
+        started
+            .ext
+            .received
+            .route
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
     drop(started.runtime);
 }
 
@@ -307,13 +356,19 @@ fn fail_open_serves_the_unmodified_route() {
     let (gw, xds, admin, ext_port) = (free_port(), free_port(), free_port(), free_port());
     let backend = echo_pod("app", "a");
     let routes = [route("ext", "/ext", true), route("plain", "/plain", false)].concat();
-    std::fs::write(dir.join("manifests/all.yaml"), manifests(gw, None, backend.addr().port(), &routes)).expect("write");
+    std::fs::write(
+        dir.join("manifests/all.yaml"),
+        manifests(gw, None, backend.addr().port(), &routes),
+    )
+    .expect("write");
     // No server on `ext_port`: every hook fails, fail-open.
     let cfg = config(&dir, ext_port, "Route", true);
     let _serve = start_with(&dir, xds, admin, &["--config", cfg.to_str().expect("utf-8")], &[]);
 
     // (f) 200 without the extension's header, and a warning.
-    wait_for("/ext served", WAIT, || get(gw, "/ext", &[]).is_some_and(|r| r.0 == 200));
+    wait_for("/ext served", WAIT, || {
+        get(gw, "/ext", &[]).is_some_and(|r| r.0 == 200)
+    });
     let (_, head, _) = get(gw, "/ext", &[]).expect("answer");
     assert_eq!(header_of(&head), None);
     let doc = status(admin);
@@ -339,7 +394,10 @@ fn translate_config_runs_the_hooks_offline_and_invalid_config_is_refused() {
         .expect("translate");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains(ROUTE_HEADER), "the extension's header in the output");
+    assert!(
+        text.contains(ROUTE_HEADER),
+        "the extension's header in the output"
+    );
     // The registered kinds load (no "unknown kind" warning).
     assert!(!text.contains("unknown kind"), "{text}");
 
@@ -364,7 +422,14 @@ fn translate_config_runs_the_hooks_offline_and_invalid_config_is_refused() {
     for args in [
         vec!["translate", "-f"],
         vec!["get", "routes", "-f"],
-        vec!["serve", "--no-envoy", "--admin-address", "127.0.0.1:0", "--xds-address", "127.0.0.1:0"],
+        vec![
+            "serve",
+            "--no-envoy",
+            "--admin-address",
+            "127.0.0.1:0",
+            "--xds-address",
+            "127.0.0.1:0",
+        ],
     ] {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_portcullis"));
         cmd.args(&args);
@@ -376,6 +441,40 @@ fn translate_config_runs_the_hooks_offline_and_invalid_config_is_refused() {
         let out = cmd.arg("--config").arg(&bad).output().expect("run");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} accepted an invalid config");
-        assert!(stderr.contains("extensionManager.service.fqdn.port"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("extensionManager.service.fqdn.port"),
+            "{args:?}: {stderr}"
+        );
     }
+}
+
+/// `describe -f --config` runs the hooks as `serve` does: a listener hook
+/// that finds no server fences that listener (`ListenerReplaced` on the
+/// Gateway), and a route hook's failure shows on the route.
+#[test]
+fn describe_offline_shows_failed_hooks_on_gateway_and_route() {
+    let dir = work_dir("extension-describe");
+    let down = free_port();
+    let routes = [route("ext", "/ext", true), route("plain", "/plain", false)].concat();
+    let input = dir.join("manifests/all.yaml");
+    std::fs::write(&input, manifests(8080, Some(8081), 9000, &routes)).expect("write");
+    let cfg = config(&dir, down, "Route, HTTPListener", false);
+    let describe = |kind: &str, name: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(["describe", kind, name, "-f"])
+            .arg(&input)
+            .arg("--config")
+            .arg(&cfg)
+            .output()
+            .expect("describe");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let gw = describe("gateway", "infra/gw");
+    assert!(
+        gw.contains("ListenerReplaced") && gw.contains("PostHTTPListenerModify"),
+        "{gw}"
+    );
+    let r = describe("route", "app/ext");
+    assert!(r.contains("[extension]") && r.contains("PostRouteModify"), "{r}");
 }

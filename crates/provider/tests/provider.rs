@@ -740,7 +740,7 @@ async fn registered_extension_kinds_load_as_extension_resources() {
     }
     dir.write(
         "ext.yaml",
-        &format!("{doc}---\n{}", doc.replace("name: users", "name: more")),
+        format!("{doc}---\n{}", doc.replace("name: users", "name: more")),
     );
     until(&mut rx, "the edit", |s| {
         s.loaded.inputs.extension_resources.len() == 2
