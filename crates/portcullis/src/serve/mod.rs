@@ -289,7 +289,10 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
     let xds_task = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(ads.into_service())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(xds_listener)),
+            // TCP_NODELAY, as tonic sets on listeners it binds itself.
+            .serve_with_incoming(
+                tonic::transport::server::TcpIncoming::from(xds_listener).with_nodelay(Some(true)),
+            ),
     );
     let admin_task = tokio::spawn(axum::serve(admin_listener, admin::router(state.clone())).into_future());
     tracing::info!(xds = %args.xds_address, admin = %args.admin_address, dir = %args.dir.display(), "portcullis is serving");
