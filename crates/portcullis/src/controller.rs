@@ -111,7 +111,9 @@ pub async fn controller_until(
         name: args.leader_election_id.clone(),
         lease_duration: std::time::Duration::from_secs(args.lease_duration_seconds.max(1)),
     };
-    let start = async move {
+    // Extension resource kinds are not watched yet (README, "Kubernetes
+    // mode"): an ExtensionRef to one answers the 500 until they are.
+    let start = |_extension_kinds: api::loader::Options| async move {
         let client = kube_provider::client(kubeconfig.as_deref()).await?;
         let metrics = kube_provider::metrics::KubeMetrics::default();
         let (provider, snapshots) =

@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod config;
 pub mod controller;
+pub mod extensions;
 pub mod orphan_guard;
 pub mod serve;
 pub mod validator;

@@ -102,7 +102,7 @@ pub enum ProviderError {
 }
 
 /// How events are coalesced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
     /// Quiet time after the last event of a burst before it is processed.
     /// Default 5 ms.
@@ -110,6 +110,9 @@ pub struct Options {
     /// Longest time from the first event of a burst to its processing, so
     /// that a continuous stream of writes still publishes. Default 500 ms.
     pub max_delay: Duration,
+    /// What each file's load accepts beyond the built-in kinds (the kinds
+    /// an extension server registered).
+    pub loader: api::loader::Options,
 }
 
 impl Default for Options {
@@ -117,6 +120,7 @@ impl Default for Options {
         Self {
             debounce: Duration::from_millis(5),
             max_delay: Duration::from_millis(500),
+            loader: api::loader::Options::default(),
         }
     }
 }
@@ -233,7 +237,8 @@ impl FileProvider {
             path: dir.clone(),
             source,
         };
-        let mut tree = Tree::new(dir.clone(), options.max_delay).map_err(read_error)?;
+        let mut tree =
+            Tree::new(dir.clone(), options.max_delay, options.loader.clone()).map_err(read_error)?;
         std::fs::read_dir(&dir).map_err(read_error)?;
 
         // Watch before the initial load, so that a change made during the

@@ -100,10 +100,12 @@ pub(crate) struct Tree {
     empty_grace: Duration,
     /// Files to read again, and when (absolute paths).
     rechecks: Vec<(PathBuf, Instant)>,
+    /// What a load accepts beyond the built-in kinds.
+    loader: loader::Options,
 }
 
 impl Tree {
-    pub fn new(dir: PathBuf, empty_grace: Duration) -> io::Result<Self> {
+    pub fn new(dir: PathBuf, empty_grace: Duration, loader: loader::Options) -> io::Result<Self> {
         let absolute = if dir.is_absolute() {
             dir.clone()
         } else {
@@ -122,6 +124,7 @@ impl Tree {
             reader: Reader::new(deadline::READ_DEADLINE),
             empty_grace,
             rechecks: Vec::new(),
+            loader,
         })
     }
 
@@ -477,7 +480,7 @@ impl Tree {
                 }
                 let good = good.cloned();
                 let load = match std::str::from_utf8(&bytes) {
-                    Ok(text) => loader::load_str(&name, text),
+                    Ok(text) => loader::load_str_with(&name, text, &self.loader),
                     Err(error) => {
                         let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
                         let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();

@@ -349,6 +349,7 @@ async fn a_burst_of_writes_is_coalesced_and_ends_with_the_final_content() {
     let options = Options {
         debounce: Duration::from_millis(50),
         max_delay: Duration::from_millis(500),
+        ..Options::default()
     };
     let (p, mut rx) = FileProvider::start(dir.path().to_path_buf(), options).expect("start");
     for i in 0..50 {
@@ -376,6 +377,7 @@ async fn a_continuous_stream_of_writes_still_publishes_every_max_delay() {
     let options = Options {
         debounce: Duration::from_millis(200),
         max_delay: Duration::from_millis(300),
+        ..Options::default()
     };
     let (_p, mut rx) = FileProvider::start(dir.path().to_path_buf(), options).expect("start");
     // Writes every 20 ms for over a second: the debounce alone would wait
@@ -708,5 +710,54 @@ async fn links_out_of_the_directory_are_not_followed() {
         !names(&s).iter().any(|n| n.starts_with("outside")),
         "{:?}",
         names(&s)
+    );
+}
+
+/// The kinds an extension server registered (`Options::loader`) load as
+/// extension resources, at start and after an edit; without them the same
+/// document is an unknown kind (warned about and ignored).
+#[tokio::test]
+async fn registered_extension_kinds_load_as_extension_resources() {
+    let doc = "apiVersion: example.dev/v1\nkind: BasicAuth\nmetadata: {name: users, namespace: app}\nspec: {users: []}\n";
+    let dir = TempDir::new("extension-kinds");
+    dir.write("ext.yaml", doc);
+    let options = Options {
+        loader: api::loader::Options {
+            extension_kinds: [("example.dev".to_string(), "BasicAuth".to_string())].into(),
+        },
+        ..Options::default()
+    };
+    let (_p, mut rx) = FileProvider::start(dir.path().to_path_buf(), options).expect("start");
+    {
+        let s = rx.borrow();
+        assert_eq!(
+            s.loaded.inputs.extension_resources.len(),
+            1,
+            "{:?}",
+            s.loaded.diagnostics
+        );
+        assert!(s.loaded.diagnostics.is_empty(), "{:?}", s.loaded.diagnostics);
+    }
+    dir.write(
+        "ext.yaml",
+        format!("{doc}---\n{}", doc.replace("name: users", "name: more")),
+    );
+    until(&mut rx, "the edit", |s| {
+        s.loaded.inputs.extension_resources.len() == 2
+    })
+    .await;
+
+    let plain = TempDir::new("extension-kinds-unregistered");
+    plain.write("ext.yaml", doc);
+    let (_p, rx) = FileProvider::start(plain.path().to_path_buf(), Options::default()).expect("start");
+    let s = rx.borrow();
+    assert!(s.loaded.inputs.extension_resources.is_empty());
+    assert!(
+        s.loaded
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("unknown kind")),
+        "{:?}",
+        s.loaded.diagnostics
     );
 }

@@ -43,6 +43,10 @@ pub struct Source {
     /// --root-namespaces`.
     #[arg(long, value_delimiter = ',')]
     pub root_namespaces: Vec<String>,
+    /// Offline (`-f`): the config file of `serve --config`; its extension
+    /// managers are called as `serve` calls them.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -68,10 +72,13 @@ pub struct DescribeArgs {
 fn load(source: &Source) -> anyhow::Result<Views> {
     match &source.path {
         Some(p) => {
-            let loaded = api::loader::load_path(p)?;
+            let extensions = crate::extensions::Extensions::from_config_file(source.config.as_deref())?;
+            let loaded =
+                api::loader::load_path_with(p, &crate::extensions::loader_options(extensions.as_ref()))?;
             let http_proxy = crate::config::ModeArgs {
                 httpproxy_gateway: source.httpproxy_gateway.clone(),
                 root_namespaces: source.root_namespaces.clone(),
+                config: source.config.clone(),
                 ..Default::default()
             }
             .http_proxy()?;
@@ -79,9 +86,16 @@ fn load(source: &Source) -> anyhow::Result<Views> {
                 http_proxy,
                 ..Default::default()
             };
-            let mut out = translate::translate(&loaded.inputs, &settings);
+            let mut out = translate::translate_seams(
+                &loaded.inputs,
+                &settings,
+                crate::extensions::seams(None, extensions.as_ref()),
+            );
             let mut d = loaded.diagnostics;
             d.append(&mut out.diagnostics);
+            if let Some(e) = &extensions {
+                d.extend(e.skipped_failures());
+            }
             out.diagnostics = d;
             Ok(views::build(&loaded.inputs, &out))
         }

@@ -44,7 +44,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mode = args.mode.resolve()?;
     let validator = crate::validator::for_mode(mode, args.envoy_bin.clone(), Default::default())
         .map_err(anyhow::Error::msg)?;
-    let loaded = api::loader::load_path(&args.path).with_context(|| "cannot read inputs")?;
+    // Extension managers of `--config`: their kinds load, their hooks run
+    // (offline, so an extension's effect and failures show before deploying).
+    let extensions = crate::extensions::Extensions::from_config_file(args.mode.config.as_deref())?;
+    let loaded = api::loader::load_path_with(
+        &args.path,
+        &crate::extensions::loader_options(extensions.as_ref()),
+    )
+    .with_context(|| "cannot read inputs")?;
     let settings = translate::Settings {
         controller_name: args.controller_name.clone(),
         endpoint_guard: translate::endpoint_guard::EndpointGuard {
@@ -54,13 +61,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         http_proxy: args.mode.http_proxy()?,
         ..Default::default()
     };
-    let mut output = translate::translate_with(
+    let mut output = translate::translate_seams(
         &loaded.inputs,
         &settings,
-        validator.as_ref().map(|v| v as &dyn translate::strict::Validator),
+        crate::extensions::seams(
+            validator.as_ref().map(|v| v as &dyn translate::strict::Validator),
+            extensions.as_ref(),
+        ),
     );
     let mut diagnostics = loaded.diagnostics;
     diagnostics.append(&mut output.diagnostics);
+    if let Some(e) = &extensions {
+        diagnostics.extend(e.skipped_failures());
+    }
     output.diagnostics = diagnostics;
 
     // JSON and bootstraps are written as they render (one resource in

@@ -29,6 +29,7 @@ pub fn router(state: Arc<State>) -> Router {
 
 async fn metrics(AxState(state): AxState<Arc<State>>) -> Response {
     state.refresh_provider_metrics();
+    state.refresh_extension_metrics();
     (
         [(
             header::CONTENT_TYPE,

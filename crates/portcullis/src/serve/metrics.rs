@@ -59,6 +59,25 @@ pub struct ProxyStatusLabels {
     pub status: String,
 }
 
+/// One extension hook call's outcome (`extension::CallResult`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HookCallLabels {
+    /// The rpc (`PostRouteModify`, …).
+    pub hook: String,
+    /// `modified`, `unchanged`, `cached`, `deadline`, `unreachable`,
+    /// `error`, `invalid_reply`.
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HookLabels {
+    pub hook: String,
+}
+
+fn hook_histogram() -> Histogram {
+    Histogram::new(extension::stats::DURATION_BUCKETS)
+}
+
 pub struct Metrics {
     pub registry: Mutex<Registry>,
     pub translation_seconds: Histogram,
@@ -91,6 +110,12 @@ pub struct Metrics {
     pub httpproxy_duplicates: Family<RootLabels, Gauge>,
     /// HTTPProxies by `currentStatus`, now.
     pub httpproxies: Family<ProxyStatusLabels, Gauge>,
+    /// Extension hook calls by rpc and result (kept equal to the client's
+    /// own counts, cache hits included, by `sync_extension_calls`).
+    pub extension_hook_calls: Family<HookCallLabels, Counter>,
+    /// Duration of extension hook calls that went to a server (fed by the
+    /// client's observer).
+    pub extension_hook_duration: Family<HookLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Metrics {
@@ -222,6 +247,21 @@ impl Metrics {
             "HTTPProxies by currentStatus (valid, invalid, orphaned)",
             httpproxies.clone(),
         );
+        let extension_hook_calls = Family::<HookCallLabels, Counter>::default();
+        registry.register(
+            "extension_hook_calls",
+            "Extension hook calls by rpc and result (cached: answered from the reply cache, no call made)",
+            extension_hook_calls.clone(),
+        );
+        let extension_hook_duration =
+            Family::<HookLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                hook_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "extension_hook_duration_seconds",
+            "Duration of extension hook calls made to a server (retries included)",
+            extension_hook_duration.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             translation_seconds,
@@ -243,6 +283,22 @@ impl Metrics {
             provider_read_timeouts,
             httpproxy_duplicates,
             httpproxies,
+            extension_hook_calls,
+            extension_hook_duration,
+        }
+    }
+
+    /// Brings `extension_hook_calls` up to the client's counts.
+    pub fn sync_extension_calls(&self, stats: &extension::StatsSnapshot) {
+        for ((hook, result), n) in &stats.calls {
+            let counter = self.extension_hook_calls.get_or_create(&HookCallLabels {
+                hook: hook.rpc().into(),
+                result: result.label().into(),
+            });
+            let counted = counter.get();
+            if *n > counted {
+                counter.inc_by(n - counted);
+            }
         }
     }
 

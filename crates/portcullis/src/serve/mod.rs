@@ -143,14 +143,17 @@ pub trait StatusSink: Send {
 /// Serves until `shutdown` completes, then stops the Envoys it started.
 pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
     let dir = args.dir.clone();
-    let start = async move {
+    let start = |loader: api::loader::Options| async move {
         let watched = dir.clone();
-        let (provider, snapshots) = tokio::task::spawn_blocking(move || {
-            provider::FileProvider::start(dir, provider::Options::default())
-        })
-        .await
-        .context("the file provider's initial load failed")?
-        .with_context(|| format!("cannot watch {}", watched.display()))?;
+        let options = provider::Options {
+            loader,
+            ..Default::default()
+        };
+        let (provider, snapshots) =
+            tokio::task::spawn_blocking(move || provider::FileProvider::start(dir, options))
+                .await
+                .context("the file provider's initial load failed")?
+                .with_context(|| format!("cannot watch {}", watched.display()))?;
         Ok(Source {
             health: Some(provider.health()),
             snapshots,
@@ -164,9 +167,11 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
 
 /// Runs everything after the provider (see the module doc) until `shutdown`
 /// completes, then stops the Envoys it started.
-pub async fn run_until(
+pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
     args: RunArgs,
-    start: impl std::future::Future<Output = anyhow::Result<Source>>,
+    // Starts the provider, given the loader options (the registered
+    // extension kinds) it must load with.
+    start: impl FnOnce(api::loader::Options) -> F,
     mut sink: Option<Box<dyn StatusSink>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
@@ -181,13 +186,21 @@ pub async fn run_until(
     let validator = crate::validator::for_mode(mode, args.envoy_bin.clone(), state.metrics.validator.clone())
         .map_err(anyhow::Error::msg)?;
     tracing::info!(%mode, "route replacement mode");
+    // The extension managers of `--config`: their kinds load, their hooks
+    // run in every translation, their calls show in metrics and status.
+    let extensions = crate::extensions::Extensions::from_config_file(args.mode.config.as_deref())?;
+    if let Some(e) = &extensions {
+        state.attach_extensions(e.chain.clone());
+    }
+    // The provider loads the registered extension kinds too.
+    let provider_loader = crate::extensions::loader_options(extensions.as_ref());
 
     // Nothing is served before the initial load is translated. The load
     // runs off the async workers and races the shutdown signal, so a stop
     // is honoured even while it runs.
     let mut shutdown = std::pin::pin!(shutdown);
     let source = tokio::select! {
-        started = start => started?,
+        started = start(provider_loader) => started?,
         () = &mut shutdown => {
             tracing::info!("stopped during the initial load");
             return Ok(());
@@ -276,16 +289,30 @@ pub async fn run_until(
             }
             settings.gateway_addresses = loopbacks.clone();
         }
-        // STRICT runs Envoy processes: keep them off the async workers.
+        let transient_before = extensions
+            .as_ref()
+            .map_or(0, crate::extensions::Extensions::transient_failures);
+        // STRICT runs Envoy processes, hooks wait on the extension servers:
+        // keep them off the async workers.
         let mut out = tokio::task::block_in_place(|| {
-            translate::translate_with(
+            translate::translate_seams(
                 &snapshot.loaded.inputs,
                 &settings,
-                validator.as_ref().map(|v| v as &dyn translate::strict::Validator),
+                crate::extensions::seams(
+                    validator.as_ref().map(|v| v as &dyn translate::strict::Validator),
+                    extensions.as_ref(),
+                ),
             )
         });
         let mut diagnostics = snapshot.loaded.diagnostics.clone();
         diagnostics.append(&mut out.diagnostics);
+        // A hook that failed at its deadline or found no server may succeed
+        // later with the same inputs: the loop translates again then.
+        let mut retry = false;
+        if let Some(e) = &extensions {
+            diagnostics.extend(e.skipped_failures());
+            retry = e.transient_failures() > transient_before;
+        }
         out.diagnostics = diagnostics;
         let keys: Vec<String> = out.gateways.keys().cloned().collect();
         let fault = fault::cluster();
@@ -337,6 +364,7 @@ pub async fn run_until(
         cur.inputs = Some(snapshot.clone());
         cur.generation = snapshot.generation;
         cur.ready = true;
+        retry
     };
     let publish = |sink: &mut Option<Box<dyn StatusSink>>| {
         if let Some(sink) = sink.as_mut() {
@@ -344,14 +372,18 @@ pub async fn run_until(
         }
     };
     let first = inputs.borrow_and_update().clone();
-    apply(&first, &mut supervisor);
+    let mut retry = crate::extensions::Retry::default();
+    retry.after(apply(&first, &mut supervisor));
     publish(&mut sink);
 
     let ads = xds::AdsServer::new(cache.clone(), Arc::new(state::Observer(state.clone())));
     let xds_task = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(ads.into_service())
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(xds_listener)),
+            // TCP_NODELAY, as tonic sets on listeners it binds itself.
+            .serve_with_incoming(
+                tonic::transport::server::TcpIncoming::from(xds_listener).with_nodelay(Some(true)),
+            ),
     );
     let admin_task = tokio::spawn(axum::serve(admin_listener, admin::router(state.clone())).into_future());
     tracing::info!(xds = %args.xds_address, admin = %args.admin_address, source = %what, "portcullis is serving");
@@ -361,7 +393,13 @@ pub async fn run_until(
             changed = inputs.changed() => {
                 if changed.is_err() { break; }
                 let snapshot = inputs.borrow_and_update().clone();
-                apply(&snapshot, &mut supervisor);
+                retry.after(apply(&snapshot, &mut supervisor));
+                publish(&mut sink);
+            }
+            () = retry.wait() => {
+                let snapshot = inputs.borrow().clone();
+                tracing::info!(generation = snapshot.generation, "retrying the extension hooks that failed");
+                retry.after(apply(&snapshot, &mut supervisor));
                 publish(&mut sink);
             }
             () = state.nacks_changed.notified(), if sink.is_some() => publish(&mut sink),
@@ -415,7 +453,12 @@ fn local_addresses() -> Option<Vec<std::net::IpAddr>> {
 
 /// Current UTC time as RFC 3339 (seconds), without a date crate.
 fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
+    rfc3339(std::time::SystemTime::now())
+}
+
+/// `time` as RFC 3339 (seconds, UTC).
+pub(crate) fn rfc3339(time: std::time::SystemTime) -> String {
+    let secs = time
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);

@@ -37,6 +37,8 @@ pub struct State {
     /// Signalled when a NACK appears or is cleared, so that a status sink
     /// (Kubernetes mode) republishes the Gateways' `Programmed`.
     pub nacks_changed: tokio::sync::Notify,
+    /// The extension managers' client, when the config file has some.
+    pub extensions: OnceLock<Arc<extension::Chain>>,
 }
 
 /// A provider busy with one burst for longer than this is stuck: edits
@@ -44,6 +46,9 @@ pub struct State {
 /// a deadline of `provider::READ_DEADLINE` (5 s), so a healthy provider
 /// never comes close.
 pub const PROVIDER_STUCK_AFTER: Duration = Duration::from_secs(15);
+
+/// How long the startup probe of each extension manager may take.
+pub const EXTENSION_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Why `serve` is not ready.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -64,7 +69,52 @@ impl State {
             metrics: Metrics::new(),
             provider: OnceLock::new(),
             nacks_changed: tokio::sync::Notify::new(),
+            extensions: OnceLock::new(),
         })
+    }
+
+    /// Shows `chain` in metrics and `/api/status`: its calls feed the
+    /// duration histogram, and its managers are dialled once so their
+    /// reachability is known before any hook runs.
+    pub fn attach_extensions(self: &Arc<Self>, chain: Arc<extension::Chain>) {
+        let durations = self.metrics.extension_hook_duration.clone();
+        chain.set_observer(Arc::new(move |_manager, hook, _result, elapsed| {
+            durations
+                .get_or_create(&super::metrics::HookLabels {
+                    hook: hook.rpc().into(),
+                })
+                .observe(elapsed.as_secs_f64());
+        }));
+        chain.probe(EXTENSION_PROBE_TIMEOUT);
+        let _ = self.extensions.set(chain);
+    }
+
+    /// Brings the extension call counters up to date (before `/metrics`
+    /// renders).
+    pub fn refresh_extension_metrics(&self) {
+        if let Some(chain) = self.extensions.get() {
+            self.metrics.sync_extension_calls(&chain.stats());
+        }
+    }
+
+    /// Each extension manager's reachability, for `/api/status`.
+    fn extension_managers(&self) -> Option<serde_json::Value> {
+        let chain = self.extensions.get()?;
+        let managers: Vec<serde_json::Value> = chain
+            .reachability()
+            .into_iter()
+            .map(|r| {
+                serde_json::json!({
+                    "name": r.manager,
+                    "address": r.address,
+                    // null until a call or the startup probe was made.
+                    "reachable": r.reachable,
+                    "lastSuccess": r.last_success.map(super::rfc3339),
+                    "lastError": r.last_error,
+                })
+            })
+            .collect();
+        Some(serde_json::Value::Array(managers))
     }
 
     /// Ready once the first snapshot is served, and while the file
@@ -98,6 +148,16 @@ impl State {
 
     /// The status document (design §5), with NACKs overlaid on Gateways.
     pub fn status_document(&self) -> serde_json::Value {
+        let mut doc = self.status_and_diagnostics();
+        if let Some(m) = self.extension_managers()
+            && let Some(o) = doc.as_object_mut()
+        {
+            o.insert("extensionManagers".into(), m);
+        }
+        doc
+    }
+
+    fn status_and_diagnostics(&self) -> serde_json::Value {
         let status = self.status_with_nacks();
         let cur = self.read();
         let Some(out) = &cur.output else {

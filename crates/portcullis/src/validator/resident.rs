@@ -137,7 +137,10 @@ impl Resident {
         runtime.spawn(async move {
             let served = tonic::transport::Server::builder()
                 .add_service(server.into_service())
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                // TCP_NODELAY, as tonic sets on listeners it binds itself.
+                .serve_with_incoming(
+                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                )
                 .await;
             if let Err(e) = served {
                 tracing::warn!("STRICT validator xDS server stopped: {e}");
