@@ -42,6 +42,8 @@
 //! not blank, a comment, a directive or a `---` marker (for a `List` item,
 //! the item's first line).
 
+#[cfg(test)]
+mod fast_path_tests;
 mod objects;
 mod split;
 mod tree;
@@ -165,7 +167,16 @@ pub fn load_str(file: &str, text: &str) -> Loaded {
 /// [`load_str`] with [`Options`].
 pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
     let mut sink = Sink::with_options(options);
-    on_large_stack(|| load_text_into(&mut sink, file, text));
+    on_large_stack(|| load_text_into(&mut sink, file, text, true));
+    finish(sink)
+}
+
+/// [`load_str`] through the spanned path only (every document read with
+/// spans): the reference the fast path is compared with.
+#[cfg(test)]
+fn load_str_spanned(file: &str, text: &str) -> Loaded {
+    let mut sink = Sink::default();
+    on_large_stack(|| load_text_into(&mut sink, file, text, false));
     finish(sink)
 }
 
@@ -329,7 +340,7 @@ fn load_file_into(sink: &mut Sink, root: &Root, path: &Path) {
 
 fn load_bytes_into(sink: &mut Sink, file: &str, bytes: &[u8]) {
     match std::str::from_utf8(bytes) {
-        Ok(text) => load_text_into(sink, file, text),
+        Ok(text) => load_text_into(sink, file, text, true),
         Err(error) => {
             let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
             let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
@@ -342,20 +353,25 @@ fn load_bytes_into(sink: &mut Sink, file: &str, bytes: &[u8]) {
     }
 }
 
-fn load_text_into(sink: &mut Sink, file: &str, text: &str) {
+/// `fast`: try [`load_fast`] first (always, but in the test comparing
+/// both paths).
+fn load_text_into(sink: &mut Sink, file: &str, text: &str, fast: bool) {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let is_json = Path::new(file)
         .extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     if is_json {
-        load_json_into(sink, file, text);
+        load_json_into(sink, file, text, fast);
         return;
     }
     for chunk in split::split(text) {
         let Some(content_line) = chunk.content_line else {
             continue; // blank, comments only
         };
+        if fast && load_fast(sink, file, chunk.text, content_line) {
+            continue;
+        }
         match parse_yaml(chunk.text, chunk.first_line) {
             Ok(documents) => load_documents(sink, file, &documents, content_line),
             Err((line, message)) => {
@@ -372,10 +388,13 @@ fn load_text_into(sink: &mut Sink, file: &str, text: &str) {
 
 /// JSON goes through the YAML parser first (JSON is YAML, and that parser
 /// knows lines); what it cannot read, `serde_json` reads or reports.
-fn load_json_into(sink: &mut Sink, file: &str, text: &str) {
+fn load_json_into(sink: &mut Sink, file: &str, text: &str, fast: bool) {
     let Some(content_line) = split::first_content_line(text) else {
         return;
     };
+    if fast && load_fast(sink, file, text, content_line) {
+        return;
+    }
     let yaml_error = match parse_yaml(text, 1) {
         Ok(documents) => {
             load_documents(sink, file, &documents, content_line);
@@ -426,14 +445,49 @@ fn load_documents(sink: &mut Sink, file: &str, documents: &[Node], content_line:
     }
 }
 
-/// Parses one chunk; lines in the result (and in the error) are lines of the
-/// whole file, given that the chunk starts on `first_line`.
-fn parse_yaml(text: &str, first_line: usize) -> Result<Vec<Node>, (Option<usize>, String)> {
-    let options = serde_saphyr::options! {
+/// The fast path: reads a chunk holding one document without recording
+/// spans and loads it into a scratch sink; when that yields no diagnostic,
+/// its objects join `sink` and the chunk is done (true). Lines are needed
+/// only by diagnostics (an object's own line is the chunk's content line,
+/// found by the split), so a document that loads cleanly loads the same
+/// either way. Anything else (a syntax error, a diagnostic, several
+/// documents after a `...`, a `List` whose items need their own lines)
+/// returns false and the caller reads the chunk again with spans: the
+/// result is exactly the spanned path's, at the cost of a second parse of
+/// that chunk only.
+fn load_fast(sink: &mut Sink, file: &str, text: &str, content_line: usize) -> bool {
+    let Ok(mut documents) =
+        serde_saphyr::from_multiple_with_options::<tree::PlainNode>(text, parse_options())
+    else {
+        return false;
+    };
+    let (Some(tree::PlainNode(root)), None) = (documents.pop(), documents.pop()) else {
+        return false;
+    };
+    if root.get("items").is_some() {
+        return false;
+    }
+    let mut scratch = sink.scratch();
+    objects::load_document(&mut scratch, file, &root, content_line, 0);
+    if !scratch.diagnostics.is_empty() {
+        return false;
+    }
+    sink.add_all(scratch.inputs);
+    true
+}
+
+fn parse_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
         with_snippet: false,
         strict_booleans: true,
         non_finite_float_policy: NonFiniteFloatPolicy::AsString,
-    };
+    }
+}
+
+/// Parses one chunk; lines in the result (and in the error) are lines of the
+/// whole file, given that the chunk starts on `first_line`.
+fn parse_yaml(text: &str, first_line: usize) -> Result<Vec<Node>, (Option<usize>, String)> {
+    let options = parse_options();
     let delta = first_line.saturating_sub(1);
     match serde_saphyr::from_multiple_with_options::<Node>(text, options) {
         Ok(mut documents) => {
