@@ -2,7 +2,7 @@
 //!
 //! Loads FILE (a YAML stream) with `api::loader::load_str`, then the same
 //! documents written as one JSON `List`, and prints MB/s (median of RUNS,
-//! default 3). As reference points it also times a plain parse of the same
+//! default 3), and the same documents each as its own `.json` file. As reference points it also times a plain parse of the same
 //! text into `serde_json::Value` without spans (serde-saphyr for YAML,
 //! serde_json for JSON): what the bare parsers cost.
 
@@ -58,6 +58,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs});
     let json = serde_json::to_string_pretty(&list)?;
 
+    // And each document as its own `.json` file (a directory of JSON files).
+    let json_files: Vec<String> = docs
+        .iter()
+        .map(serde_json::to_string_pretty)
+        .collect::<Result<_, _>>()?;
+    let json_files_bytes: usize = json_files.iter().map(String::len).sum();
+    let load_json_files = || {
+        json_files
+            .iter()
+            .map(|text| api::loader::load_str("doc.json", text).inputs.http_routes.len())
+            .sum::<usize>()
+    };
+    println!(
+        "JSON files: {} documents, {json_files_bytes} bytes, {} HTTPRoutes",
+        json_files.len(),
+        load_json_files()
+    );
+
     let loaded = api::loader::load_str(&path, &yaml);
     let from_json = api::loader::load_str("scale.json", &json);
     println!(
@@ -70,6 +88,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         from_json.diagnostics.len(),
     );
 
+    for d in loaded.diagnostics.iter().chain(&from_json.diagnostics).take(5) {
+        println!("  diagnostic: {d:?}");
+    }
     report(
         "load YAML",
         yaml.len(),
@@ -79,6 +100,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "load JSON",
         json.len(),
         time(runs, || api::loader::load_str("scale.json", &json)),
+    );
+    report(
+        "load JSON, a file per document",
+        json_files_bytes,
+        time(runs, load_json_files),
     );
     report(
         "bare parse YAML (no spans)",

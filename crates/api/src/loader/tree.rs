@@ -193,6 +193,43 @@ impl Node {
         }
     }
 
+    /// Whether a tree read from JSON is one the YAML reader reads the same
+    /// (see `load_fast_json`): no duplicate key, and well inside its
+    /// limits (250,000 nodes, depth 64, 1,024 bytes of lookahead for a key),
+    /// and no `<<` key (a merge key to YAML).
+    pub(crate) fn within_yaml_limits(&self, depth: usize, nodes: &mut usize) -> bool {
+        const MAX_NODES: usize = 100_000;
+        const MAX_DEPTH: usize = 40;
+        const MAX_KEY_BYTES: usize = 512;
+        *nodes += 1;
+        if *nodes > MAX_NODES || depth > MAX_DEPTH {
+            return false;
+        }
+        match &self.value {
+            NodeValue::Seq(items) => items.iter().all(|n| n.within_yaml_limits(depth + 1, nodes)),
+            NodeValue::Map(entries) => {
+                *nodes += entries.len();
+                let unique = if entries.len() <= 16 {
+                    entries
+                        .iter()
+                        .enumerate()
+                        .all(|(i, e)| entries.iter().skip(i + 1).all(|f| f.key != e.key))
+                } else {
+                    let mut seen = std::collections::HashSet::new();
+                    entries.iter().all(|e| seen.insert(e.key.as_str()))
+                };
+                unique
+                    && entries.iter().all(|e| {
+                        // `<<` may read as a YAML merge key.
+                        e.key.len() <= MAX_KEY_BYTES
+                            && e.key != "<<"
+                            && e.value.within_yaml_limits(depth + 1, nodes)
+                    })
+            }
+            _ => true,
+        }
+    }
+
     /// A short description of the node's type, for messages.
     pub(crate) fn type_name(&self) -> &'static str {
         match self.value {
