@@ -93,7 +93,7 @@ fn broken_inputs_load_the_same_both_ways() {
         ("unknown kind", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n".to_string()),
         ("scalar document", "just text\n".to_string()),
         ("several documents after ...", format!("{good}...\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: n\n")),
-        ("list", format!("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: a\n- {{apiVersion: v1, kind: Namespace, metadata: {{name: B}}}}\n")),
+        ("list", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: a\n- {apiVersion: v1, kind: Namespace, metadata: {name: B}}\n".to_string()),
         ("status ignored", format!("{good}status:\n  x: 1\n")),
         ("singular useDefaultGateway", format!("{ROUTE_HEAD}  useDefaultGateway: All\n")),
         ("secret value", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  tls.crt: [1]\n".to_string()),
