@@ -38,6 +38,15 @@
 //! - Of objects with the same kind, namespace and name, the first one read
 //!   wins; the later ones are reported and dropped.
 //!
+//! Lines cost: recording a span for every node of the tree costs more than
+//! the parse itself. So each document is first read without spans (a
+//! `.json` file by `serde_json` when the YAML reader would read it to the
+//! same tree) and loaded into a scratch sink; only a document that yields a
+//! diagnostic (or holds several documents, or is a `List`, whose items need
+//! their own lines) is read again with spans and loaded the spanned way.
+//! The result is the same either way (`loader/fast_path_tests.rs` compares
+//! both on every translator fixture and on broken inputs).
+//!
 //! Every object's [`Source`] line is the first line of its document that is
 //! not blank, a comment, a directive or a `---` marker (for a `List` item,
 //! the item's first line).
