@@ -38,10 +38,21 @@
 //! - Of objects with the same kind, namespace and name, the first one read
 //!   wins; the later ones are reported and dropped.
 //!
+//! Lines cost: recording a span for every node of the tree costs more than
+//! the parse itself. So each document is first read without spans (a
+//! `.json` file by `serde_json` when the YAML reader would read it to the
+//! same tree) and loaded into a scratch sink; only a document that yields a
+//! diagnostic (or holds several documents, or is a `List`, whose items need
+//! their own lines) is read again with spans and loaded the spanned way.
+//! The result is the same either way (`loader/fast_path_tests.rs` compares
+//! both on every translator fixture and on broken inputs).
+//!
 //! Every object's [`Source`] line is the first line of its document that is
 //! not blank, a comment, a directive or a `---` marker (for a `List` item,
 //! the item's first line).
 
+#[cfg(test)]
+mod fast_path_tests;
 mod objects;
 mod split;
 mod tree;
@@ -165,7 +176,16 @@ pub fn load_str(file: &str, text: &str) -> Loaded {
 /// [`load_str`] with [`Options`].
 pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
     let mut sink = Sink::with_options(options);
-    on_large_stack(|| load_text_into(&mut sink, file, text));
+    on_large_stack(|| load_text_into(&mut sink, file, text, true));
+    finish(sink)
+}
+
+/// [`load_str`] through the spanned path only (every document read with
+/// spans): the reference the fast path is compared with.
+#[cfg(test)]
+fn load_str_spanned(file: &str, text: &str) -> Loaded {
+    let mut sink = Sink::default();
+    on_large_stack(|| load_text_into(&mut sink, file, text, false));
     finish(sink)
 }
 
@@ -329,7 +349,7 @@ fn load_file_into(sink: &mut Sink, root: &Root, path: &Path) {
 
 fn load_bytes_into(sink: &mut Sink, file: &str, bytes: &[u8]) {
     match std::str::from_utf8(bytes) {
-        Ok(text) => load_text_into(sink, file, text),
+        Ok(text) => load_text_into(sink, file, text, true),
         Err(error) => {
             let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
             let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
@@ -342,20 +362,25 @@ fn load_bytes_into(sink: &mut Sink, file: &str, bytes: &[u8]) {
     }
 }
 
-fn load_text_into(sink: &mut Sink, file: &str, text: &str) {
+/// `fast`: try [`load_fast`] first (always, but in the test comparing
+/// both paths).
+fn load_text_into(sink: &mut Sink, file: &str, text: &str, fast: bool) {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let is_json = Path::new(file)
         .extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     if is_json {
-        load_json_into(sink, file, text);
+        load_json_into(sink, file, text, fast);
         return;
     }
     for chunk in split::split(text) {
         let Some(content_line) = chunk.content_line else {
             continue; // blank, comments only
         };
+        if fast && load_fast(sink, file, chunk.text, content_line) {
+            continue;
+        }
         match parse_yaml(chunk.text, chunk.first_line) {
             Ok(documents) => load_documents(sink, file, &documents, content_line),
             Err((line, message)) => {
@@ -372,10 +397,13 @@ fn load_text_into(sink: &mut Sink, file: &str, text: &str) {
 
 /// JSON goes through the YAML parser first (JSON is YAML, and that parser
 /// knows lines); what it cannot read, `serde_json` reads or reports.
-fn load_json_into(sink: &mut Sink, file: &str, text: &str) {
+fn load_json_into(sink: &mut Sink, file: &str, text: &str, fast: bool) {
     let Some(content_line) = split::first_content_line(text) else {
         return;
     };
+    if fast && (load_fast_json(sink, file, text, content_line) || load_fast(sink, file, text, content_line)) {
+        return;
+    }
     let yaml_error = match parse_yaml(text, 1) {
         Ok(documents) => {
             load_documents(sink, file, &documents, content_line);
@@ -426,14 +454,87 @@ fn load_documents(sink: &mut Sink, file: &str, documents: &[Node], content_line:
     }
 }
 
-/// Parses one chunk; lines in the result (and in the error) are lines of the
-/// whole file, given that the chunk starts on `first_line`.
-fn parse_yaml(text: &str, first_line: usize) -> Result<Vec<Node>, (Option<usize>, String)> {
-    let options = serde_saphyr::options! {
+/// The fast path: reads a chunk holding one document without recording
+/// spans and loads it into a scratch sink; when that yields no diagnostic,
+/// its objects join `sink` and the chunk is done (true). Lines are needed
+/// only by diagnostics (an object's own line is the chunk's content line,
+/// found by the split), so a document that loads cleanly loads the same
+/// either way. Anything else (a syntax error, a diagnostic, several
+/// documents after a `...`, a `List` whose items need their own lines)
+/// returns false and the caller reads the chunk again with spans: the
+/// result is exactly the spanned path's, at the cost of a second parse of
+/// that chunk only.
+fn load_fast(sink: &mut Sink, file: &str, text: &str, content_line: usize) -> bool {
+    let Ok(mut documents) =
+        serde_saphyr::from_multiple_with_options::<tree::PlainNode>(text, parse_options())
+    else {
+        return false;
+    };
+    let (Some(tree::PlainNode(root)), None) = (documents.pop(), documents.pop()) else {
+        return false;
+    };
+    load_root_fast(sink, file, &root, content_line)
+}
+
+/// Loads a tree read without spans into a scratch sink; keeps the result
+/// only when it yields no diagnostic (see [`load_fast`]).
+fn load_root_fast(sink: &mut Sink, file: &str, root: &Node, content_line: usize) -> bool {
+    if root.get("items").is_some() {
+        return false; // a List: each item's own line is its source
+    }
+    let mut scratch = sink.scratch();
+    objects::load_document(&mut scratch, file, root, content_line, 0);
+    if !scratch.diagnostics.is_empty() {
+        return false;
+    }
+    sink.add_all(scratch.inputs);
+    true
+}
+
+/// The fast path of a `.json` file: `serde_json` reads it (many times
+/// faster than the YAML reader), but only text the YAML reader would read
+/// to the same tree takes it, so that the result stays the spanned path's
+/// (which reads JSON as YAML first): printable characters and no tab
+/// (YAML refuses the others, or reads U+0085/U+2028/U+2029 as line
+/// breaks), no `\u` escape of a surrogate (YAML escapes are one code
+/// point each), no duplicate key (YAML refuses it, JSON keeps the last),
+/// and well inside the YAML reader's limits (nodes, depth, key length).
+/// Anything else goes the YAML way.
+fn load_fast_json(sink: &mut Sink, file: &str, text: &str, content_line: usize) -> bool {
+    const MAX_BYTES: usize = 16 << 20;
+    let printable = |c: char| {
+        matches!(c, '\n' | '\r' | ' '..='~')
+            || (c >= '\u{a0}' && !matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'))
+    };
+    let surrogate_escape = text.match_indices("\\u").any(|(at, _)| {
+        let next = text.as_bytes().get(at + 2..at + 4);
+        matches!(next, Some([b'd' | b'D', b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F']))
+    });
+    if text.len() > MAX_BYTES || surrogate_escape || !text.chars().all(printable) {
+        return false;
+    }
+    let Ok(tree::PlainNode(root)) = serde_json::from_str::<tree::PlainNode>(text) else {
+        return false;
+    };
+    let mut nodes = 0usize;
+    if !root.within_yaml_limits(0, &mut nodes) {
+        return false;
+    }
+    load_root_fast(sink, file, &root, content_line)
+}
+
+fn parse_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
         with_snippet: false,
         strict_booleans: true,
         non_finite_float_policy: NonFiniteFloatPolicy::AsString,
-    };
+    }
+}
+
+/// Parses one chunk; lines in the result (and in the error) are lines of the
+/// whole file, given that the chunk starts on `first_line`.
+fn parse_yaml(text: &str, first_line: usize) -> Result<Vec<Node>, (Option<usize>, String)> {
+    let options = parse_options();
     let delta = first_line.saturating_sub(1);
     match serde_saphyr::from_multiple_with_options::<Node>(text, options) {
         Ok(mut documents) => {

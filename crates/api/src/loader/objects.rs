@@ -206,6 +206,15 @@ impl Sink {
         }
     }
 
+    /// An empty sink with the same options, for loading one document on
+    /// its own (the loader's fast path, see `loader.rs`).
+    pub(crate) fn scratch(&self) -> Self {
+        Self {
+            extension_kinds: self.extension_kinds.clone(),
+            ..Self::default()
+        }
+    }
+
     pub(crate) fn add<T: Object>(&mut self, source: Source, object: T, unreadable: Vec<Unreadable>) {
         let namespace = object.meta().namespace.clone().unwrap_or_default();
         let name = object.meta().name.clone().unwrap_or_default();

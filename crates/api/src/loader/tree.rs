@@ -193,6 +193,43 @@ impl Node {
         }
     }
 
+    /// Whether a tree read from JSON is one the YAML reader reads the same
+    /// (see `load_fast_json`): no duplicate key, and well inside its
+    /// limits (250,000 nodes, depth 64, 1,024 bytes of lookahead for a key),
+    /// and no `<<` key (a merge key to YAML).
+    pub(crate) fn within_yaml_limits(&self, depth: usize, nodes: &mut usize) -> bool {
+        const MAX_NODES: usize = 100_000;
+        const MAX_DEPTH: usize = 40;
+        const MAX_KEY_BYTES: usize = 512;
+        *nodes += 1;
+        if *nodes > MAX_NODES || depth > MAX_DEPTH {
+            return false;
+        }
+        match &self.value {
+            NodeValue::Seq(items) => items.iter().all(|n| n.within_yaml_limits(depth + 1, nodes)),
+            NodeValue::Map(entries) => {
+                *nodes += entries.len();
+                let unique = if entries.len() <= 16 {
+                    entries
+                        .iter()
+                        .enumerate()
+                        .all(|(i, e)| entries.iter().skip(i + 1).all(|f| f.key != e.key))
+                } else {
+                    let mut seen = std::collections::HashSet::new();
+                    entries.iter().all(|e| seen.insert(e.key.as_str()))
+                };
+                unique
+                    && entries.iter().all(|e| {
+                        // `<<` may read as a YAML merge key.
+                        e.key.len() <= MAX_KEY_BYTES
+                            && e.key != "<<"
+                            && e.value.within_yaml_limits(depth + 1, nodes)
+                    })
+            }
+            _ => true,
+        }
+    }
+
     /// A short description of the node's type, for messages.
     pub(crate) fn type_name(&self) -> &'static str {
         match self.value {
@@ -218,13 +255,38 @@ impl<'de> Deserialize<'de> for Node {
 
 impl<'de> Deserialize<'de> for NodeValue {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(NodeVisitor)
+        deserializer.deserialize_any(NodeVisitor::<true>)
     }
 }
 
-struct NodeVisitor;
+/// A [`Node`] read without spans: every line is 0 (unknown). The loader's
+/// fast path (see `loader.rs`): recording a span for every node costs more
+/// than the parse itself, and lines are only needed for a diagnostic.
+pub(crate) struct PlainNode(pub(crate) Node);
 
-impl<'de> Visitor<'de> for NodeVisitor {
+impl<'de> Deserialize<'de> for PlainNode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = deserializer.deserialize_any(NodeVisitor::<false>)?;
+        Ok(PlainNode(Node { line: 0, value }))
+    }
+}
+
+/// Builds a [`NodeValue`]; children are spanned [`Node`]s when `SPANNED`,
+/// [`PlainNode`]s otherwise. Everything else is the same, so both reads
+/// of a document give the same tree but for its lines.
+struct NodeVisitor<const SPANNED: bool>;
+
+impl<const SPANNED: bool> NodeVisitor<SPANNED> {
+    fn child<'de, D: Deserializer<'de>>(deserializer: D) -> Result<NodeValue, D::Error> {
+        if SPANNED {
+            NodeValue::deserialize(deserializer)
+        } else {
+            deserializer.deserialize_any(NodeVisitor::<false>)
+        }
+    }
+}
+
+impl<'de, const SPANNED: bool> Visitor<'de> for NodeVisitor<SPANNED> {
     type Value = NodeValue;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -240,11 +302,11 @@ impl<'de> Visitor<'de> for NodeVisitor {
     }
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<NodeValue, D::Error> {
-        NodeValue::deserialize(deserializer)
+        Self::child(deserializer)
     }
 
     fn visit_newtype_struct<D: Deserializer<'de>>(self, deserializer: D) -> Result<NodeValue, D::Error> {
-        NodeValue::deserialize(deserializer)
+        Self::child(deserializer)
     }
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<NodeValue, E> {
@@ -298,14 +360,31 @@ impl<'de> Visitor<'de> for NodeVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NodeValue, A::Error> {
         let mut items = Vec::new();
-        while let Some(item) = seq.next_element::<Node>()? {
-            items.push(item);
+        if SPANNED {
+            while let Some(item) = seq.next_element::<Node>()? {
+                items.push(item);
+            }
+        } else {
+            while let Some(PlainNode(item)) = seq.next_element::<PlainNode>()? {
+                items.push(item);
+            }
         }
         Ok(NodeValue::Seq(items))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NodeValue, A::Error> {
         let mut entries: Vec<Entry> = Vec::new();
+        if !SPANNED {
+            while let Some(key) = map.next_key::<String>()? {
+                let PlainNode(value) = map.next_value::<PlainNode>()?;
+                entries.push(Entry {
+                    key,
+                    key_line: 0,
+                    value,
+                });
+            }
+            return Ok(NodeValue::Map(entries));
+        }
         while let Some(key) = map.next_key::<Spanned<String>>()? {
             let value = map.next_value::<Node>()?;
             entries.push(Entry {

@@ -1,0 +1,132 @@
+//! Loader throughput: `cargo run --release -p api --example load_scale -- FILE.yaml [RUNS]`.
+//!
+//! Loads FILE (a YAML stream) with `api::loader::load_str`, then the same
+//! documents written as one JSON `List`, and prints MB/s (median of RUNS,
+//! default 3), and the same documents each as its own `.json` file. As reference points it also times a plain parse of the same
+//! text into `serde_json::Value` without spans (serde-saphyr for YAML,
+//! serde_json for JSON): what the bare parsers cost.
+
+use std::time::{Duration, Instant};
+
+fn median(mut runs: Vec<Duration>) -> Duration {
+    runs.sort();
+    runs[runs.len() / 2]
+}
+
+fn report(what: &str, bytes: usize, runs: Vec<Duration>) {
+    let m = median(runs.clone());
+    let mbps = bytes as f64 / 1e6 / m.as_secs_f64();
+    let all: Vec<String> = runs
+        .iter()
+        .map(|d| format!("{:.0}", d.as_secs_f64() * 1e3))
+        .collect();
+    println!(
+        "{what:<28} {:>8.1} ms  {mbps:>7.1} MB/s  (runs ms: {})",
+        m.as_secs_f64() * 1e3,
+        all.join(" ")
+    );
+}
+
+fn time<R>(runs: usize, mut f: impl FnMut() -> R) -> Vec<Duration> {
+    (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            let r = f();
+            let elapsed = start.elapsed();
+            drop(r);
+            elapsed
+        })
+        .collect()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().ok_or("usage: load_scale FILE.yaml [RUNS]")?;
+    let runs: usize = args.next().map(|r| r.parse()).transpose()?.unwrap_or(3);
+    let yaml = std::fs::read_to_string(&path)?;
+
+    // The same documents as one JSON List (one document per `.json` file).
+    // (Split by hand: serde-saphyr caps the documents of one stream.)
+    let chunks: Vec<&str> = yaml.split("\n---\n").collect();
+    let mut docs = Vec::new();
+    for chunk in &chunks {
+        let doc: serde_json::Value = serde_saphyr::from_str(chunk)?;
+        if !doc.is_null() {
+            docs.push(doc);
+        }
+    }
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs});
+    let json = serde_json::to_string_pretty(&list)?;
+
+    // And each document as its own `.json` file (a directory of JSON files).
+    let json_files: Vec<String> = docs
+        .iter()
+        .map(serde_json::to_string_pretty)
+        .collect::<Result<_, _>>()?;
+    let json_files_bytes: usize = json_files.iter().map(String::len).sum();
+    // Written to a directory and read with `load_path`, as `-f DIR` does
+    // (one `load_str` per file would time a thread start per call).
+    let dir = std::env::temp_dir().join(format!("load_scale_json_{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    for (index, text) in json_files.iter().enumerate() {
+        std::fs::write(dir.join(format!("{index:05}.json")), text)?;
+    }
+    let load_json_files = || {
+        api::loader::load_path(&dir)
+            .map(|l| l.inputs.http_routes.len())
+            .unwrap_or_default()
+    };
+    println!(
+        "JSON files: {} documents, {json_files_bytes} bytes, {} HTTPRoutes",
+        json_files.len(),
+        load_json_files()
+    );
+
+    let loaded = api::loader::load_str(&path, &yaml);
+    let from_json = api::loader::load_str("scale.json", &json);
+    println!(
+        "{path}: {} bytes YAML, {} bytes JSON; {} HTTPRoutes, {} diagnostics (JSON: {} HTTPRoutes, {} diagnostics)",
+        yaml.len(),
+        json.len(),
+        loaded.inputs.http_routes.len(),
+        loaded.diagnostics.len(),
+        from_json.inputs.http_routes.len(),
+        from_json.diagnostics.len(),
+    );
+
+    for d in loaded.diagnostics.iter().chain(&from_json.diagnostics).take(5) {
+        println!("  diagnostic: {d:?}");
+    }
+    report(
+        "load YAML",
+        yaml.len(),
+        time(runs, || api::loader::load_str(&path, &yaml)),
+    );
+    report(
+        "load JSON",
+        json.len(),
+        time(runs, || api::loader::load_str("scale.json", &json)),
+    );
+    report(
+        "load JSON, a file per document",
+        json_files_bytes,
+        time(runs, load_json_files),
+    );
+    std::fs::remove_dir_all(&dir)?;
+    report(
+        "bare parse YAML (no spans)",
+        yaml.len(),
+        time(runs, || {
+            chunks
+                .iter()
+                .filter(|c| serde_saphyr::from_str::<serde_json::Value>(c).is_ok())
+                .count()
+        }),
+    );
+    report(
+        "bare parse JSON (serde_json)",
+        json.len(),
+        time(runs, || serde_json::from_str::<serde_json::Value>(&json).is_ok()),
+    );
+    Ok(())
+}
