@@ -133,18 +133,18 @@ impl Frame {
     }
 }
 
-/// A message rendered without one repeated field (`rest`), written with
-/// that field's items streamed in at its place: proto-JSON orders fields by
-/// number, so it goes before the first key with a higher number. An empty
-/// list is omitted, as proto-JSON omits it.
+/// A message rendered without one of its fields (`rest`), written with that
+/// field's value streamed in at its place by `value`: proto-JSON orders
+/// fields by number, so it goes before the first key with a higher number.
+/// `present: false` leaves it out (proto-JSON omits an empty list).
 fn write_with_streamed_field<W: Write>(
     w: &mut W,
     depth: usize,
     type_name: &str,
     rest: &Value,
     field: &str,
-    items: usize,
-    mut item: impl FnMut(&mut W, usize, usize) -> io::Result<()>,
+    present: bool,
+    mut value: impl FnMut(&mut W, usize) -> io::Result<()>,
 ) -> io::Result<()> {
     let Value::Object(rest) = rest else {
         return write_at(w, depth, rest);
@@ -157,19 +157,19 @@ fn write_with_streamed_field<W: Write>(
     };
     let at = number(field);
     let mut f = Frame::open(w, depth, b"{")?;
-    let mut placed = items == 0;
-    for (key, value) in rest {
+    let mut placed = !present;
+    for (key, v) in rest {
         if !placed && number(key) > at {
             f.next(w, Some(field))?;
-            write_items(w, f.depth, items, &mut item)?;
+            value(w, f.depth)?;
             placed = true;
         }
         f.next(w, Some(key))?;
-        write_at(w, f.depth, value)?;
+        write_at(w, f.depth, v)?;
     }
     if !placed {
         f.next(w, Some(field))?;
-        write_items(w, f.depth, items, &mut item)?;
+        value(w, f.depth)?;
     }
     f.close(w, b"}")
 }
@@ -191,6 +191,7 @@ fn write_items<W: Write>(
 const ROUTE_CONFIGURATION: &str = "envoy.config.route.v3.RouteConfiguration";
 const VIRTUAL_HOST: &str = "envoy.config.route.v3.VirtualHost";
 const ROUTE: &str = "envoy.config.route.v3.Route";
+const BOOTSTRAP: &str = "envoy.config.bootstrap.v3.Bootstrap";
 
 /// One route configuration, a route at a time: a configuration of 10,000
 /// routes is most of a Gateway's output, and its `Value` alone is several
@@ -225,25 +226,34 @@ fn write_route_configuration<W: Write>(
         ROUTE_CONFIGURATION,
         &rest,
         "virtual_hosts",
-        hosts.len(),
-        |w, d, h| {
-            let routes = &hosts[h].1;
-            write_with_streamed_field(
-                w,
-                d,
-                VIRTUAL_HOST,
-                &heads[h],
-                "routes",
-                routes.len(),
-                |w, d, r| match super::json::bytes_to_json(ROUTE, routes[r]) {
-                    Ok(v) => write_at(w, d, &v),
-                    Err(e) => {
-                        let v = json!({ "@error": e.to_string() });
-                        failed.get_or_insert(e);
-                        write_at(w, d, &v)
-                    }
-                },
-            )
+        !hosts.is_empty(),
+        |w, d| {
+            write_items(w, d, hosts.len(), &mut |w, d, h| {
+                let routes = &hosts[h].1;
+                write_with_streamed_field(
+                    w,
+                    d,
+                    VIRTUAL_HOST,
+                    &heads[h],
+                    "routes",
+                    !routes.is_empty(),
+                    |w, d| {
+                        write_items(
+                            w,
+                            d,
+                            routes.len(),
+                            &mut |w, d, r| match super::json::bytes_to_json(ROUTE, routes[r]) {
+                                Ok(v) => write_at(w, d, &v),
+                                Err(e) => {
+                                    let v = json!({ "@error": e.to_string() });
+                                    failed.get_or_insert(e);
+                                    write_at(w, d, &v)
+                                }
+                            },
+                        )
+                    },
+                )
+            })
         },
     )?;
     if let Some(e) = failed {
@@ -354,46 +364,26 @@ pub fn write_static_bootstrap<W: Write>(
 ) -> Result<(), StreamError> {
     let mut proto = static_bootstrap_proto(gw, node_id, options);
     let resources = proto.static_resources.take().unwrap_or_default();
-    // Everything but the resources is small: render it whole, then place
-    // `static_resources` where proto-JSON puts it (field number order:
-    // after `node`, the only field before it).
-    let Value::Object(rest) = message_to_json(&proto)? else {
-        return Err(StreamError::Render(OutputError::Render(
-            "the bootstrap is not an object".into(),
-        )));
-    };
+    // Everything but the resources is small: render it whole, and stream
+    // `static_resources` in at its place.
+    let rest = message_to_json(&proto)?;
     let mut errors = Vec::new();
-    let mut doc = Frame::open(w, 0, b"{")?;
-    let mut placed = false;
-    let place = |doc: &mut Frame, w: &mut W, errors: &mut Vec<String>| -> io::Result<()> {
-        doc.next(w, Some("static_resources"))?;
-        let mut f = Frame::open(w, doc.depth, b"{")?;
+    write_with_streamed_field(w, 0, BOOTSTRAP, &rest, "static_resources", true, |w, d| {
+        let mut f = Frame::open(w, d, b"{")?;
         if !resources.listeners.is_empty() {
             f.next(w, Some("listeners"))?;
-            write_list(w, f.depth, &resources.listeners, errors)?;
+            write_list(w, f.depth, &resources.listeners, &mut errors)?;
         }
         if !resources.clusters.is_empty() {
             f.next(w, Some("clusters"))?;
-            write_list(w, f.depth, &resources.clusters, errors)?;
+            write_list(w, f.depth, &resources.clusters, &mut errors)?;
         }
         if !resources.secrets.is_empty() {
             f.next(w, Some("secrets"))?;
-            write_list(w, f.depth, &resources.secrets, errors)?;
+            write_list(w, f.depth, &resources.secrets, &mut errors)?;
         }
         f.close(w, b"}")
-    };
-    for (key, value) in &rest {
-        if !placed && key != "node" {
-            place(&mut doc, w, &mut errors)?;
-            placed = true;
-        }
-        doc.next(w, Some(key))?;
-        write_at(w, doc.depth, value)?;
-    }
-    if !placed {
-        place(&mut doc, w, &mut errors)?;
-    }
-    doc.close(w, b"}")?;
+    })?;
     w.write_all(b"\n")?;
     match errors.into_iter().next() {
         None => Ok(()),
