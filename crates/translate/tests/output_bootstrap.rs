@@ -309,6 +309,62 @@ fn ads_bootstrap_with_host_name_and_admin_is_accepted() {
     validate(&b);
 }
 
+#[test]
+fn ads_bootstrap_with_client_tls_is_accepted() {
+    // Real files: Envoy's validate mode loads the certificates.
+    let dir = std::env::temp_dir().join(format!("portcullis-xds-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["xds.portcullis.test".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).unwrap();
+    for (name, pem) in [
+        ("tls.crt", cert.pem()),
+        ("tls.key", key.serialize_pem()),
+        ("ca.crt", cert.pem()),
+    ] {
+        std::fs::write(dir.join(name), pem).unwrap();
+    }
+    let path = |f: &str| dir.join(f).display().to_string();
+    let tls = translate::output::XdsClientTls {
+        cert_chain_file: path("tls.crt"),
+        private_key_file: path("tls.key"),
+        ca_file: path("ca.crt"),
+        server_name: "xds.portcullis.test".into(),
+    };
+    let b = translate::output::try_ads_bootstrap_tls(
+        "default/gw",
+        "portcullis",
+        "127.0.0.1",
+        18000,
+        None,
+        Some(&tls),
+    )
+    .unwrap();
+    let socket = &b["static_resources"]["clusters"][0]["transport_socket"];
+    assert_eq!(socket["name"], "envoy.transport_sockets.tls");
+    let ctx = &socket["typed_config"];
+    assert_eq!(ctx["sni"], "xds.portcullis.test");
+    assert_eq!(
+        ctx["common_tls_context"]["tls_certificates"][0]["certificate_chain"]["filename"],
+        json!(path("tls.crt"))
+    );
+    assert_eq!(
+        ctx["common_tls_context"]["validation_context"]["match_typed_subject_alt_names"][0],
+        json!({ "san_type": "DNS", "matcher": { "exact": "xds.portcullis.test" } })
+    );
+    validate(&b);
+    // Without TLS it is the plaintext bootstrap.
+    let plain =
+        translate::output::try_ads_bootstrap_tls("default/gw", "portcullis", "127.0.0.1", 18000, None, None)
+            .unwrap();
+    assert_eq!(
+        plain,
+        ads_bootstrap("default/gw", "portcullis", "127.0.0.1", 18000, None)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---- run as is ----
 
 fn free_port() -> u16 {

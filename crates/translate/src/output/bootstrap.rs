@@ -431,6 +431,105 @@ pub fn try_ads_bootstrap(
     ))
 }
 
+/// Files an Envoy presents and checks when it reaches the xDS server over
+/// mutually authenticated TLS (Kubernetes mode's provisioned Envoys; see
+/// ARCHITECTURE.md, "Kubernetes mode"). Paths are as the Envoy sees them
+/// (the mounted Secret), read by Envoy at start and on file change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdsClientTls {
+    /// PEM client certificate chain (issued to this Envoy's Gateway).
+    pub cert_chain_file: String,
+    /// PEM private key of that certificate.
+    pub private_key_file: String,
+    /// PEM CA bundle the xDS server's certificate must chain to.
+    pub ca_file: String,
+    /// SNI sent and the DNS name the server's certificate must carry.
+    pub server_name: String,
+}
+
+/// [`ads_bootstrap_proto`] whose ADS cluster speaks TLS with a client
+/// certificate (`tls: None`: plaintext, as [`ads_bootstrap_proto`]).
+pub fn ads_bootstrap_tls_proto(
+    node_id: &str,
+    node_cluster: &str,
+    xds_host: &str,
+    xds_port: u16,
+    admin_address: Option<&AdminAddress>,
+    tls: Option<&XdsClientTls>,
+) -> Bootstrap {
+    use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        CertificateValidationContext, TlsCertificate,
+    };
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        SubjectAltNameMatcher, subject_alt_name_matcher,
+    };
+    use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
+    let mut b = ads_bootstrap_proto(node_id, node_cluster, xds_host, xds_port, admin_address);
+    let Some(tls) = tls else { return b };
+    let file = |f: &str| DataSource {
+        specifier: Some(data_source::Specifier::Filename(f.to_string())),
+        ..Default::default()
+    };
+    let upstream = UpstreamTlsContext {
+        sni: tls.server_name.clone(),
+        common_tls_context: Some(CommonTlsContext {
+            tls_certificates: vec![TlsCertificate {
+                certificate_chain: Some(file(&tls.cert_chain_file)),
+                private_key: Some(file(&tls.private_key_file)),
+                ..Default::default()
+            }],
+            alpn_protocols: vec!["h2".into()],
+            validation_context_type: Some(common_tls_context::ValidationContextType::ValidationContext(
+                CertificateValidationContext {
+                    trusted_ca: Some(file(&tls.ca_file)),
+                    match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
+                        san_type: subject_alt_name_matcher::SanType::Dns as i32,
+                        matcher: Some(StringMatcher {
+                            match_pattern: Some(string_matcher::MatchPattern::Exact(tls.server_name.clone())),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    if let Some(cluster) = b
+        .static_resources
+        .as_mut()
+        .and_then(|s| s.clusters.iter_mut().find(|c| c.name == XDS_CLUSTER))
+    {
+        cluster.transport_socket = Some(TransportSocket {
+            name: "envoy.transport_sockets.tls".into(),
+            config_type: Some(transport_socket::ConfigType::TypedConfig(pack_any(upstream))),
+        });
+    }
+    b
+}
+
+/// [`ads_bootstrap_tls_proto`] rendered as JSON.
+pub fn try_ads_bootstrap_tls(
+    node_id: &str,
+    node_cluster: &str,
+    xds_host: &str,
+    xds_port: u16,
+    admin_address: Option<&AdminAddress>,
+    tls: Option<&XdsClientTls>,
+) -> Result<Value, OutputError> {
+    message_to_json(&ads_bootstrap_tls_proto(
+        node_id,
+        node_cluster,
+        xds_host,
+        xds_port,
+        admin_address,
+        tls,
+    ))
+}
+
 /// [`try_ads_bootstrap`]; only known types are involved, so rendering cannot
 /// fail in practice (`{"@error": …}` if it ever did).
 pub fn ads_bootstrap(

@@ -8,7 +8,10 @@ pub mod json;
 pub mod redact;
 pub mod stream;
 
-pub use bootstrap::{AdminAddress, BootstrapOptions, ads_bootstrap, static_bootstrap};
+pub use bootstrap::{
+    AdminAddress, BootstrapOptions, XdsClientTls, ads_bootstrap, ads_bootstrap_tls_proto, static_bootstrap,
+    try_ads_bootstrap_tls,
+};
 pub use json::{
     any_to_json, bytes_to_json, descriptor_pool, gateway_xds_to_json, json_to_message, json_to_yaml,
     message_from_json, message_to_json, output_to_json, output_to_yaml, try_gateway_xds_to_json,
