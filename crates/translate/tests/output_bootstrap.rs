@@ -313,17 +313,17 @@ fn ads_bootstrap_with_host_name_and_admin_is_accepted() {
 fn ads_bootstrap_with_client_tls_is_accepted() {
     // Real files: Envoy's validate mode loads the certificates.
     let dir = std::env::temp_dir().join(format!("portcullis-xds-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(vec!["xds.portcullis.test".to_string()]).unwrap();
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(vec!["xds.portcullis.test".to_string()]).expect("params");
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let cert = params.self_signed(&key).unwrap();
+    let cert = params.self_signed(&key).expect("certificate");
     for (name, pem) in [
         ("tls.crt", cert.pem()),
         ("tls.key", key.serialize_pem()),
         ("ca.crt", cert.pem()),
     ] {
-        std::fs::write(dir.join(name), pem).unwrap();
+        std::fs::write(dir.join(name), pem).expect("write");
     }
     let path = |f: &str| dir.join(f).display().to_string();
     let tls = translate::output::XdsClientTls {
