@@ -340,7 +340,7 @@ fn ads_bootstrap_with_client_tls_is_accepted() {
         None,
         Some(&tls),
     )
-    .unwrap();
+    .expect("bootstrap");
     let socket = &b["static_resources"]["clusters"][0]["transport_socket"];
     assert_eq!(socket["name"], "envoy.transport_sockets.tls");
     let ctx = &socket["typed_config"];
@@ -357,7 +357,7 @@ fn ads_bootstrap_with_client_tls_is_accepted() {
     // Without TLS it is the plaintext bootstrap.
     let plain =
         translate::output::try_ads_bootstrap_tls("default/gw", "portcullis", "127.0.0.1", 18000, None, None)
-            .unwrap();
+            .expect("bootstrap");
     assert_eq!(
         plain,
         ads_bootstrap("default/gw", "portcullis", "127.0.0.1", 18000, None)
