@@ -45,6 +45,7 @@
 
 pub mod leader;
 pub mod metrics;
+pub mod names;
 pub mod status;
 
 use std::collections::HashMap;
