@@ -270,7 +270,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
     );
     let mut fences_by_gateway = Vec::with_capacity(gateways.len());
     let mut proxy_address: Option<String> = None;
-    for (gi, (gw, (key, reported, built, findings, fences, mut hooked, blamed, installed))) in
+    for (gi, (gw, (key, reported, built, mut findings, fences, mut hooked, blamed, installed))) in
         gateways.iter().zip(assembled).enumerate()
     {
         hooks_gateway::absorb_hooks(&key, gw, &mut hooked, &mut reports, &mut out);
@@ -286,6 +286,9 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
                 &mut proxies,
                 &mut out,
             );
+        }
+        if let Some(findings) = findings.as_mut() {
+            crate::httpproxy::strict::absorb(findings, &mut proxies.statuses);
         }
         if let Some(findings) = findings {
             absorb_strict(

@@ -15,56 +15,14 @@
 
 #[path = "support/real_envoy.rs"]
 mod real_envoy;
-
-use std::sync::Mutex;
+#[path = "support/refuses_header.rs"]
+mod refuses_header;
 
 use prost::Message as _;
 
+use refuses_header::{MESSAGE, REFUSED, RefusesOneHeader};
 use serde_json::Value;
 use translate::strict::{Candidate, Validator, Verdict};
-
-const REFUSED: &str = "x-envoy-refuses";
-const MESSAGE: &str = "fake Envoy: header x-envoy-refuses is refused";
-
-#[derive(Default)]
-struct RefusesOneHeader {
-    labels: Mutex<Vec<String>>,
-}
-
-fn refused(headers: &[envoy_types::pb::envoy::config::core::v3::HeaderValueOption]) -> bool {
-    headers
-        .iter()
-        .any(|h| h.header.as_ref().is_some_and(|h| h.key == REFUSED))
-}
-
-impl Validator for RefusesOneHeader {
-    fn validate(&self, batch: &[Candidate]) -> Vec<Verdict> {
-        batch
-            .iter()
-            .map(|c| {
-                self.labels
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(c.label.clone());
-                let Some(xds) = &c.xds else {
-                    return Verdict::Unavailable("no xDS".into());
-                };
-                let bad = xds.route_configurations().iter().any(|rc| {
-                    refused(&rc.response_headers_to_add)
-                        || rc.virtual_hosts.iter().any(|vh| {
-                            refused(&vh.response_headers_to_add)
-                                || vh.routes.iter().any(|r| refused(&r.response_headers_to_add))
-                        })
-                });
-                if bad {
-                    Verdict::Rejected(MESSAGE.into())
-                } else {
-                    Verdict::Accepted
-                }
-            })
-            .collect()
-    }
-}
 
 const BASE: &str = r#"
 apiVersion: gateway.networking.k8s.io/v1

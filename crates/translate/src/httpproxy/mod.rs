@@ -16,6 +16,8 @@
 //! - Every finding is a [`ProxyError`] recorded on one proxy in
 //!   [`status::Statuses`], which renders Contour's status shape.
 //!
+//! - [`strict`] records STRICT's verdicts on HTTPProxy routes as errors of
+//!   the proxies holding them.
 //! - [`report`] puts status, diagnostics and per-proxy reports into the
 //!   output.
 //!
@@ -27,6 +29,7 @@ pub mod report;
 pub mod routes;
 pub mod serve;
 pub mod status;
+pub mod strict;
 pub mod tree;
 
 use std::fmt;
