@@ -454,6 +454,21 @@ fn other_values_render_what_they_say() {
         9100
     );
     assert_eq!(find(&docs, "Service", "edge-xds")["spec"]["type"], "LoadBalancer");
+    // The real CLI accepts these arguments: it gets past parsing to
+    // reading the token file the chart mounts, absent here.
+    let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .args(&a)
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .output()
+        .expect("portcullis controller");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(
+            "--admin-token-file: cannot read the admin token file /etc/portcullis/admin-token/token"
+        ),
+        "{err}"
+    );
     // Without provisioning: the controller's grants and the extra kind only.
     let cluster = grants(find(&docs, "ClusterRole", "edge"));
     let mut want = controller_grants();
@@ -863,4 +878,61 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
     // allow through another binding otherwise, e.g. system:discovery).
     let beyond: Vec<_> = used.iter().filter(|u| !granted.contains(*u)).collect();
     assert!(beyond.is_empty(), "used but not granted by the chart: {beyond:?}");
+}
+
+/// `helm install` itself against the real apiserver: the CRDs of `crds/`
+/// first (Established), then the templates; the release (the chart with a
+/// megabyte of CRDs, stored by helm in a Secret) fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_installs_the_chart_into_the_real_apiserver() {
+    let test = "helm_installs_the_chart_into_the_real_apiserver";
+    let Some(helm) = helm(test) else {
+        return;
+    };
+    let Some(cluster) = testkit::kube::Cluster::start(test).await else {
+        return;
+    };
+    let dir = work_dir(test);
+    let out = Command::new(&helm)
+        .args(["install", RELEASE])
+        .arg(chart())
+        .args(["--namespace", NS, "--create-namespace", "--kubeconfig"])
+        .arg(&cluster.kubeconfig)
+        .env("HOME", &dir)
+        .env("HELM_CACHE_HOME", dir.join("cache"))
+        .env("HELM_CONFIG_HOME", dir.join("config"))
+        .env("HELM_DATA_HOME", dir.join("data"))
+        .output()
+        .expect("helm install");
+    assert!(
+        out.status.success(),
+        "helm install:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let client = cluster.client().await.expect("client");
+    // Every CRD of the chart exists, and the templates' objects.
+    let crd_gvk = GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition");
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&crd_gvk, "customresourcedefinitions"),
+    );
+    for name in [
+        "gateways.gateway.networking.k8s.io",
+        "httproutes.gateway.networking.k8s.io",
+        "listenersets.gateway.networking.k8s.io",
+        "trafficpolicies.gateway.portcullis.dev",
+        "gatewayextensions.gateway.portcullis.dev",
+    ] {
+        assert!(crds.get_opt(name).await.expect("get CRD").is_some(), "CRD {name}");
+    }
+    for doc in template(&helm, &[]).expect("template") {
+        let api = api_for(&client, &doc).await;
+        let name = doc["metadata"]["name"].as_str().expect("name");
+        assert!(
+            api.get_opt(name).await.expect("get").is_some(),
+            "{} {name} not installed",
+            doc["kind"]
+        );
+    }
 }

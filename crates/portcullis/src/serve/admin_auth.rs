@@ -37,7 +37,8 @@ pub enum AdminAuthError {
     Read {
         origin: &'static str,
         path: PathBuf,
-        #[source]
+        // In the message, not a `#[source]`: anyhow's chain would print
+        // it twice.
         source: std::io::Error,
     },
     #[error(
