@@ -11,6 +11,8 @@ scripts/install-envoy.sh >/dev/null
 # PORTCULLIS_REQUIRE_KUBE is set, as in CI, which makes that a failure).
 if command -v go >/dev/null 2>&1; then
   scripts/install-kube.sh >/dev/null
+  # helm, for the chart's tests (crates/portcullis/tests/helm_e2e.rs).
+  scripts/install-helm.sh >/dev/null
 else
   echo "test.sh: no Go toolchain: Kubernetes-mode tests will be SKIPPED" >&2
 fi

@@ -7,6 +7,8 @@
 //! httpProxy:                     # Contour HTTPProxy (README "HTTPProxy")
 //!   rootNamespaces: [platform]   # default: every namespace
 //!   gatewayRef: {namespace: infra, name: edge}  # the Gateway serving them
+//! adminTokenFile: /etc/portcullis/admin-token/token  # bearer token of the admin views
+//! metricsAddress: 0.0.0.0:19001  # /metrics and health only, no token
 //! ```
 //!
 //! Precedence: flag, then `PORTCULLIS_ROUTE_REPLACEMENT_MODE`, then the
@@ -34,6 +36,10 @@ pub struct ConfigFile {
     /// with `extensionManager`.
     pub extension_managers: Option<Vec<extension::ExtensionManagerSpec>>,
     pub http_proxy: Option<HttpProxyConfig>,
+    /// `--admin-token-file` (see `serve::admin_auth`).
+    pub admin_token_file: Option<PathBuf>,
+    /// `--metrics-address`.
+    pub metrics_address: Option<String>,
 }
 
 /// `httpProxy` of the config file (Contour's `gateway.gatewayRef` and
@@ -62,6 +68,21 @@ pub enum ConfigError {
     Mode { origin: String, source: InvalidMode },
     #[error("{origin}: {value:?} is not NAMESPACE/NAME")]
     GatewayRef { origin: String, value: String },
+    #[error("{origin}: {value:?} is not an address (IP:PORT): {source}")]
+    Address {
+        origin: String,
+        value: String,
+        source: std::net::AddrParseError,
+    },
+}
+
+/// Where the admin API's token comes from and where metrics are served
+/// besides the admin address (flags over the file).
+#[derive(Debug, Default)]
+pub struct AdminExposure {
+    /// `(origin, path)`: `origin` names the flag or config key in errors.
+    pub token_file: Option<(&'static str, PathBuf)>,
+    pub metrics_address: Option<std::net::SocketAddr>,
 }
 
 pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
@@ -157,6 +178,35 @@ impl ModeArgs {
         Ok(translate::httpproxy::HttpProxySettings {
             root_namespaces: root_namespaces.into_iter().filter(|n| !n.is_empty()).collect(),
             gateway,
+        })
+    }
+
+    /// The admin token file and metrics address: each flag, else the file.
+    pub fn admin_exposure(
+        &self,
+        token_flag: Option<&Path>,
+        metrics_flag: Option<std::net::SocketAddr>,
+    ) -> Result<AdminExposure, ConfigError> {
+        let file = self.config.as_deref().map(load).transpose()?.unwrap_or_default();
+        let token_file = match token_flag {
+            Some(p) => Some(("--admin-token-file", p.to_path_buf())),
+            None => file.admin_token_file.map(|p| ("adminTokenFile", p)),
+        };
+        let metrics_address = match (metrics_flag, file.metrics_address) {
+            (Some(a), _) => Some(a),
+            (None, Some(v)) => Some(v.parse().map_err(|source| ConfigError::Address {
+                origin: format!(
+                    "{} metricsAddress",
+                    self.config.as_deref().unwrap_or(Path::new("")).display()
+                ),
+                value: v.clone(),
+                source,
+            })?),
+            (None, None) => None,
+        };
+        Ok(AdminExposure {
+            token_file,
+            metrics_address,
         })
     }
 
@@ -268,6 +318,32 @@ mod tests {
             ..Default::default()
         };
         assert!(bad.http_proxy().is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn admin_exposure_from_flags_or_file() {
+        let dir = std::env::temp_dir().join(format!("portcullis-admin-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("c.yaml");
+        std::fs::write(&file, "adminTokenFile: /t\nmetricsAddress: 0.0.0.0:19001\n").expect("write");
+        let args = ModeArgs {
+            config: Some(file.clone()),
+            ..Default::default()
+        };
+        let e = args.admin_exposure(None, None).expect("from the file");
+        assert_eq!(e.token_file, Some(("adminTokenFile", PathBuf::from("/t"))));
+        assert_eq!(e.metrics_address, "0.0.0.0:19001".parse().ok());
+        let e = args
+            .admin_exposure(Some(Path::new("/f")), "127.0.0.1:9".parse().ok())
+            .expect("flags win");
+        assert_eq!(e.token_file, Some(("--admin-token-file", PathBuf::from("/f"))));
+        assert_eq!(e.metrics_address, "127.0.0.1:9".parse().ok());
+        std::fs::write(&file, "metricsAddress: nine\n").expect("write");
+        let err = args.admin_exposure(None, None).expect_err("not an address");
+        assert!(err.to_string().contains("metricsAddress: \"nine\""), "{err}");
+        let e = ModeArgs::default().admin_exposure(None, None).expect("default");
+        assert!(e.token_file.is_none() && e.metrics_address.is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -52,6 +52,15 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ClusterError {
     move |source| ClusterError::Io { what, source }
 }
 
+/// Opt-ins of [`Cluster::start_with`].
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The apiserver writes an audit log ([`Cluster::audit_log`]): one JSON
+    /// event per request and stage at `Metadata` level (who, verb,
+    /// resource, the authorization decision), as RBAC tests need.
+    pub audit: bool,
+}
+
 /// A running etcd + kube-apiserver.
 pub struct Cluster {
     dir: PathBuf,
@@ -105,6 +114,11 @@ impl Cluster {
     /// `None` (panics instead when `PORTCULLIS_REQUIRE_KUBE` is set, or
     /// when the binaries exist but the cluster does not come up).
     pub async fn start(test: &str) -> Option<Cluster> {
+        Self::start_with(test, Options::default()).await
+    }
+
+    /// [`Cluster::start`] with opt-ins.
+    pub async fn start_with(test: &str, options: Options) -> Option<Cluster> {
         if let Some(reason) = missing() {
             if std::env::var_os("PORTCULLIS_REQUIRE_KUBE").is_some_and(|v| !v.is_empty()) {
                 panic!("{test}: PORTCULLIS_REQUIRE_KUBE is set but {reason}");
@@ -115,7 +129,7 @@ impl Cluster {
             let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
             return None;
         }
-        match Self::try_start().await {
+        match Self::try_start_with(options).await {
             Ok(c) => Some(c),
             Err(e) => panic!("{test}: cannot start the Kubernetes control plane: {e}"),
         }
@@ -124,6 +138,11 @@ impl Cluster {
     /// Starts etcd and kube-apiserver and waits until the apiserver's
     /// `/readyz` answers `ok`.
     pub async fn try_start() -> Result<Cluster, ClusterError> {
+        Self::try_start_with(Options::default()).await
+    }
+
+    /// [`Cluster::try_start`] with opt-ins.
+    pub async fn try_start_with(options: Options) -> Result<Cluster, ClusterError> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let bin = bin_dir();
         let dir = std::env::temp_dir().join(format!(
@@ -198,7 +217,7 @@ impl Cluster {
             .map_err(io("starting etcd"))?;
         let mut etcd = etcd;
         let to = |v: &str| std::ffi::OsString::from(v);
-        let api_args: Vec<std::ffi::OsString> = vec![
+        let mut api_args: Vec<std::ffi::OsString> = vec![
             to("--etcd-servers"),
             to(&etcd_url),
             to("--secure-port"),
@@ -224,6 +243,22 @@ impl Cluster {
             to("--cert-dir"),
             dir.join("certs").into(),
         ];
+        if options.audit {
+            // Every request, once complete (a watch also when it starts).
+            let policy = write(
+                "audit-policy.yaml",
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n",
+            )?;
+            api_args.extend([
+                to("--audit-policy-file"),
+                policy.into(),
+                to("--audit-log-path"),
+                dir.join("audit.log").into(),
+                // Written before the response: a test reads it right after.
+                to("--audit-log-mode"),
+                to("blocking"),
+            ]);
+        }
         let apiserver = spawn_apiserver(&bin, &api_args, &dir);
         let apiserver = match apiserver {
             Ok(a) => a,
@@ -396,6 +431,12 @@ impl Cluster {
         ours.sort();
         files.extend(ours);
         files
+    }
+
+    /// The audit log (JSON lines) of a cluster started with
+    /// [`Options::audit`].
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.join("audit.log")
     }
 
     /// Where the logs and certificates are (removed on drop).

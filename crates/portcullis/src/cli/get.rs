@@ -35,6 +35,10 @@ pub struct Source {
     /// Admin API of a running `portcullis serve`.
     #[arg(long, default_value = "127.0.0.1:19000")]
     pub admin: String,
+    /// File holding the admin API's bearer token (`serve
+    /// --admin-token-file`), sent as `Authorization: Bearer`.
+    #[arg(long, env = "PORTCULLIS_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<PathBuf>,
     /// Offline (`-f`): the Gateway serving HTTPProxies (NAMESPACE/NAME),
     /// as `serve --httpproxy-gateway`.
     #[arg(long = "httpproxy-gateway")]
@@ -100,7 +104,16 @@ fn load(source: &Source) -> anyhow::Result<Views> {
             Ok(views::build(&loaded.inputs, &out))
         }
         None => {
-            let body = http_get(&source.admin, "/api/views").with_context(|| {
+            let token = match &source.admin_token_file {
+                Some(p) => Some(
+                    std::fs::read_to_string(p)
+                        .with_context(|| format!("cannot read the admin token file {}", p.display()))?
+                        .trim()
+                        .to_string(),
+                ),
+                None => None,
+            };
+            let body = http_get(&source.admin, "/api/views", token.as_deref()).with_context(|| {
                 format!(
                     "cannot reach the admin API at {} (is `portcullis serve` running? or use -f)",
                     source.admin
@@ -111,14 +124,25 @@ fn load(source: &Source) -> anyhow::Result<Views> {
     }
 }
 
-/// A minimal HTTP/1.0 GET for our own loopback admin API.
-fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+/// A minimal HTTP/1.0 GET for our own admin API.
+fn http_get(addr: &str, path: &str, token: Option<&str>) -> anyhow::Result<String> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n")?;
     let mut resp = String::new();
     s.read_to_string(&mut resp)?;
     let (head, body) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+    if head.starts_with("HTTP/1.1 401") || head.starts_with("HTTP/1.0 401") {
+        bail!(
+            "{addr} answered 401: its admin API needs a token (--admin-token-file or $PORTCULLIS_ADMIN_TOKEN_FILE){}",
+            if token.is_some() {
+                "; the one given was refused"
+            } else {
+                ""
+            }
+        );
+    }
     if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
         bail!("{} answered: {}", addr, head.lines().next().unwrap_or(""));
     }

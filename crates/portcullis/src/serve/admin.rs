@@ -1,5 +1,6 @@
 //! The admin HTTP API: `/metrics`, `/healthz`, `/readyz`, `/api/status`,
-//! `/api/config_dump`, `/api/views`.
+//! `/api/config_dump`, `/api/views`; and the optional metrics listener
+//! (`/metrics` and health only). Who may read what: `admin_auth`.
 //!
 //! Nothing here returns key material: `/api/config_dump` passes every
 //! resource through `translate::output::redact` (every field Envoy marks
@@ -14,17 +15,38 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 
+use super::admin_auth::AdminToken;
 use super::state::State;
 
-pub fn router(state: Arc<State>) -> Router {
-    Router::new()
+/// The admin listener's routes; with `token`, everything but health
+/// answers `401` without it.
+pub fn router(state: Arc<State>, token: Option<Arc<AdminToken>>) -> Router {
+    let views = Router::new()
         .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
         .route("/api/status", get(status))
         .route("/api/config_dump", get(config_dump))
-        .route("/api/views", get(views))
-        .with_state(state)
+        .route("/api/views", get(views));
+    let views = match token {
+        // `route_layer`: an unknown path is still a plain 404.
+        Some(token) => views.route_layer(axum::middleware::from_fn_with_state(
+            token,
+            super::admin_auth::require_token,
+        )),
+        None => views,
+    };
+    health().merge(views).with_state(state)
+}
+
+/// The metrics listener's routes (`--metrics-address`): `/metrics` and
+/// health, never a view, never a token.
+pub fn metrics_router(state: Arc<State>) -> Router {
+    health().route("/metrics", get(metrics)).with_state(state)
+}
+
+fn health() -> Router<Arc<State>> {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
 }
 
 async fn metrics(AxState(state): AxState<Arc<State>>) -> Response {

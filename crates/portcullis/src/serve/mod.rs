@@ -17,6 +17,7 @@
 //! (Kubernetes status writing), again whenever a NACK appears or clears.
 
 pub mod admin;
+pub mod admin_auth;
 pub mod envoy;
 pub mod fault;
 pub mod metrics;
@@ -50,9 +51,18 @@ pub struct RunArgs {
     /// Address of the ADS (xDS) gRPC server.
     #[arg(long, default_value = "127.0.0.1:18000")]
     pub xds_address: SocketAddr,
-    /// Address of the admin HTTP API (metrics, status, config dump).
+    /// Address of the admin HTTP API (metrics, status, config dump). A
+    /// non-loopback address needs --admin-token-file.
     #[arg(long, default_value = "127.0.0.1:19000")]
     pub admin_address: SocketAddr,
+    /// File holding the bearer token the admin API's views (`/api/...`,
+    /// `/metrics`) require; health stays open. Overrides `adminTokenFile`.
+    #[arg(long)]
+    pub admin_token_file: Option<PathBuf>,
+    /// Also serve `/metrics`, `/healthz` and `/readyz` (only those, no
+    /// token) on this address. Overrides `metricsAddress`.
+    #[arg(long)]
+    pub metrics_address: Option<SocketAddr>,
     /// Address Envoy listeners bind to.
     #[arg(long, default_value = "0.0.0.0")]
     pub listener_address: String,
@@ -180,6 +190,15 @@ pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
     } else {
         Some(envoy_bin(&args)?)
     };
+    // Who may read the admin API is settled before anything starts.
+    let exposure = args
+        .mode
+        .admin_exposure(args.admin_token_file.as_deref(), args.metrics_address)?;
+    let admin_token = match &exposure.token_file {
+        Some((origin, path)) => Some(Arc::new(admin_auth::AdminToken::from_file(origin, path)?)),
+        None => None,
+    };
+    admin_auth::check_exposure(args.admin_address, admin_token.as_deref())?;
     let state = State::new();
     let cache = xds::SnapshotCache::new();
     let mode = args.mode.resolve()?;
@@ -226,6 +245,14 @@ pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
     let admin_listener = tokio::net::TcpListener::bind(args.admin_address)
         .await
         .with_context(|| format!("cannot bind the admin API to {}", args.admin_address))?;
+    let metrics_listener = match exposure.metrics_address {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot bind the metrics listener to {address}"))?,
+        ),
+        None => None,
+    };
     let xds_port = xds_listener.local_addr()?.port();
     let xds_host = match args.xds_address.ip() {
         ip if ip.is_unspecified() => "127.0.0.1".to_string(),
@@ -258,6 +285,12 @@ pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
             what: "portcullis's xDS server".into(),
         },
     ];
+    if let Some(l) = &metrics_listener {
+        reserved.push(translate::endpoint_guard::Reserved {
+            address: l.local_addr()?,
+            what: "portcullis's metrics listener".into(),
+        });
+    }
     if let Some(address) = validator.as_ref().and_then(|v| v.xds_address()) {
         reserved.push(translate::endpoint_guard::Reserved {
             address,
@@ -385,8 +418,19 @@ pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
                 tonic::transport::server::TcpIncoming::from(xds_listener).with_nodelay(Some(true)),
             ),
     );
-    let admin_task = tokio::spawn(axum::serve(admin_listener, admin::router(state.clone())).into_future());
-    tracing::info!(xds = %args.xds_address, admin = %args.admin_address, source = %what, "portcullis is serving");
+    let admin_task = tokio::spawn(
+        axum::serve(admin_listener, admin::router(state.clone(), admin_token.clone())).into_future(),
+    );
+    let metrics_task = metrics_listener
+        .map(|l| tokio::spawn(axum::serve(l, admin::metrics_router(state.clone())).into_future()));
+    tracing::info!(
+        xds = %args.xds_address,
+        admin = %args.admin_address,
+        admin_token = admin_token.is_some(),
+        metrics = ?exposure.metrics_address,
+        source = %what,
+        "portcullis is serving"
+    );
 
     loop {
         tokio::select! {
@@ -413,6 +457,9 @@ pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
     }
     xds_task.abort();
     admin_task.abort();
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
     Ok(())
 }
 
