@@ -72,7 +72,13 @@ async fn apply(client: &kube::Client, yaml: &str) {
     }
 }
 
-async fn get(client: &kube::Client, api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+async fn get(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Value> {
     let mut doc = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
     if let Some(ns) = ns {
         doc["metadata"]["namespace"] = ns.into();
@@ -229,7 +235,10 @@ async fn status_prints(client: &kube::Client) -> BTreeMap<String, StatusPrint> {
         out.insert(
             format!("{kind} {}/{name}", ns.unwrap_or("")),
             StatusPrint {
-                resource_version: o["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string(),
+                resource_version: o["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
                 conditions,
             },
         );
@@ -363,7 +372,11 @@ fn fetch(port: u16, path: &str) -> Option<(u16, String)> {
     use std::io::{BufRead, Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut reader = std::io::BufReader::new(stream);
     let mut line = String::new();
     reader.read_line(&mut line).ok()?;
@@ -473,7 +486,12 @@ async fn route_observed(client: &kube::Client, g: i64) -> Option<Value> {
 /// Cluster, CRDs, echo pods and the objects; None when skipped.
 async fn cluster_with_objects(
     test: &str,
-) -> Option<(testkit::kube::Cluster, kube::Client, u16, (echo::Handle, echo::Handle))> {
+) -> Option<(
+    testkit::kube::Cluster,
+    kube::Client,
+    u16,
+    (echo::Handle, echo::Handle),
+)> {
     let cluster = testkit::kube::Cluster::start(test).await?;
     cluster
         .apply_crds(&testkit::kube::Cluster::repo_crds())
@@ -508,7 +526,9 @@ async fn controller_replicas_hand_over_on_sigkill_without_flapping_or_failed_req
         return;
     };
     let (xds_1, xds_2) = (free_port(), free_port());
-    let first = tokio::task::block_in_place(|| Replica::start(&cluster, &format!("{test}-1"), xds_1, &["--no-envoy"]));
+    let first = tokio::task::block_in_place(|| {
+        Replica::start(&cluster, &format!("{test}-1"), xds_1, &["--no-envoy"])
+    });
     let first_pid = first.pid();
     eventually("the first replica to lead", Duration::from_secs(20), || async {
         lease(&client)
@@ -516,7 +536,14 @@ async fn controller_replicas_hand_over_on_sigkill_without_flapping_or_failed_req
             .filter(|(h, _)| h.ends_with(&format!("-{first_pid}")))
     })
     .await;
-    let second = tokio::task::block_in_place(|| Replica::start(&cluster, &format!("{test}-2"), xds_2, &["--no-envoy"]));
+    settled(&client, first.admin).await;
+    // The follower's translations then stamp their conditions with a later
+    // second than the ones in the API: only the merge with the live
+    // objects keeps a hand-over from rewriting them.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let second = tokio::task::block_in_place(|| {
+        Replica::start(&cluster, &format!("{test}-2"), xds_2, &["--no-envoy"])
+    });
     let envoy_1 = Envoy::start(&format!("{test}-envoy-1"), first.xds);
     let envoy_2 = Envoy::start(&format!("{test}-envoy-2"), second.xds);
     tokio::task::block_in_place(|| {
@@ -528,10 +555,40 @@ async fn controller_replicas_hand_over_on_sigkill_without_flapping_or_failed_req
         });
     });
     settled(&client, first.admin).await;
-    let before = status_prints(&client).await;
+    let initial_writes = writes(first.admin);
+    assert!(
+        initial_writes >= 4.0,
+        "the leader wrote {initial_writes} statuses"
+    );
+    // An edit while both run: both translate it, only the leader writes.
+    apply(&client, &route_r(Some("/before"))).await;
+    eventually("the first edit's status", Duration::from_secs(20), || {
+        route_observed(&client, 2)
+    })
+    .await;
+    settled(&client, first.admin).await;
     let leader_writes = writes(first.admin);
-    assert!(leader_writes >= 4.0, "the leader wrote {leader_writes} statuses");
-    assert_eq!(writes(second.admin), 0.0, "the follower wrote status");
+    assert_eq!(
+        leader_writes - initial_writes,
+        1.0,
+        "leader's status writes for one edit"
+    );
+    // A follower does no status work at all: no write, and not even the
+    // comparison with the live objects (which, status being equal, would
+    // hide a follower that writes).
+    let follower_work = |admin| {
+        (
+            writes(admin),
+            metric_sum(admin, "portcullis_status_unchanged_total").expect("metrics"),
+            metric_sum(admin, "portcullis_status_conflicts_total").expect("metrics"),
+        )
+    };
+    assert_eq!(
+        follower_work(second.admin),
+        (0.0, 0.0, 0.0),
+        "the follower did status work"
+    );
+    let before = status_prints(&client).await;
 
     let traffic = Traffic::start(gw_port);
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -584,7 +641,9 @@ async fn controller_replicas_hand_over_on_sigkill_without_flapping_or_failed_req
 
     // A replica started again on the dead one's xDS port (its Envoy
     // reconnects to it) joins as a follower: it writes nothing.
-    let third = tokio::task::block_in_place(|| Replica::start(&cluster, &format!("{test}-3"), xds_1, &["--no-envoy"]));
+    let third = tokio::task::block_in_place(|| {
+        Replica::start(&cluster, &format!("{test}-3"), xds_1, &["--no-envoy"])
+    });
     // An edit after the hand-over: served by both Envoys, its status
     // written by the new leader only (one write: the Gateway's attached
     // route count does not change).
@@ -594,10 +653,21 @@ async fn controller_replicas_hand_over_on_sigkill_without_flapping_or_failed_req
             (0..8).all(|_| http(gw_port, "x", "/after").is_some_and(|r| r.0 == 200))
         });
     });
-    let accepted = eventually("the edit's status", Duration::from_secs(20), || route_observed(&client, 2)).await;
+    let accepted = eventually("the edit's status", Duration::from_secs(20), || {
+        route_observed(&client, 3)
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(writes(second.admin), 1.0, "status writes of the new leader for one edit");
-    assert_eq!(writes(third.admin), 0.0, "the restarted follower wrote status");
+    assert_eq!(
+        writes(second.admin),
+        1.0,
+        "status writes of the new leader for one edit"
+    );
+    assert_eq!(
+        follower_work(third.admin),
+        (0.0, 0.0, 0.0),
+        "the restarted follower did status work"
+    );
     let before_r = &before["HTTPRoute app/r"].conditions["parent 0/Accepted"];
     assert_eq!(
         (&accepted["status"], &accepted["lastTransitionTime"]),
@@ -613,7 +683,7 @@ async fn controller_replicas_hand_over_on_sigkill_without_flapping_or_failed_req
     eprintln!(
         "{test}: hand-over {:.2} s after SIGKILL (Lease {LEASE_SECONDS} s, retry {} ms); \
          {sent} requests, 0 failed (Envoy 1 served {served_1_after} after the kill, Envoy 2 {} in all); \
-         status writes: old leader {leader_writes}, new leader 0 at the hand-over and 1 for the edit, followers 0",
+         status writes: old leader {initial_writes} + 1 for an edit, new leader 0 at the hand-over and 1 for an edit, followers 0",
         took.as_secs_f64(),
         retry_period().as_millis(),
         envoy_2.served(),
@@ -658,7 +728,8 @@ async fn controller_apiserver_restart_under_traffic_loses_nothing() {
             metric_sum(replica.admin, "portcullis_leader") == Some(1.0)
         });
     });
-    let errors = metric_sum(replica.admin, "portcullis_kube_watch_errors_total").unwrap_or(0.0) - errors_before;
+    let errors =
+        metric_sum(replica.admin, "portcullis_kube_watch_errors_total").unwrap_or(0.0) - errors_before;
     assert!(errors > 0.0, "the watches never noticed the outage");
     // Nothing lost, nothing rewritten: the status in the API is the one
     // from before (the objects are still in the snapshot: a dropped one
@@ -669,7 +740,11 @@ async fn controller_apiserver_restart_under_traffic_loses_nothing() {
         before,
         "status changed across the outage"
     );
-    assert_eq!(writes(replica.admin), writes_before, "status written after the outage");
+    assert_eq!(
+        writes(replica.admin),
+        writes_before,
+        "status written after the outage"
+    );
     // An edit after the restart: served, its status written (once).
     let edited = Instant::now();
     apply(&client, &route_r(Some("/after"))).await;
@@ -679,9 +754,16 @@ async fn controller_apiserver_restart_under_traffic_loses_nothing() {
         });
     });
     let propagated = edited.elapsed();
-    eventually("the edit's status", Duration::from_secs(20), || route_observed(&client, 2)).await;
+    eventually("the edit's status", Duration::from_secs(20), || {
+        route_observed(&client, 2)
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(writes(replica.admin), writes_before + 1.0, "status writes for one edit");
+    assert_eq!(
+        writes(replica.admin),
+        writes_before + 1.0,
+        "status writes for one edit"
+    );
     let sent = tokio::task::block_in_place(|| traffic.finish());
     eprintln!(
         "{test}: apiserver down {:.1} s; {sent} requests, 0 failed; {errors} watch errors; \
