@@ -21,7 +21,9 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use kube::discovery::Scope;
 use serde_json::{Value, json};
 
@@ -94,9 +96,7 @@ impl Kube {
             return Err(KubeError::Unavailable(reason));
         }
         let cluster = testkit::kube::Cluster::try_start().await?;
-        cluster
-            .apply_crds(&testkit::kube::Cluster::repo_crds())
-            .await?;
+        cluster.apply_crds(&testkit::kube::Cluster::repo_crds()).await?;
         let client = cluster.client().await?;
         Ok(Kube {
             cluster,

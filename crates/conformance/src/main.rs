@@ -99,9 +99,8 @@ async fn run(args: &Args, work: &std::path::Path) -> anyhow::Result<(usize, usiz
         tests.extend(cases::load(dir)?);
     }
     let first = args.cases_dirs.first().context("no cases folder given")?;
-    let selected = |test: &cases::Test| {
-        args.only.is_empty() || args.only.iter().any(|o| test.test.contains(o.as_str()))
-    };
+    let selected =
+        |test: &cases::Test| args.only.is_empty() || args.only.iter().any(|o| test.test.contains(o.as_str()));
     let started = std::time::Instant::now();
     let mut world = match runner::World::start(
         first,

@@ -393,7 +393,8 @@ impl World {
                                 .and_then(Value::as_str)
                                 .unwrap_or("default")
                                 == pre.delete.namespace
-                            && d.pointer("/metadata/name").and_then(Value::as_str) == Some(pre.delete.name.as_str())
+                            && d.pointer("/metadata/name").and_then(Value::as_str)
+                                == Some(pre.delete.name.as_str())
                     })
                     .cloned();
                 if !manifests::remove(view, &pre.delete.kind, &pre.delete.namespace, &pre.delete.name) {
