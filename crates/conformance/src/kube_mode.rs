@@ -21,8 +21,10 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
 };
 use kube::discovery::Scope;
 use serde_json::{Value, json};
@@ -39,7 +41,7 @@ const STATUS_KINDS: [(&str, &str); 4] = [
     ("ListenerSet", "listenersets"),
 ];
 
-/// Why controller mode could not start.
+/// What went wrong in controller mode; each names the object.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
     /// No apiserver on this machine: every case is skipped with this reason.
@@ -47,6 +49,45 @@ pub enum KubeError {
     Unavailable(String),
     #[error("Kubernetes control plane: {0}")]
     Cluster(#[from] testkit::kube::ClusterError),
+    #[error("{api_version} {kind} is not served by the apiserver: {source}")]
+    Discovery {
+        api_version: String,
+        kind: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the apiserver refused {object}: {source}")]
+    Refused {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("delete {object}: {source}")]
+    Delete {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("finalize Namespace {namespace}: {source}")]
+    Finalize {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("Namespace {0} still exists 10 s after its delete")]
+    NamespaceStays(String),
+    #[error("list {plural}: {source}")]
+    List {
+        plural: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("no forwarder on the host's address for echo pod {pod}: {source}")]
+    Forward {
+        pod: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// An object as `(kind, namespace, name)`; cluster-scoped ones have an
@@ -115,7 +156,7 @@ impl Kube {
         self.cluster.dir()
     }
 
-    async fn resource(&mut self, doc: &Value) -> Result<(ApiResource, Scope), String> {
+    async fn resource(&mut self, doc: &Value) -> Result<(ApiResource, Scope), KubeError> {
         let api_version = doc["apiVersion"].as_str().unwrap_or("");
         let kind = kind_of(doc);
         let key = (api_version.to_string(), kind.to_string());
@@ -126,13 +167,17 @@ impl Kube {
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let (ar, caps) = kube::discovery::pinned_kind(&self.client, &gvk)
             .await
-            .map_err(|e| format!("{api_version} {kind} is not served by the apiserver: {e}"))?;
+            .map_err(|source| KubeError::Discovery {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                source,
+            })?;
         let r = (ar, caps.scope);
         self.resources.insert(key, r.clone());
         Ok(r)
     }
 
-    async fn api(&mut self, doc: &Value) -> Result<Api<DynamicObject>, String> {
+    async fn api(&mut self, doc: &Value) -> Result<Api<DynamicObject>, KubeError> {
         let (ar, scope) = self.resource(doc).await?;
         Ok(match scope {
             Scope::Namespaced => Api::namespaced_with(self.client.clone(), namespace_of(doc), &ar),
@@ -143,7 +188,7 @@ impl Kube {
     /// What the API is given for `view` (file mode's cluster view): every
     /// EndpointSlice naming an echo pod's loopback address becomes one
     /// slice per endpoint on that pod's forwarders.
-    pub fn api_view(&mut self, view: &[Value]) -> Result<Vec<Value>, String> {
+    pub fn api_view(&mut self, view: &[Value]) -> Result<Vec<Value>, KubeError> {
         let mut out = Vec::with_capacity(view.len());
         for d in view {
             if kind_of(d) == "EndpointSlice" && has_loopback_endpoint(d) {
@@ -157,22 +202,21 @@ impl Kube {
         Ok(out)
     }
 
-    fn forward(&mut self, pod: SocketAddr) -> Result<SocketAddr, String> {
+    fn forward(&mut self, pod: SocketAddr) -> Result<SocketAddr, KubeError> {
         if let Some(f) = self.forwards.get(&pod) {
             return Ok(*f);
         }
-        let f = testkit::kube::forward_from_host(pod)
-            .map_err(|e| format!("no forwarder on the host's address for {pod}: {e}"))?;
+        let f = testkit::kube::forward_from_host(pod).map_err(|source| KubeError::Forward { pod, source })?;
         self.forwards.insert(pod, f);
         Ok(f)
     }
 
-    fn forwarded_slices(&mut self, slice: &Value) -> Result<Vec<Value>, String> {
+    fn forwarded_slices(&mut self, slice: &Value) -> Result<Vec<Value>, KubeError> {
         let ports: Vec<Value> = slice["ports"].as_array().cloned().unwrap_or_default();
         let mut out = Vec::new();
         let endpoints = slice["endpoints"].as_array().cloned().unwrap_or_default();
         for (i, ep) in endpoints.iter().enumerate() {
-            for addr in ep["addresses"].as_array().into_iter().flatten() {
+            for (j, addr) in ep["addresses"].as_array().into_iter().flatten().enumerate() {
                 let Some(ip) = addr.as_str().and_then(|a| a.parse::<IpAddr>().ok()) else {
                     continue;
                 };
@@ -190,7 +234,7 @@ impl Kube {
                 }
                 let Some(host) = host else { continue };
                 let mut s = slice.clone();
-                s["metadata"]["name"] = json!(format!("{}-{i}", name_of(slice)));
+                s["metadata"]["name"] = json!(format!("{}-{i}-{j}", name_of(slice)));
                 s["ports"] = Value::Array(own_ports);
                 let mut ep = ep.clone();
                 ep["addresses"] = json!([host.to_string()]);
@@ -206,43 +250,37 @@ impl Kube {
 
     /// Applies `docs` (an [`Kube::api_view`]) in order; stops at the first
     /// object the apiserver refuses.
-    pub async fn apply(&mut self, docs: &[Value]) -> Result<(), String> {
+    pub async fn apply(&mut self, docs: &[Value]) -> Result<(), KubeError> {
         let params = PatchParams::apply(MANAGER).force();
         for d in docs {
             let api = self.api(d).await?;
-            let mut d = d.clone();
-            // stringData is write-only: server-side apply would keep
-            // re-asserting it; data is what a Secret holds.
-            if let Some(string_data) = d.as_object_mut().and_then(|o| o.remove("stringData")) {
-                let data: serde_json::Map<String, Value> = string_data
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| (k.clone(), json!(b64(v.as_str().unwrap_or("")))))
-                    .collect();
-                d["data"] = Value::Object(data);
-            }
-            api.patch(name_of(&d), &params, &Patch::Apply(&d))
+            api.patch(name_of(d), &params, &Patch::Apply(d))
                 .await
-                .map_err(|e| format!("the apiserver refused {}: {e}", describe(&d)))?;
+                .map_err(|source| KubeError::Refused {
+                    object: describe(d),
+                    source,
+                })?;
         }
         Ok(())
     }
 
     /// Deletes one object (absent is fine).
-    pub async fn delete(&mut self, doc: &Value) -> Result<(), String> {
+    pub async fn delete(&mut self, doc: &Value) -> Result<(), KubeError> {
         let api = self.api(doc).await?;
         match api.delete(name_of(doc), &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(format!("delete {}: {e}", describe(doc))),
+            Err(source) => Err(KubeError::Delete {
+                object: describe(doc),
+                source,
+            }),
         }
     }
 
     /// Deletes `docs` (an [`Kube::api_view`]): the namespaced objects, then
     /// the Namespaces, finalized here (no namespace controller runs) and
     /// waited for, so the next test can create them again.
-    pub async fn delete_all(&mut self, docs: &[Value]) -> Result<(), String> {
+    pub async fn delete_all(&mut self, docs: &[Value]) -> Result<(), KubeError> {
         let mut first_error = None;
         for d in docs.iter().rev().filter(|d| kind_of(d) != "Namespace") {
             if let Err(e) = self.delete(d).await {
@@ -257,41 +295,57 @@ impl Kube {
         first_error.map_or(Ok(()), Err)
     }
 
-    async fn delete_namespace(&mut self, name: &str) -> Result<(), String> {
+    async fn delete_namespace(&mut self, name: &str) -> Result<(), KubeError> {
         let doc = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         self.delete(&doc).await?;
-        let finalize = json!({
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name},
-            "spec": {"finalizers": []},
-        });
-        let request = http::Request::put(format!("/api/v1/namespaces/{name}/finalize"))
-            .header("content-type", "application/json")
-            .body(serde_json::to_vec(&finalize).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-        match self.client.request::<Value>(request).await {
+        // The namespace controller's last step: the `kubernetes` finalizer
+        // removed through the finalize subresource; a second delete then
+        // removes the Namespace.
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let finalized = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+            spec: Some(NamespaceSpec {
+                finalizers: Some(Vec::new()),
+            }),
+            status: None,
+        };
+        match namespaces
+            .replace_subresource("finalize", name, &PostParams::default(), &finalized)
+            .await
+        {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-            Err(e) => return Err(format!("finalize Namespace {name}: {e}")),
+            Err(source) => {
+                return Err(KubeError::Finalize {
+                    namespace: name.to_string(),
+                    source,
+                });
+            }
         }
-        // Finalized: a second delete removes it.
         self.delete(&doc).await?;
-        let api = self.api(&doc).await?;
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            match api.get_opt(name).await {
+            match namespaces.get_opt(name).await {
                 Ok(None) => return Ok(()),
                 Ok(Some(_)) if Instant::now() > deadline => {
-                    return Err(format!("Namespace {name} still exists 10 s after its delete"));
+                    return Err(KubeError::NamespaceStays(name.to_string()));
                 }
                 Ok(Some(_)) => tokio::time::sleep(Duration::from_millis(50)).await,
-                Err(e) => return Err(format!("get Namespace {name}: {e}")),
+                Err(source) => {
+                    return Err(KubeError::Delete {
+                        object: format!("Namespace {name}"),
+                        source,
+                    });
+                }
             }
         }
     }
 
     /// The status of every Gateway, route and ListenerSet, from the API.
-    pub async fn live(&self) -> Result<Live, String> {
+    pub async fn live(&self) -> Result<Live, KubeError> {
         let mut live = Live {
             status: Vec::new(),
             generations: HashMap::new(),
@@ -303,7 +357,7 @@ impl Kube {
             let list = api
                 .list(&ListParams::default())
                 .await
-                .map_err(|e| format!("list {plural}: {e}"))?;
+                .map_err(|source| KubeError::List { plural, source })?;
             for o in list.items {
                 let ns = o.metadata.namespace.clone().unwrap_or_default();
                 let name = o.metadata.name.clone().unwrap_or_default();
@@ -330,9 +384,4 @@ fn has_loopback_endpoint(slice: &Value) -> bool {
         .flat_map(|ep| ep["addresses"].as_array().into_iter().flatten())
         .filter_map(|a| a.as_str()?.parse::<IpAddr>().ok())
         .any(|ip| ip.is_loopback())
-}
-
-fn b64(s: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(s)
 }

@@ -129,11 +129,8 @@ impl World {
                     "conformance: kube-apiserver and etcd logs in {} (removed at exit unless PORTCULLIS_KEEP_KUBE=1)",
                     kube.dir().display()
                 );
-                let view = kube.api_view(&base_view).map_err(anyhow::Error::msg)?;
-                kube.apply(&view)
-                    .await
-                    .map_err(anyhow::Error::msg)
-                    .context("base manifests")?;
+                let view = kube.api_view(&base_view)?;
+                kube.apply(&view).await.context("base manifests")?;
                 Target::Api(Box::new(kube))
             }
         };
@@ -240,7 +237,7 @@ impl World {
     /// `metadata.generation` (file mode takes it from the manifests).
     async fn live_status(&self) -> Result<(Vec<Value>, Option<HashMap<Key, i64>>), String> {
         if let Target::Api(kube) = &self.target {
-            let live = kube.live().await?;
+            let live = kube.live().await.map_err(|e| e.to_string())?;
             return Ok((live.status, Some(live.generations)));
         }
         let r = self.admin_get("/api/status").await?;
@@ -310,11 +307,11 @@ impl World {
         if let Target::Api(kube) = &mut self.target {
             let applied = match kube.api_view(&view) {
                 Ok(v) => v,
-                Err(e) => return Outcome::Fail(e),
+                Err(e) => return Outcome::Fail(e.to_string()),
             };
             let outcome = match kube.apply(&applied).await {
                 Ok(()) => self.check(test, &mut view, &test_file).await,
-                Err(e) => Outcome::Fail(e),
+                Err(e) => Outcome::Fail(e.to_string()),
             };
             // Like the suite's cleanup: the test's objects are deleted.
             let Target::Api(kube) = &mut self.target else {
@@ -406,7 +403,7 @@ impl World {
                 let written = match &mut self.target {
                     Target::Files => manifests::write(test_file, view).map_err(|e| format!("{e:#}")),
                     Target::Api(kube) => match &gone {
-                        Some(gone) => kube.delete(gone).await,
+                        Some(gone) => kube.delete(gone).await.map_err(|e| e.to_string()),
                         None => Ok(()),
                     },
                 };
