@@ -709,6 +709,7 @@ async fn controller_apiserver_restart_under_traffic_loses_nothing() {
     let before = status_prints(&client).await;
     let writes_before = writes(replica.admin);
     let errors_before = metric_sum(replica.admin, "portcullis_kube_watch_errors_total").unwrap_or(0.0);
+    let relists_before = metric_sum(replica.admin, "portcullis_kube_relists_total").unwrap_or(0.0);
 
     let traffic = Traffic::start(gw_port);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -765,8 +766,9 @@ async fn controller_apiserver_restart_under_traffic_loses_nothing() {
         "status writes for one edit"
     );
     let sent = tokio::task::block_in_place(|| traffic.finish());
+    let relists = metric_sum(replica.admin, "portcullis_kube_relists_total").unwrap_or(0.0) - relists_before;
     eprintln!(
-        "{test}: apiserver down {:.1} s; {sent} requests, 0 failed; {errors} watch errors; \
+        "{test}: apiserver down {:.1} s; {sent} requests, 0 failed; {errors} watch errors, {relists} relists; \
          status unchanged; edit after the restart served in {} ms",
         outage.as_secs_f64(),
         propagated.as_millis()
