@@ -54,25 +54,25 @@ pub enum KubeError {
         api_version: String,
         kind: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("the apiserver refused {object}: {source}")]
     Refused {
         object: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("delete {object}: {source}")]
     Delete {
         object: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("finalize Namespace {namespace}: {source}")]
     Finalize {
         namespace: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("Namespace {0} still exists 10 s after its delete")]
     NamespaceStays(String),
@@ -80,7 +80,7 @@ pub enum KubeError {
     List {
         plural: &'static str,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error("no forwarder on the host's address for echo pod {pod}: {source}")]
     Forward {
@@ -170,7 +170,7 @@ impl Kube {
             .map_err(|source| KubeError::Discovery {
                 api_version: api_version.to_string(),
                 kind: kind.to_string(),
-                source,
+                source: Box::new(source),
             })?;
         let r = (ar, caps.scope);
         self.resources.insert(key, r.clone());
@@ -258,7 +258,7 @@ impl Kube {
                 .await
                 .map_err(|source| KubeError::Refused {
                     object: describe(d),
-                    source,
+                    source: Box::new(source),
                 })?;
         }
         Ok(())
@@ -272,7 +272,7 @@ impl Kube {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(source) => Err(KubeError::Delete {
                 object: describe(doc),
-                source,
+                source: Box::new(source),
             }),
         }
     }
@@ -321,7 +321,7 @@ impl Kube {
             Err(source) => {
                 return Err(KubeError::Finalize {
                     namespace: name.to_string(),
-                    source,
+                    source: Box::new(source),
                 });
             }
         }
@@ -337,7 +337,7 @@ impl Kube {
                 Err(source) => {
                     return Err(KubeError::Delete {
                         object: format!("Namespace {name}"),
-                        source,
+                        source: Box::new(source),
                     });
                 }
             }
@@ -357,7 +357,10 @@ impl Kube {
             let list = api
                 .list(&ListParams::default())
                 .await
-                .map_err(|source| KubeError::List { plural, source })?;
+                .map_err(|source| KubeError::List {
+                    plural,
+                    source: Box::new(source),
+                })?;
             for o in list.items {
                 let ns = o.metadata.namespace.clone().unwrap_or_default();
                 let name = o.metadata.name.clone().unwrap_or_default();
