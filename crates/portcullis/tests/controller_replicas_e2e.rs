@@ -342,6 +342,12 @@ impl Envoy {
         Envoy { child, admin }
     }
 
+    /// Does its route configuration (as Envoy holds it) match `path`?
+    fn has_path(&self, path: &str) -> bool {
+        http(self.admin, "x", "/config_dump?resource=dynamic_route_configs")
+            .is_some_and(|(status, _, body)| status == 200 && body.contains(&format!("\"{path}\"")))
+    }
+
     /// Requests its Gateway listeners answered (the admin listener's not
     /// counted).
     fn served(&self) -> u64 {
@@ -549,7 +555,9 @@ async fn controller_replicas_hand_over_on_sigkill_without_flapping_or_failed_req
     tokio::task::block_in_place(|| {
         wait_for("both Envoys to serve /a", Duration::from_secs(60), || {
             // Fresh connections land on either Envoy.
-            (0..8).all(|_| http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200))
+            envoy_1.has_path("/a")
+                && envoy_2.has_path("/a")
+                && (0..8).all(|_| http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200))
                 && envoy_1.served() > 0
                 && envoy_2.served() > 0
         });
@@ -649,9 +657,12 @@ async fn controller_replicas_hand_over_on_sigkill_without_flapping_or_failed_req
     // route count does not change).
     apply(&client, &route_r(Some("/after"))).await;
     tokio::task::block_in_place(|| {
+        // Each Envoy asked for its configuration: SO_REUSEPORT picks which
+        // one answers a request.
         wait_for("the edit on both Envoys", Duration::from_secs(60), || {
-            (0..8).all(|_| http(gw_port, "x", "/after").is_some_and(|r| r.0 == 200))
+            envoy_1.has_path("/after") && envoy_2.has_path("/after")
         });
+        assert!((0..8).all(|_| http(gw_port, "x", "/after").is_some_and(|r| r.0 == 200)));
     });
     let accepted = eventually("the edit's status", Duration::from_secs(20), || {
         route_observed(&client, 3)
