@@ -460,7 +460,8 @@ impl Traffic {
     }
 }
 
-async fn lease(client: &kube::Client) -> Option<(String, String)> {
+/// The Lease's holder and its `spec`.
+async fn lease(client: &kube::Client) -> Option<(String, Value)> {
     let l = get(
         client,
         "coordination.k8s.io/v1",
@@ -471,8 +472,23 @@ async fn lease(client: &kube::Client) -> Option<(String, String)> {
     .await?;
     Some((
         l["spec"]["holderIdentity"].as_str()?.to_string(),
-        l["spec"]["renewTime"].as_str().unwrap_or("").to_string(),
+        l["spec"].clone(),
     ))
+}
+
+/// `b - a` for two Lease MicroTimes (`2026-01-02T03:04:05.678901Z`) of the
+/// same day; None otherwise.
+fn micro_time_gap(a: &Value, b: &Value) -> Option<Duration> {
+    let parse = |v: &Value| -> Option<(String, f64)> {
+        let (date, time) = v.as_str()?.trim_end_matches('Z').split_once('T')?;
+        let mut parts = time.split(':');
+        let h: f64 = parts.next()?.parse().ok()?;
+        let m: f64 = parts.next()?.parse().ok()?;
+        let sec: f64 = parts.next()?.parse().ok()?;
+        Some((date.to_string(), h * 3600.0 + m * 60.0 + sec))
+    };
+    let ((da, ta), (db, tb)) = (parse(a)?, parse(b)?);
+    (da == db && tb >= ta).then(|| Duration::from_secs_f64(tb - ta))
 }
 
 /// Route `r`'s Accepted condition at generation `g`, written.
@@ -608,21 +624,35 @@ async fn controller_replicas_hand_over_on_sigkill_without_flapping_or_failed_req
     // Reaped: its Drop must not signal a pid that may be reused.
     std::mem::forget(dead);
     let killed = Instant::now();
+    let (_, dead_lease) = lease(&client).await.expect("lease");
     let served_1_at_kill = envoy_1.served();
     let second_pid = second.pid();
-    loop {
-        if let Some((h, _)) = lease(&client).await
+    let taken = loop {
+        if let Some((h, spec)) = lease(&client).await
             && h.ends_with(&format!("-{second_pid}"))
         {
-            break;
+            break spec;
         }
         assert!(
             killed.elapsed() < Duration::from_secs(20),
             "no hand-over from {holder} 20 s after its death"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
     let took = killed.elapsed();
+    // On the Lease itself (both times from this host's clock): taken no
+    // sooner than a Lease duration after the dead leader's last renewal —
+    // never while it might still be leading — and not much later.
+    let expiry = micro_time_gap(&dead_lease["renewTime"], &taken["acquireTime"])
+        .unwrap_or_else(|| panic!("Lease times: {dead_lease} then {taken}"));
+    assert!(
+        expiry >= Duration::from_secs(LEASE_SECONDS),
+        "taken {expiry:?} after the last renewal, within the Lease ({LEASE_SECONDS} s)"
+    );
+    assert!(
+        expiry <= Duration::from_secs(LEASE_SECONDS) + retry_period() * 2 + Duration::from_millis(300),
+        "taken {expiry:?} after the last renewal (Lease {LEASE_SECONDS} s)"
+    );
     // The follower saw the last renewal at most a retry period late, and
     // tries to take the Lease once per retry period.
     let bound = Duration::from_secs(LEASE_SECONDS) + retry_period() * 2 + Duration::from_millis(500);
@@ -692,10 +722,11 @@ async fn controller_replicas_hand_over_on_sigkill_without_flapping_or_failed_req
         "the dead leader's Envoy served nothing after the kill"
     );
     eprintln!(
-        "{test}: hand-over {:.2} s after SIGKILL (Lease {LEASE_SECONDS} s, retry {} ms); \
+        "{test}: hand-over {:.2} s after SIGKILL, {:.2} s after the last renewal (Lease {LEASE_SECONDS} s, retry {} ms); \
          {sent} requests, 0 failed (Envoy 1 served {served_1_after} after the kill, Envoy 2 {} in all); \
          status writes: old leader {initial_writes} + 1 for an edit, new leader 0 at the hand-over and 1 for an edit, followers 0",
         took.as_secs_f64(),
+        expiry.as_secs_f64(),
         retry_period().as_millis(),
         envoy_2.served(),
     );
