@@ -4,6 +4,9 @@
 # Envoy + echo backends on loopback. Prints PASS/FAIL/SKIP per test and the
 # summary; exits non-zero when a test fails. Needs to bind ports 80/443 on
 # 127.0.1.N (root or CAP_NET_BIND_SERVICE), as the upstream Gateways ask.
+# `--mode controller` runs the same cases against portcullis controller and
+# a real kube-apiserver (scripts/install-kube.sh; without it every case is
+# SKIPPED, a failure under PORTCULLIS_REQUIRE_KUBE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-envoy.sh >/dev/null
@@ -20,10 +23,18 @@ if [ -z "$cases" ]; then
 fi
 # The ListenerSet cases (README there) live beside the others.
 extra="${PORTCULLIS_CONFORMANCE_EXTRA_CASES:-$(dirname "$cases")/gateway-api-listenerset}"
+mode=file
+prev=
+for a in "$@"; do
+  case "$a" in --mode=*) mode="${a#--mode=}" ;; esac
+  if [ "$prev" = --mode ]; then mode="$a"; fi
+  prev="$a"
+done
 work="$PWD/target/conformance"
+if [ "$mode" != file ]; then work="$PWD/target/conformance-$mode"; fi
 rm -rf "$work"
 mkdir -p "$work"
 dirs=("$cases")
 if [ -f "$extra/index.json" ]; then dirs+=("$extra"); fi
-echo "conformance: cases from ${dirs[*]}; Envoy and control-plane logs in $work" >&2
+echo "conformance ($mode mode): cases from ${dirs[*]}; Envoy and control-plane logs in $work" >&2
 cargo run --quiet --release --bin conformance -- "${dirs[@]}" --work-dir "$work" "$@" 2>"$work.stderr.log"

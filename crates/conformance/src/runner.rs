@@ -1,7 +1,10 @@
 //! Runs the cases against one live `portcullis serve` (in-process, with the
 //! real Envoys it supervises) and the echo pods, the way the upstream suite
 //! runs against a live cluster: base manifests applied once, each test's
-//! manifests applied, checked (eventually consistent), then deleted.
+//! manifests applied, checked (eventually consistent), then deleted. In
+//! controller mode the same happens through a real kube-apiserver and
+//! `portcullis controller` ([`crate::kube_mode`]): only where objects go
+//! and where status is read from differ ([`Target`]).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -17,6 +20,7 @@ use crate::backends::Backends;
 use crate::cases::{Case, RequestGroup, Test, WeightedDistribution};
 use crate::client::{Outgoing, Response, send};
 use crate::compare::{Echoed, compare};
+use crate::kube_mode::{Key, Kube};
 use crate::status::{Document, check};
 use crate::tls::Certs;
 use crate::{backends, manifests, tls};
@@ -33,8 +37,36 @@ pub enum Outcome {
     Skip(String),
 }
 
+/// Which control plane the cases run against.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Mode {
+    /// `portcullis serve` watching a folder the runner writes.
+    File,
+    /// `portcullis controller` watching a real kube-apiserver.
+    Controller,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::File => "file",
+            Mode::Controller => "controller",
+        }
+    }
+}
+
+/// Where the objects go and where status is read from.
+enum Target {
+    /// The test's objects in `test.json` of the watched folder; status from
+    /// the admin API.
+    Files,
+    /// Through the API; status from the API.
+    Api(Box<Kube>),
+}
+
 pub struct World {
     manifest_dir: PathBuf,
+    target: Target,
     admin: SocketAddr,
     backends: Backends,
     tls: Arc<rustls::ClientConfig>,
@@ -50,6 +82,12 @@ struct ServeCli {
     args: portcullis::serve::Args,
 }
 
+#[derive(Parser)]
+struct ControllerCli {
+    #[command(flatten)]
+    args: portcullis::controller::Args,
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -63,7 +101,12 @@ fn envoy_bin() -> Option<PathBuf> {
 }
 
 impl World {
-    pub async fn start(cases_dir: &Path, work: &Path, consistency: Duration) -> anyhow::Result<World> {
+    pub async fn start(
+        cases_dir: &Path,
+        work: &Path,
+        consistency: Duration,
+        mode: Mode,
+    ) -> anyhow::Result<World> {
         let manifest_dir = work.join("manifests");
         let run_dir = work.join("run");
         std::fs::create_dir_all(&manifest_dir)
@@ -75,13 +118,37 @@ impl World {
         let certs: Certs = tls::generate()?;
         let mut base_view = manifests::cluster_view(&base, &backends);
         base_view.extend(manifests::suite_objects(&certs));
-        manifests::write(&manifest_dir.join("base.json"), &base_view)?;
+        let target = match mode {
+            Mode::File => {
+                manifests::write(&manifest_dir.join("base.json"), &base_view)?;
+                Target::Files
+            }
+            Mode::Controller => {
+                let mut kube = Kube::start().await?;
+                eprintln!(
+                    "conformance: kube-apiserver and etcd logs in {} (removed at exit unless PORTCULLIS_KEEP_KUBE=1)",
+                    kube.dir().display()
+                );
+                let view = kube.api_view(&base_view)?;
+                kube.apply(&view).await.context("base manifests")?;
+                Target::Api(Box::new(kube))
+            }
+        };
 
         let admin: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
         let xds: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-        let mut argv: Vec<String> = vec![
-            "serve".into(),
-            manifest_dir.display().to_string(),
+        let source: Vec<String> = match &target {
+            Target::Files => vec!["serve".into(), manifest_dir.display().to_string()],
+            // One replica: it writes status without a Lease.
+            Target::Api(kube) => vec![
+                "controller".into(),
+                "--kubeconfig".into(),
+                kube.kubeconfig().display().to_string(),
+                "--no-leader-election".into(),
+            ],
+        };
+        let mut argv: Vec<String> = source;
+        argv.extend([
             "--loopback-per-gateway".into(),
             "--xds-address".into(),
             xds.to_string(),
@@ -89,18 +156,30 @@ impl World {
             admin.to_string(),
             "--run-dir".into(),
             run_dir.display().to_string(),
-        ];
+        ]);
         let Some(bin) = envoy_bin() else {
             bail!("no Envoy binary: run scripts/install-envoy.sh or set ENVOY_BIN");
         };
         argv.extend(["--envoy-bin".into(), bin.display().to_string()]);
-        let args = ServeCli::try_parse_from(argv).context("serve arguments")?.args;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let serve = tokio::spawn(portcullis::serve::serve_until(args, async {
+        let until = async {
             let _ = rx.await;
-        }));
+        };
+        let serve = match &target {
+            Target::Files => {
+                let args = ServeCli::try_parse_from(argv).context("serve arguments")?.args;
+                tokio::spawn(portcullis::serve::serve_until(args, until))
+            }
+            Target::Api(_) => {
+                let args = ControllerCli::try_parse_from(argv)
+                    .context("controller arguments")?
+                    .args;
+                tokio::spawn(portcullis::controller::controller_until(args, until))
+            }
+        };
         let world = World {
             manifest_dir,
+            target,
             admin,
             backends,
             tls: tls::client_config(&certs)?,
@@ -117,7 +196,7 @@ impl World {
                 break;
             }
             if Instant::now() > deadline {
-                bail!("portcullis serve did not become ready within {CONSISTENCY:?}");
+                bail!("portcullis did not become ready within {CONSISTENCY:?}");
             }
             tokio::time::sleep(POLL).await;
         }
@@ -151,9 +230,19 @@ impl World {
     }
 
     async fn status_document(&self) -> Result<Vec<Value>, String> {
+        Ok(self.live_status().await?.0)
+    }
+
+    /// The status of every object, and in controller mode the objects' live
+    /// `metadata.generation` (file mode takes it from the manifests).
+    async fn live_status(&self) -> Result<(Vec<Value>, Option<HashMap<Key, i64>>), String> {
+        if let Target::Api(kube) = &self.target {
+            let live = kube.live().await.map_err(|e| e.to_string())?;
+            return Ok((live.status, Some(live.generations)));
+        }
         let r = self.admin_get("/api/status").await?;
         let doc: Value = serde_json::from_slice(&r.body).map_err(|e| format!("/api/status: {e}"))?;
-        Ok(doc["status"].as_array().cloned().unwrap_or_default())
+        Ok((doc["status"].as_array().cloned().unwrap_or_default(), None))
     }
 
     /// The first address in the Gateway's status.
@@ -215,6 +304,24 @@ impl World {
         if test.test == "HTTPRouteServiceTypes" {
             manifests::patch_manual_slices(&mut view, &self.backends);
         }
+        if let Target::Api(kube) = &mut self.target {
+            let applied = match kube.api_view(&view) {
+                Ok(v) => v,
+                Err(e) => return Outcome::Fail(e.to_string()),
+            };
+            let outcome = match kube.apply(&applied).await {
+                Ok(()) => self.check(test, &mut view, &test_file).await,
+                Err(e) => Outcome::Fail(e.to_string()),
+            };
+            // Like the suite's cleanup: the test's objects are deleted.
+            let Target::Api(kube) = &mut self.target else {
+                return outcome;
+            };
+            return match (kube.delete_all(&applied).await, outcome) {
+                (Err(e), Outcome::Pass) => Outcome::Fail(format!("cleanup: {e}")),
+                (_, outcome) => outcome,
+            };
+        }
         if let Err(e) = manifests::write(&test_file, &view) {
             return Outcome::Fail(format!("{e:#}"));
         }
@@ -249,12 +356,18 @@ impl World {
         for assertion in &test.status_assertions {
             let deadline = Instant::now() + self.consistency;
             loop {
-                let status = self.status_document().await;
-                let result = status.and_then(|s| {
+                let status = self.live_status().await;
+                let result = status.and_then(|(s, live)| {
+                    // Controller mode: the object's generation in the API
+                    // (always present), as upstream reads it.
+                    let live_generation = |k: &str, ns: &str, n: &str| match &live {
+                        Some(g) => g.get(&(k.to_string(), ns.to_string(), n.to_string())).copied(),
+                        None => generation(k, ns, n),
+                    };
                     check(
                         &Document {
                             status: &s,
-                            generation: &generation,
+                            generation: &live_generation,
                         },
                         assertion,
                     )
@@ -268,14 +381,34 @@ impl World {
         }
         for group in &test.request_groups {
             if let Some(pre) = &group.precondition {
+                // The object as applied (its apiVersion), for the API.
+                let gone = view
+                    .iter()
+                    .find(|d| {
+                        d["kind"] == pre.delete.kind.as_str()
+                            && d.pointer("/metadata/namespace")
+                                .and_then(Value::as_str)
+                                .unwrap_or("default")
+                                == pre.delete.namespace
+                            && d.pointer("/metadata/name").and_then(Value::as_str)
+                                == Some(pre.delete.name.as_str())
+                    })
+                    .cloned();
                 if !manifests::remove(view, &pre.delete.kind, &pre.delete.namespace, &pre.delete.name) {
                     return Outcome::Fail(format!(
                         "precondition: {} {}/{} is not in the test's manifests",
                         pre.delete.kind, pre.delete.namespace, pre.delete.name
                     ));
                 }
-                if let Err(e) = manifests::write(test_file, view) {
-                    return Outcome::Fail(format!("{e:#}"));
+                let written = match &mut self.target {
+                    Target::Files => manifests::write(test_file, view).map_err(|e| format!("{e:#}")),
+                    Target::Api(kube) => match &gone {
+                        Some(gone) => kube.delete(gone).await.map_err(|e| e.to_string()),
+                        None => Ok(()),
+                    },
+                };
+                if let Err(e) = written {
+                    return Outcome::Fail(e);
                 }
             }
             if let Err(e) = self.group(group).await {

@@ -38,10 +38,38 @@ fn copy_test(from: &Path, to: &Path, test: &str) {
     }
 }
 
+/// Both modes bind ports 80/443 of 127.0.1.N: one run at a time.
+static ONE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn mismatches_fail_and_untouched_cases_pass() {
+    mismatches("file");
+}
+
+/// The same in controller mode: objects applied through a real
+/// kube-apiserver, status read back from the API (not the admin API).
+#[test]
+fn controller_mode_mismatches_fail_and_untouched_cases_pass() {
+    let test = "controller_mode_mismatches_fail_and_untouched_cases_pass";
+    if let Some(reason) = testkit::kube::missing() {
+        assert!(
+            std::env::var_os("PORTCULLIS_REQUIRE_KUBE").is_none_or(|v| v.is_empty()),
+            "{test}: PORTCULLIS_REQUIRE_KUBE is set but {reason}"
+        );
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {reason}");
+        return;
+    }
+    mismatches("controller");
+}
+
+fn mismatches(mode: &str) {
+    let _one = ONE_RUN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let src = cases_dir();
-    let dst = std::env::temp_dir().join(format!("portcullis-conformance-selfcheck-{}", std::process::id()));
+    let dst = std::env::temp_dir().join(format!(
+        "portcullis-conformance-selfcheck-{mode}-{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dst);
     std::fs::create_dir_all(&dst).expect("mkdir");
     std::fs::copy(src.join("base-manifests.yaml"), dst.join("base-manifests.yaml")).expect("copy base");
@@ -99,7 +127,8 @@ fn mismatches_fail_and_untouched_cases_pass() {
         .arg("--consistency-timeout")
         .arg("3")
         .arg("--work-dir")
-        .arg(dst.join("work"));
+        .arg(dst.join("work"))
+        .args(["--mode", mode]);
     if std::env::var_os("ENVOY_BIN").is_none() {
         cmd.env(
             "ENVOY_BIN",

@@ -118,8 +118,12 @@ pub async fn controller_until(
         let metrics = kube_provider::metrics::KubeMetrics::default();
         let (provider, snapshots) =
             kube_provider::start(client.clone(), kube_provider::Options::default(), metrics.clone()).await?;
+        // Without an election the leader state is always true; its sender
+        // is kept with the guard: the status writer stops when the leader
+        // channel closes, so a dropped sender would mean no status at all.
+        let (always_leader, always_leading) = tokio::sync::watch::channel(true);
         let (leader, election) = if election.no_leader_election {
-            (tokio::sync::watch::channel(true).1, None)
+            (always_leading, None)
         } else {
             let (rx, task) = kube_provider::leader::start(client.clone(), election.config());
             (rx, Some(AbortOnDrop(task)))
@@ -135,7 +139,7 @@ pub async fn controller_until(
             snapshots,
             health: None,
             what: "kubernetes".into(),
-            guard: Box::new((provider, writer, election)),
+            guard: Box::new((provider, writer, election, always_leader)),
             register_metrics: Some(Box::new(move |registry| metrics.register(registry))),
         })
     };
