@@ -120,3 +120,84 @@ pub fn plan(inputs: &Inputs, verdicts: &Verdicts, config: &Config) -> Plan {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const YAML: &str = r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: ours}
+spec: {controllerName: portcullis.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: a, namespace: infra, uid: uid-a}
+spec:
+  gatewayClassName: ours
+  listeners: [{name: http, protocol: HTTP, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: b, namespace: infra, uid: uid-b}
+spec:
+  gatewayClassName: ours
+  listeners: [{name: http, protocol: HTTP, port: 81}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: extra, namespace: infra}
+spec:
+  parentRef: {name: a}
+  listeners: [{name: more, protocol: HTTP, port: 9090}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: refused, namespace: infra}
+spec:
+  parentRef: {name: a}
+  listeners: [{name: no, protocol: HTTP, port: 9191}]
+"#;
+
+    fn key(ns: &str, name: &str) -> (String, String) {
+        (ns.to_string(), name.to_string())
+    }
+
+    #[test]
+    fn accepted_gateways_get_objects_ours_are_kept_others_are_not() {
+        let inputs = api::loader::load_str("t.yaml", YAML).inputs;
+        let verdicts = Verdicts {
+            // `a` accepted, `b` ours but not accepted; a third Gateway
+            // (not ours) has no verdict at all.
+            gateways: [(key("infra", "a"), true), (key("infra", "b"), false)].into(),
+            listener_sets: [key("infra", "extra")].into(),
+        };
+        let plan = plan(&inputs, &verdicts, &Config::new("portcullis.dev/gateway-controller"));
+        assert!(plan.errors.is_empty(), "{:?}", plan.errors);
+        assert_eq!(plan.desired.len(), 1);
+        let (gw, desired) = &plan.desired[0];
+        assert_eq!((gw.name.as_str(), gw.uid.as_str()), ("a", "uid-a"));
+        let ports: Vec<i32> = desired
+            .service
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.as_ref())
+            .map(|p| p.iter().map(|p| p.port).collect())
+            .unwrap_or_default();
+        // The accepted ListenerSet's port, not the refused one's.
+        assert_eq!(ports, [80, 9090]);
+        assert_eq!(
+            plan.keep,
+            [key("infra", "portcullis-a"), key("infra", "portcullis-b")].into()
+        );
+    }
+
+    #[test]
+    fn verdicts_read_the_accepted_condition() {
+        let inputs = api::loader::load_str("t.yaml", YAML).inputs;
+        let out = translate::translate(&inputs, &translate::Settings::default());
+        let v = Verdicts::of(&out.status);
+        assert_eq!(v.gateways.get(&key("infra", "a")), Some(&true));
+        assert_eq!(v.gateways.get(&key("infra", "b")), Some(&true));
+    }
+}
