@@ -141,12 +141,14 @@ pub async fn controller_until(
             let (rx, task) = kube_provider::leader::start(client.clone(), election.config());
             (rx, Some(AbortOnDrop(task)))
         };
+        let provision_metrics = kube_provider::provision::ProvisionMetrics::default();
         if let Some(config) = provision {
             let _ = provisioner.set(kube_provider::provision::Provisioner::start(
                 client.clone(),
                 config,
                 snapshots.clone(),
                 leader.clone(),
+                provision_metrics.clone(),
             ));
         }
         let _ = writer.set(kube_provider::status::StatusWriter::start(
@@ -161,7 +163,10 @@ pub async fn controller_until(
             health: None,
             what: "kubernetes".into(),
             guard: Box::new((provider, writer, election, provisioner)),
-            register_metrics: Some(Box::new(move |registry| metrics.register(registry))),
+            register_metrics: Some(Box::new(move |registry| {
+                metrics.register(registry);
+                provision_metrics.register(registry);
+            })),
         })
     };
     serve::run_until(args.run, start, Some(Box::new(sink)), shutdown).await

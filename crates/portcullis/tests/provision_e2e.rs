@@ -156,8 +156,8 @@ spec:
   - {name: http, protocol: HTTP, port: 80}
 "#;
 
-fn start_controller(kubeconfig: &std::path::Path, dir: &std::path::Path) -> common::Serve {
-    let (xds, admin) = (free_port(), free_port());
+fn start_controller(kubeconfig: &std::path::Path, dir: &std::path::Path, admin: u16) -> common::Serve {
+    let xds = free_port();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .arg("controller")
         .arg("--kubeconfig")
@@ -178,6 +178,16 @@ fn start_controller(kubeconfig: &std::path::Path, dir: &std::path::Path) -> comm
         child,
         run_dir: dir.join("run"),
     }
+}
+
+/// The sum over kinds of a `portcullis_provision_*_total` family.
+fn provision_metric(admin: u16, family: &str) -> f64 {
+    let (_, _, text) = common::http(admin, "admin", "/metrics").expect("metrics");
+    let prefix = format!("portcullis_provision_{family}_total{{");
+    text.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
 }
 
 /// The `portcullis.dev/config-hash` of a Deployment's pod template.
@@ -212,7 +222,8 @@ async fn provisioning_through_the_api() {
     let client = cluster.client().await.expect("client");
     apply(&client, OBJECTS).await;
     let dir = work_dir(test);
-    let controller = start_controller(&cluster.kubeconfig, &dir);
+    let admin = free_port();
+    let controller = start_controller(&cluster.kubeconfig, &dir, admin);
 
     // 1. Objects exist, owned by the Gateway, with the parameters applied.
     let (cm, svc, dep) = eventually("gw's objects", WAIT, || provisioned(&client, "gw")).await;
@@ -306,8 +317,13 @@ async fn provisioning_through_the_api() {
     .await;
 
     // 4. Idempotent: a retranslation that changes nothing provisioned
-    // writes nothing (the resourceVersions stay).
+    // writes nothing: no apply is sent (the metrics; the apiserver would
+    // not bump resourceVersion for a no-op apply either, so they alone
+    // would not tell) and the resourceVersions stay.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let (cm, svc, dep) = provisioned(&client, "gw").await.expect("objects");
+    let writes = tokio::task::block_in_place(|| provision_metric(admin, "writes"));
+    let unchanged = tokio::task::block_in_place(|| provision_metric(admin, "unchanged"));
     let versions = |o: &Value| o["metadata"]["resourceVersion"].clone();
     apply(
         &client,
@@ -329,6 +345,11 @@ spec:
     assert_eq!(versions(&cm), versions(&cm2), "ConfigMap rewritten");
     assert_eq!(versions(&svc), versions(&svc2), "Service rewritten");
     assert_eq!(versions(&dep), versions(&dep2), "Deployment rewritten");
+    let (writes2, unchanged2) = tokio::task::block_in_place(|| {
+        (provision_metric(admin, "writes"), provision_metric(admin, "unchanged"))
+    });
+    assert_eq!(writes2, writes, "nothing was applied");
+    assert!(unchanged2 > unchanged, "a provisioning pass ran ({unchanged} → {unchanged2})");
 
     // 5. A parameters change rolls the Deployment.
     let before = template_hash(&dep);

@@ -30,7 +30,7 @@ use tokio::sync::{Notify, watch};
 
 use super::objects::{APPLIED_HASH_ANNOTATION, CONTROLLER_LABEL, controller_label, fnv};
 use super::plan::{Verdicts, plan};
-use super::{Config, FIELD_MANAGER};
+use super::{Config, FIELD_MANAGER, ProvisionMetrics};
 
 struct Shared {
     verdicts: Mutex<Option<Verdicts>>,
@@ -67,6 +67,7 @@ impl Provisioner {
         config: Config,
         snapshots: watch::Receiver<Arc<provider::Snapshot>>,
         leader: watch::Receiver<bool>,
+        metrics: ProvisionMetrics,
     ) -> Provisioner {
         let shared = Arc::new(Shared {
             verdicts: Mutex::new(None),
@@ -89,6 +90,7 @@ impl Provisioner {
             leader,
             live,
             shared.clone(),
+            metrics,
         )));
         Provisioner { shared, tasks }
     }
@@ -140,6 +142,7 @@ async fn reconcile_loop(
     mut leader: watch::Receiver<bool>,
     live: Live,
     shared: Arc<Shared>,
+    metrics: ProvisionMetrics,
 ) {
     // Compared with the live objects only once they are listed (else
     // every object would be written again at start).
@@ -174,7 +177,7 @@ async fn reconcile_loop(
             continue;
         };
         let snapshot = snapshots.borrow().clone();
-        let failures = reconcile(&client, &config, &snapshot.loaded.inputs, &verdicts, &live).await;
+        let failures = reconcile(&client, &config, &snapshot.loaded.inputs, &verdicts, &live, &metrics).await;
         if failures == 0 {
             backoff = Duration::from_millis(250);
             continue;
@@ -192,6 +195,7 @@ async fn reconcile(
     inputs: &api::Inputs,
     verdicts: &Verdicts,
     live: &Live,
+    metrics: &ProvisionMetrics,
 ) -> usize {
     let plan = plan(inputs, verdicts, config);
     for e in &plan.errors {
@@ -200,17 +204,17 @@ async fn reconcile(
     let mut failures = 0;
     for (gw, desired) in plan.desired {
         // The bootstrap before the pods that read it.
-        let ok = apply_if_changed(client, &live.config_maps, desired.config_map).await
-            && apply_if_changed(client, &live.services, desired.service).await
-            && apply_if_changed(client, &live.deployments, desired.deployment).await;
+        let ok = apply_if_changed(client, &live.config_maps, desired.config_map, metrics).await
+            && apply_if_changed(client, &live.services, desired.service, metrics).await
+            && apply_if_changed(client, &live.deployments, desired.deployment, metrics).await;
         if !ok {
             tracing::warn!(namespace = %gw.namespace, name = %gw.name, "provisioning the Gateway failed; retrying");
             failures += 1;
         }
     }
-    failures += remove_unkept(client, &live.deployments, &plan.keep).await;
-    failures += remove_unkept(client, &live.services, &plan.keep).await;
-    failures += remove_unkept(client, &live.config_maps, &plan.keep).await;
+    failures += remove_unkept(client, &live.deployments, &plan.keep, metrics).await;
+    failures += remove_unkept(client, &live.services, &plan.keep, metrics).await;
+    failures += remove_unkept(client, &live.config_maps, &plan.keep, metrics).await;
     failures
 }
 
@@ -224,7 +228,12 @@ fn applied_hash<K: Serialize>(object: &K) -> String {
 /// Applies `desired` unless the live object already carries its hash (and
 /// thus every field as desired: the hash covers the owner's uid too).
 /// Returns whether the object is as desired now.
-async fn apply_if_changed<K>(client: &Client, live: &Store<K>, mut desired: K) -> bool
+async fn apply_if_changed<K>(
+    client: &Client,
+    live: &Store<K>,
+    mut desired: K,
+    metrics: &ProvisionMetrics,
+) -> bool
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -244,6 +253,7 @@ where
         .and_then(|c| c.annotations().get(APPLIED_HASH_ANNOTATION))
         .is_some_and(|h| *h == hash)
     {
+        ProvisionMetrics::of(&metrics.unchanged, &K::kind(&()));
         return true;
     }
     desired
@@ -256,10 +266,12 @@ where
         .await
     {
         Ok(_) => {
+            ProvisionMetrics::of(&metrics.writes, &K::kind(&()));
             tracing::info!(kind = %K::kind(&()), %namespace, %name, "provisioned");
             true
         }
         Err(error) => {
+            ProvisionMetrics::of(&metrics.failures, &K::kind(&()));
             tracing::warn!(kind = %K::kind(&()), %namespace, %name, %error, "provisioning write failed");
             false
         }
@@ -272,6 +284,7 @@ async fn remove_unkept<K>(
     client: &Client,
     live: &Store<K>,
     keep: &std::collections::BTreeSet<(String, String)>,
+    metrics: &ProvisionMetrics,
 ) -> usize
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
@@ -300,9 +313,13 @@ where
             ..DeleteParams::background()
         };
         match api.delete(&name, &params).await {
-            Ok(_) => tracing::info!(kind = %K::kind(&()), %namespace, %name, "removed: its Gateway is no longer ours"),
+            Ok(_) => {
+                ProvisionMetrics::of(&metrics.deletes, &K::kind(&()));
+                tracing::info!(kind = %K::kind(&()), %namespace, %name, "removed: its Gateway is no longer ours");
+            }
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
             Err(error) => {
+                ProvisionMetrics::of(&metrics.failures, &K::kind(&()));
                 tracing::warn!(kind = %K::kind(&()), %namespace, %name, %error, "removing a provisioned object failed");
                 failures += 1;
             }

@@ -41,6 +41,10 @@ pub mod plan;
 pub use apply::Provisioner;
 
 use api::gateway_parameters::ServiceType;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 
 /// The field manager of every provisioning write.
 pub const FIELD_MANAGER: &str = "portcullis-provisioner";
@@ -82,5 +86,53 @@ impl Config {
             xds_port: 18000,
             xds_tls: None,
         }
+    }
+}
+
+/// The kind of a provisioned object (`ConfigMap`, `Service`, `Deployment`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: String,
+}
+
+/// What the provisioner did, per kind: a write skipped because the live
+/// object already carries the desired hash counts as unchanged.
+#[derive(Clone, Debug, Default)]
+pub struct ProvisionMetrics {
+    pub writes: Family<KindLabel, Counter>,
+    pub unchanged: Family<KindLabel, Counter>,
+    pub deletes: Family<KindLabel, Counter>,
+    pub failures: Family<KindLabel, Counter>,
+}
+
+impl ProvisionMetrics {
+    /// Registers the families (the registry adds the `portcullis_` prefix).
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "provision_writes",
+            "Server-side applies of provisioned objects, per kind",
+            self.writes.clone(),
+        );
+        registry.register(
+            "provision_unchanged",
+            "Provisioned objects left alone because they were as desired, per kind",
+            self.unchanged.clone(),
+        );
+        registry.register(
+            "provision_deletes",
+            "Provisioned objects removed because their Gateway is no longer ours, per kind",
+            self.deletes.clone(),
+        );
+        registry.register(
+            "provision_failures",
+            "Provisioning writes or deletes that failed (retried), per kind",
+            self.failures.clone(),
+        );
+    }
+
+    fn of(family: &Family<KindLabel, Counter>, kind: &str) {
+        family
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .inc();
     }
 }
