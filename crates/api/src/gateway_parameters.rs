@@ -234,7 +234,9 @@ fn is_qualified_name(s: &str) -> bool {
     };
     let name_ok = !name.is_empty()
         && name.len() <= 63
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     let prefix_ok = prefix.is_none_or(|p| {
@@ -242,7 +244,8 @@ fn is_qualified_name(s: &str) -> bool {
             && p.len() <= 253
             && p.split('.').all(|l| {
                 !l.is_empty()
-                    && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                     && !l.starts_with('-')
                     && !l.ends_with('-')
             })

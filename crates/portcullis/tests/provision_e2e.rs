@@ -49,7 +49,13 @@ fn doc(api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> Value {
     doc
 }
 
-async fn get(client: &kube::Client, api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+async fn get(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Value> {
     let api = api_for(client, &doc(api_version, kind, ns, name)).await;
     let obj: Option<DynamicObject> = api.get_opt(name).await.expect("get");
     obj.map(|o| serde_json::to_value(o).expect("json"))
@@ -75,9 +81,13 @@ async fn provisioned(client: &kube::Client, gw: &str) -> Option<(Value, Value, V
 /// Whether none of the three objects of `infra/<gw>` exists.
 async fn none_provisioned(client: &kube::Client, gw: &str) -> bool {
     let name = format!("portcullis-{gw}");
-    get(client, "v1", "ConfigMap", Some("infra"), &name).await.is_none()
+    get(client, "v1", "ConfigMap", Some("infra"), &name)
+        .await
+        .is_none()
         && get(client, "v1", "Service", Some("infra"), &name).await.is_none()
-        && get(client, "apps/v1", "Deployment", Some("infra"), &name).await.is_none()
+        && get(client, "apps/v1", "Deployment", Some("infra"), &name)
+            .await
+            .is_none()
 }
 
 fn condition<'a>(conditions: &'a Value, type_: &str) -> Option<&'a Value> {
@@ -227,9 +237,15 @@ async fn provisioning_through_the_api() {
 
     // 1. Objects exist, owned by the Gateway, with the parameters applied.
     let (cm, svc, dep) = eventually("gw's objects", WAIT, || provisioned(&client, "gw")).await;
-    let gw = get(&client, "gateway.networking.k8s.io/v1", "Gateway", Some("infra"), "gw")
-        .await
-        .expect("gw");
+    let gw = get(
+        &client,
+        "gateway.networking.k8s.io/v1",
+        "Gateway",
+        Some("infra"),
+        "gw",
+    )
+    .await
+    .expect("gw");
     for o in [&cm, &svc, &dep] {
         let owner = &o["metadata"]["ownerReferences"][0];
         assert_eq!(owner["kind"], "Gateway", "{o}");
@@ -237,7 +253,10 @@ async fn provisioning_through_the_api() {
         assert_eq!(owner["uid"], gw["metadata"]["uid"]);
         assert_eq!(owner["controller"], true);
         assert_eq!(owner["blockOwnerDeletion"], true);
-        assert_eq!(o["metadata"]["labels"]["gateway.networking.k8s.io/gateway-name"], "gw");
+        assert_eq!(
+            o["metadata"]["labels"]["gateway.networking.k8s.io/gateway-name"],
+            "gw"
+        );
         let managers: Vec<&str> = o["metadata"]["managedFields"]
             .as_array()
             .into_iter()
@@ -259,24 +278,41 @@ async fn provisioning_through_the_api() {
         .as_array()
         .expect("ports")
         .iter()
-        .map(|p| (p["port"].as_i64().unwrap_or(0), p["targetPort"].as_i64().unwrap_or(0)))
+        .map(|p| {
+            (
+                p["port"].as_i64().unwrap_or(0),
+                p["targetPort"].as_i64().unwrap_or(0),
+            )
+        })
         .collect();
-    assert_eq!(ports, [(80, 80), (8080, 8080)], "one port per distinct listener port");
+    assert_eq!(
+        ports,
+        [(80, 80), (8080, 8080)],
+        "one port per distinct listener port"
+    );
 
     // 2. The bootstrap, read back from the API, is accepted by the real
     // Envoy and names the Gateway and the xDS Service.
-    let bootstrap: Value = serde_json::from_str(cm["data"]["envoy.json"].as_str().expect("envoy.json"))
-        .expect("bootstrap JSON");
+    let bootstrap: Value =
+        serde_json::from_str(cm["data"]["envoy.json"].as_str().expect("envoy.json")).expect("bootstrap JSON");
     assert_eq!(bootstrap["node"]["id"], "infra/gw");
     assert!(bootstrap.to_string().contains(XDS_HOST));
-    tokio::task::block_in_place(|| testkit::envoy::validate(&bootstrap)).expect("Envoy accepts the bootstrap");
+    tokio::task::block_in_place(|| testkit::envoy::validate(&bootstrap))
+        .expect("Envoy accepts the bootstrap");
 
     // 3. Addresses: ClusterIP → the cluster IP, Programmed; LoadBalancer
     // without a load balancer → no address, Programmed=False
     // (AddressNotAssigned) until the Service gets an ingress address.
     let cluster_ip = svc["spec"]["clusterIP"].as_str().expect("clusterIP").to_string();
     eventually("gw Programmed with its cluster IP", WAIT, || async {
-        let gw = get(&client, "gateway.networking.k8s.io/v1", "Gateway", Some("infra"), "gw").await?;
+        let gw = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "Gateway",
+            Some("infra"),
+            "gw",
+        )
+        .await?;
         let programmed = condition(&gw["status"]["conditions"], "Programmed")?;
         (programmed["status"] == "True"
             && gw["status"]["addresses"] == json!([{"type": "IPAddress", "value": cluster_ip}]))
@@ -284,10 +320,18 @@ async fn provisioning_through_the_api() {
     })
     .await;
     eventually("lb AddressNotAssigned", WAIT, || async {
-        let gw = get(&client, "gateway.networking.k8s.io/v1", "Gateway", Some("infra"), "lb").await?;
+        let gw = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "Gateway",
+            Some("infra"),
+            "lb",
+        )
+        .await?;
         let programmed = condition(&gw["status"]["conditions"], "Programmed")?;
         let empty = gw["status"]["addresses"].as_array().is_none_or(Vec::is_empty);
-        (programmed["status"] == "False" && programmed["reason"] == "AddressNotAssigned" && empty).then_some(())
+        (programmed["status"] == "False" && programmed["reason"] == "AddressNotAssigned" && empty)
+            .then_some(())
     })
     .await;
     let (_, lb_svc, _) = eventually("lb's objects", WAIT, || provisioned(&client, "lb")).await;
@@ -336,8 +380,18 @@ spec:
     )
     .await;
     eventually("the route's status (a translation ran)", WAIT, || async {
-        let r = get(&client, "gateway.networking.k8s.io/v1", "HTTPRoute", Some("infra"), "r").await?;
-        r["status"]["parents"].as_array().filter(|p| !p.is_empty()).map(|_| ())
+        let r = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "HTTPRoute",
+            Some("infra"),
+            "r",
+        )
+        .await?;
+        r["status"]["parents"]
+            .as_array()
+            .filter(|p| !p.is_empty())
+            .map(|_| ())
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -346,10 +400,16 @@ spec:
     assert_eq!(versions(&svc), versions(&svc2), "Service rewritten");
     assert_eq!(versions(&dep), versions(&dep2), "Deployment rewritten");
     let (writes2, unchanged2) = tokio::task::block_in_place(|| {
-        (provision_metric(admin, "writes"), provision_metric(admin, "unchanged"))
+        (
+            provision_metric(admin, "writes"),
+            provision_metric(admin, "unchanged"),
+        )
     });
     assert_eq!(writes2, writes, "nothing was applied");
-    assert!(unchanged2 > unchanged, "a provisioning pass ran ({unchanged} → {unchanged2})");
+    assert!(
+        unchanged2 > unchanged,
+        "a provisioning pass ran ({unchanged} → {unchanged2})"
+    );
 
     // 5. A parameters change rolls the Deployment.
     let before = template_hash(&dep);
@@ -373,7 +433,10 @@ spec:
         (dep["spec"]["replicas"] == 3).then_some(dep)
     })
     .await;
-    assert_eq!(dep["spec"]["template"]["spec"]["containers"][0]["image"], "registry.example/envoy:test2");
+    assert_eq!(
+        dep["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example/envoy:test2"
+    );
     assert_ne!(template_hash(&dep), before, "the pod template changed: pods roll");
 
     // 6. Parameters the apiserver would refuse: the class says why
@@ -392,7 +455,14 @@ spec:
     )
     .await;
     let message = eventually("GatewayClass InvalidParameters", WAIT, || async {
-        let gc = get(&client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "portcullis").await?;
+        let gc = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "GatewayClass",
+            None,
+            "portcullis",
+        )
+        .await?;
         let accepted = condition(&gc["status"]["conditions"], "Accepted")?;
         (accepted["status"] == "False" && accepted["reason"] == "InvalidParameters")
             .then(|| accepted["message"].as_str().unwrap_or_default().to_string())
@@ -401,7 +471,11 @@ spec:
     assert!(message.contains("spec.resources.requests.cpu"), "{message}");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (_, _, kept) = provisioned(&client, "gw").await.expect("objects kept");
-    assert_eq!(versions(&kept), versions(&dep), "the Deployment is left as last applied");
+    assert_eq!(
+        versions(&kept),
+        versions(&dep),
+        "the Deployment is left as last applied"
+    );
     // A parametersRef to nothing is InvalidParameters too.
     apply(
         &client,
@@ -414,7 +488,14 @@ spec:
     )
     .await;
     eventually("GatewayClass InvalidParameters (missing)", WAIT, || async {
-        let gc = get(&client, "gateway.networking.k8s.io/v1", "GatewayClass", None, "portcullis").await?;
+        let gc = get(
+            &client,
+            "gateway.networking.k8s.io/v1",
+            "GatewayClass",
+            None,
+            "portcullis",
+        )
+        .await?;
         let accepted = condition(&gc["status"]["conditions"], "Accepted")?;
         accepted["message"]
             .as_str()
@@ -425,9 +506,15 @@ spec:
 
     // 7. A Gateway that is no longer ours (its class changed to one we do
     // not have) loses its objects.
-    let mut moved = get(&client, "gateway.networking.k8s.io/v1", "Gateway", Some("infra"), "gw")
-        .await
-        .expect("gw");
+    let mut moved = get(
+        &client,
+        "gateway.networking.k8s.io/v1",
+        "Gateway",
+        Some("infra"),
+        "gw",
+    )
+    .await
+    .expect("gw");
     moved["spec"]["gatewayClassName"] = "someone-else".into();
     apply(
         &client,
@@ -443,16 +530,28 @@ spec:
         none_provisioned(&client, "gw").await.then_some(())
     })
     .await;
-    assert!(provisioned(&client, "lb").await.is_some(), "another Gateway's objects stay");
+    assert!(
+        provisioned(&client, "lb").await.is_some(),
+        "another Gateway's objects stay"
+    );
 
     // 8. Deleting a Gateway deletes its objects through the garbage
     // collector (the controller is stopped first, so only the owner
     // references can do it).
     drop(controller);
-    delete(&client, "gateway.networking.k8s.io/v1", "Gateway", Some("infra"), "lb").await;
-    eventually("lb's objects garbage-collected", Duration::from_secs(60), || async {
-        none_provisioned(&client, "lb").await.then_some(())
-    })
+    delete(
+        &client,
+        "gateway.networking.k8s.io/v1",
+        "Gateway",
+        Some("infra"),
+        "lb",
+    )
+    .await;
+    eventually(
+        "lb's objects garbage-collected",
+        Duration::from_secs(60),
+        || async { none_provisioned(&client, "lb").await.then_some(()) },
+    )
     .await;
 }
 

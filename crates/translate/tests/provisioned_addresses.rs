@@ -55,7 +55,10 @@ fn load(yaml: &str) -> api::Inputs {
 #[test]
 fn without_a_provisioner_the_configured_address_is_reported() {
     let status = gateway_status(&load(YAML));
-    assert_eq!(status["addresses"], json!([{"type": "IPAddress", "value": "127.0.0.1"}]));
+    assert_eq!(
+        status["addresses"],
+        json!([{"type": "IPAddress", "value": "127.0.0.1"}])
+    );
     assert_eq!(programmed(&status)["status"], "True");
 }
 
@@ -69,7 +72,10 @@ fn no_provisioned_address_is_address_not_assigned() {
     assert_eq!(programmed(&status)["reason"], "AddressNotAssigned");
     // Not accepted is still decided by the listeners alone.
     let accepted = &status["conditions"][0];
-    assert_eq!((&accepted["type"], &accepted["status"]), (&json!("Accepted"), &json!("True")));
+    assert_eq!(
+        (&accepted["type"], &accepted["status"]),
+        (&json!("Accepted"), &json!("True"))
+    );
 }
 
 #[test]
@@ -112,7 +118,9 @@ fn parameters_ref_is_accepted_only_when_it_resolves_to_valid_parameters() {
         )
     };
     let ours = "{group: gateway.portcullis.dev, kind: GatewayParameters, name: p, namespace: infra}";
-    let ok = class_accepted(&load(&(class(ours) + &params("{replicas: 2, serviceType: ClusterIP}"))));
+    let ok = class_accepted(&load(
+        &(class(ours) + &params("{replicas: 2, serviceType: ClusterIP}")),
+    ));
     assert_eq!(ok["status"], "True", "{ok}");
     for (yaml, needle) in [
         (class(ours), "infra/p does not exist"),
@@ -123,13 +131,23 @@ fn parameters_ref_is_accepted_only_when_it_resolves_to_valid_parameters() {
         (class(ours) + &params("{replicas: -1}"), "spec.replicas"),
     ] {
         let c = class_accepted(&load(&yaml));
-        assert_eq!((&c["status"], &c["reason"]), (&json!("False"), &json!("InvalidParameters")), "{c}");
-        assert!(c["message"].as_str().is_some_and(|m| m.contains(needle)), "{needle}: {c}");
+        assert_eq!(
+            (&c["status"], &c["reason"]),
+            (&json!("False"), &json!("InvalidParameters")),
+            "{c}"
+        );
+        assert!(
+            c["message"].as_str().is_some_and(|m| m.contains(needle)),
+            "{needle}: {c}"
+        );
     }
     // A misspelled field is kept by the CRD and refused by the loader:
     // the class is not accepted (and says why), never provisioned without it.
     let loaded = api::loader::load_str("t.yaml", &(class(ours) + &params("{replica: 2}")));
     let c = class_accepted(&loaded.inputs);
     assert_eq!(c["status"], "False", "{c}");
-    assert!(c["message"].as_str().is_some_and(|m| m.contains("replica")), "{c}");
+    assert!(
+        c["message"].as_str().is_some_and(|m| m.contains("replica")),
+        "{c}"
+    );
 }

@@ -67,7 +67,10 @@ pub fn of_service(service: &Value) -> Vec<ProvisionedAddress> {
             .into_iter()
             .flatten()
         {
-            for (key, type_) in [("ip", AddressType::IpAddress), ("hostname", AddressType::Hostname)] {
+            for (key, type_) in [
+                ("ip", AddressType::IpAddress),
+                ("hostname", AddressType::Hostname),
+            ] {
                 if let Some(v) = ingress[key].as_str().filter(|v| !v.is_empty()) {
                     out.push(ProvisionedAddress {
                         type_,

@@ -73,10 +73,7 @@ impl Provisioner {
             verdicts: Mutex::new(None),
             wake: Notify::new(),
         });
-        let selector = format!(
-            "{CONTROLLER_LABEL}={}",
-            controller_label(&config.controller_name)
-        );
+        let selector = format!("{CONTROLLER_LABEL}={}", controller_label(&config.controller_name));
         let mut tasks = Vec::new();
         let live = Live {
             config_maps: watch_owned(&client, &selector, &shared, &mut tasks),
@@ -98,7 +95,11 @@ impl Provisioner {
     /// Takes the verdicts of one translation's status (latest wins).
     pub fn publish(&self, statuses: &[translate::ObjectStatus]) {
         let verdicts = Verdicts::of(statuses);
-        *self.shared.verdicts.lock().unwrap_or_else(PoisonError::into_inner) = Some(verdicts);
+        *self
+            .shared
+            .verdicts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(verdicts);
         self.shared.wake.notify_one();
     }
 }
@@ -177,7 +178,15 @@ async fn reconcile_loop(
             continue;
         };
         let snapshot = snapshots.borrow().clone();
-        let failures = reconcile(&client, &config, &snapshot.loaded.inputs, &verdicts, &live, &metrics).await;
+        let failures = reconcile(
+            &client,
+            &config,
+            &snapshot.loaded.inputs,
+            &verdicts,
+            &live,
+            &metrics,
+        )
+        .await;
         if failures == 0 {
             backoff = Duration::from_millis(250);
             continue;
@@ -262,7 +271,11 @@ where
     let api: Api<K> = Api::namespaced(client.clone(), &namespace);
     // Forced: these fields are ours (a user's edit of them is undone).
     match api
-        .patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&desired))
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&desired),
+        )
         .await
     {
         Ok(_) => {

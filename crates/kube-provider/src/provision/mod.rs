@@ -131,8 +131,6 @@ impl ProvisionMetrics {
     }
 
     fn of(family: &Family<KindLabel, Counter>, kind: &str) {
-        family
-            .get_or_create(&KindLabel { kind: kind.into() })
-            .inc();
+        family.get_or_create(&KindLabel { kind: kind.into() }).inc();
     }
 }

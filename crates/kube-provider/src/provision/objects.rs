@@ -378,7 +378,11 @@ mod tests {
     #[test]
     fn defaults_owner_labels_ports_and_bootstrap() {
         let d = build(&gw(), &[80, 443, 8080].into(), &Default::default(), &config()).expect("build");
-        for meta in [&d.config_map.metadata, &d.deployment.metadata, &d.service.metadata] {
+        for meta in [
+            &d.config_map.metadata,
+            &d.deployment.metadata,
+            &d.service.metadata,
+        ] {
             assert_eq!(meta.name.as_deref(), Some("portcullis-edge"));
             assert_eq!(meta.namespace.as_deref(), Some("infra"));
             let owner = &meta.owner_references.as_ref().expect("owner")[0];
@@ -386,7 +390,10 @@ mod tests {
                 (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
                 ("Gateway", "edge", "uid-1")
             );
-            assert_eq!((owner.controller, owner.block_owner_deletion), (Some(true), Some(true)));
+            assert_eq!(
+                (owner.controller, owner.block_owner_deletion),
+                (Some(true), Some(true))
+            );
             let labels = meta.labels.as_ref().expect("labels");
             assert_eq!(labels["gateway.networking.k8s.io/gateway-name"], "edge");
             assert_eq!(labels["app.kubernetes.io/managed-by"], "portcullis");
@@ -406,7 +413,10 @@ mod tests {
         assert_eq!(dep["spec"]["replicas"], 1);
         let pod = &dep["spec"]["template"];
         // The selector matches the pods, and the Service selects them.
-        for (k, v) in dep["spec"]["selector"]["matchLabels"].as_object().expect("selector") {
+        for (k, v) in dep["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .expect("selector")
+        {
             assert_eq!(&pod["metadata"]["labels"][k], v);
             assert_eq!(&svc["spec"]["selector"][k], v);
         }
@@ -496,7 +506,10 @@ mod tests {
         );
         let b = &d.config_map.data.as_ref().expect("data")["envoy.json"];
         for file in ["tls.crt", "tls.key", "ca.crt"] {
-            assert!(b.contains(&format!("{}/{file}", names::XDS_CERT_DIR)), "{file}: {b}");
+            assert!(
+                b.contains(&format!("{}/{file}", names::XDS_CERT_DIR)),
+                "{file}: {b}"
+            );
         }
     }
 

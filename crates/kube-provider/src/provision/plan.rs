@@ -95,11 +95,18 @@ pub fn plan(inputs: &Inputs, verdicts: &Verdicts, config: &Config) -> Plan {
             .filter_map(|l| u16::try_from(l.port).ok())
             .collect();
         for set in &inputs.listener_sets {
-            let set_ns = set.object.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let set_ns = set
+                .object
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
             let set_name = set.object.metadata.name.clone().unwrap_or_default();
             let parent = &set.object.spec.parent_ref;
             let parent_ns = parent.namespace.clone().unwrap_or_else(|| set_ns.clone());
-            if parent.name != name || parent_ns != namespace || !verdicts.listener_sets.contains(&(set_ns, set_name))
+            if parent.name != name
+                || parent_ns != namespace
+                || !verdicts.listener_sets.contains(&(set_ns, set_name))
             {
                 continue;
             }
@@ -172,7 +179,11 @@ spec:
             gateways: [(key("infra", "a"), true), (key("infra", "b"), false)].into(),
             listener_sets: [key("infra", "extra")].into(),
         };
-        let plan = plan(&inputs, &verdicts, &Config::new("portcullis.dev/gateway-controller"));
+        let plan = plan(
+            &inputs,
+            &verdicts,
+            &Config::new("portcullis.dev/gateway-controller"),
+        );
         assert!(plan.errors.is_empty(), "{:?}", plan.errors);
         assert_eq!(plan.desired.len(), 1);
         let (gw, desired) = &plan.desired[0];
