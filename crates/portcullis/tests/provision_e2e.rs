@@ -117,8 +117,9 @@ const WAIT: Duration = Duration::from_secs(30);
 const XDS_HOST: &str = "portcullis-xds.portcullis-system.svc";
 
 /// `infra/params` (ClusterIP Services, 2 replicas, …), class `portcullis`
-/// naming it, class `portcullis-lb` without parameters (LoadBalancer), and
-/// Gateways `gw` (class `portcullis`) and `lb` (class `portcullis-lb`).
+/// naming it, class `portcullis-lb` without parameters (LoadBalancer),
+/// Gateways `gw` (class `portcullis`) and `lb` (class `portcullis-lb`), and
+/// Gateway `taken`, whose ConfigMap name a user's ConfigMap already has.
 const OBJECTS: &str = r#"apiVersion: v1
 kind: Namespace
 metadata: {name: infra}
@@ -156,6 +157,19 @@ spec:
   - {name: http, protocol: HTTP, port: 80}
   - {name: other, protocol: HTTP, port: 8080}
   - {name: same-port, protocol: HTTP, port: 8080, hostname: b.example}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: portcullis-taken, namespace: infra}
+data: {mine: "yes"}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: taken, namespace: infra}
+spec:
+  gatewayClassName: portcullis-lb
+  listeners:
+  - {name: http, protocol: HTTP, port: 80}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -290,6 +304,20 @@ async fn provisioning_through_the_api() {
         [(80, 80), (8080, 8080)],
         "one port per distinct listener port"
     );
+
+    // A user's object of a provisioned name is never taken over (and
+    // nothing else of that Gateway is made without its bootstrap).
+    eventually("a provisioning failure for `taken`", WAIT, || async {
+        let failures = tokio::task::block_in_place(|| provision_metric(admin, "failures"));
+        (failures > 0.0).then_some(())
+    })
+    .await;
+    let mine = get(&client, "v1", "ConfigMap", Some("infra"), "portcullis-taken")
+        .await
+        .expect("the user's ConfigMap");
+    assert_eq!(mine["data"], json!({"mine": "yes"}), "{mine}");
+    assert!(mine["metadata"]["ownerReferences"].is_null(), "{mine}");
+    assert!(get(&client, "apps/v1", "Deployment", Some("infra"), "portcullis-taken").await.is_none());
 
     // 2. The bootstrap, read back from the API, is accepted by the real
     // Envoy and names the Gateway and the xDS Service.

@@ -269,6 +269,26 @@ where
         .annotations_mut()
         .insert(APPLIED_HASH_ANNOTATION.into(), hash);
     let api: Api<K> = Api::namespaced(client.clone(), &namespace);
+    // Not among ours: an object of that name that someone else made is
+    // never taken over (a forced apply would merge into it). One carrying
+    // our label is ours and the watch is only behind.
+    if current.is_none() {
+        let ours = desired.labels().get(CONTROLLER_LABEL).cloned();
+        match api.get_opt(&name).await {
+            Ok(None) => {}
+            Ok(Some(existing)) if existing.labels().get(CONTROLLER_LABEL) == ours.as_ref() => {}
+            Ok(Some(_)) => {
+                ProvisionMetrics::of(&metrics.failures, &K::kind(&()));
+                tracing::warn!(kind = %K::kind(&()), %namespace, %name, "cannot provision: an object of this name exists and was not made by this controller");
+                return false;
+            }
+            Err(error) => {
+                ProvisionMetrics::of(&metrics.failures, &K::kind(&()));
+                tracing::warn!(kind = %K::kind(&()), %namespace, %name, %error, "provisioning read failed");
+                return false;
+            }
+        }
+    }
     // Forced: these fields are ours (a user's edit of them is undone).
     match api
         .patch(
