@@ -1,5 +1,5 @@
-//! End to end, Kubernetes mode provisioning: a real etcd + kube-apiserver
-//! + kube-controller-manager (its garbage collector only; testkit) and
+//! End to end, Kubernetes mode provisioning: a real etcd, kube-apiserver
+//! and kube-controller-manager (its garbage collector only; testkit) and
 //! `portcullis controller` against them. No kubelet runs: the provisioned
 //! Deployments never get pods, which is expected; what is checked is what
 //! the API holds (objects, owner references, parameters, status) and that
@@ -317,7 +317,17 @@ async fn provisioning_through_the_api() {
         .expect("the user's ConfigMap");
     assert_eq!(mine["data"], json!({"mine": "yes"}), "{mine}");
     assert!(mine["metadata"]["ownerReferences"].is_null(), "{mine}");
-    assert!(get(&client, "apps/v1", "Deployment", Some("infra"), "portcullis-taken").await.is_none());
+    assert!(
+        get(
+            &client,
+            "apps/v1",
+            "Deployment",
+            Some("infra"),
+            "portcullis-taken"
+        )
+        .await
+        .is_none()
+    );
 
     // 2. The bootstrap, read back from the API, is accepted by the real
     // Envoy and names the Gateway and the xDS Service.
