@@ -8,8 +8,9 @@
 //! [`super::objects::CONTROLLER_LABEL`]), so an object deleted or edited
 //! by hand is put back. Nothing is done before those watches have listed,
 //! and nothing at all while this replica is not the leader. A failed
-//! write is retried (every object again, compared with the live one) after
-//! a short backoff.
+//! write is retried (every object again, compared with the live one) on a
+//! backoff timer (250 ms doubling to 30 s) that never delays a pass an
+//! event asks for.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -157,15 +158,23 @@ async fn reconcile_loop(
         return;
     }
     let mut backoff = Duration::from_millis(250);
+    // A retry is a timer, not a sleep: a Gateway that keeps failing never
+    // holds back the others' changes (any wake runs a pass at once).
+    let mut retry_at: Option<tokio::time::Instant> = None;
     // A closed channel keeps its last value (a single replica's `true`).
     let mut election_over = false;
     loop {
+        let retry = retry_at.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             () = shared.wake.notified() => {}
+            () = tokio::time::sleep_until(retry), if retry_at.is_some() => {}
             changed = leader.changed(), if !election_over => {
                 election_over = changed.is_err();
             }
         }
+        // Set again below if this pass fails (a follower retries nothing:
+        // becoming the leader runs a pass).
+        retry_at = None;
         if !*leader.borrow_and_update() {
             continue;
         }
@@ -191,9 +200,8 @@ async fn reconcile_loop(
             backoff = Duration::from_millis(250);
             continue;
         }
-        tokio::time::sleep(backoff).await;
+        retry_at = Some(tokio::time::Instant::now() + backoff);
         backoff = (backoff * 2).min(Duration::from_secs(30));
-        shared.wake.notify_one();
     }
 }
 
