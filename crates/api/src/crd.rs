@@ -1,5 +1,6 @@
 //! CustomResourceDefinitions of portcullis's own kinds (TrafficPolicy,
-//! GatewayExtension), generated from the Rust types in [`crate::policy`]
+//! GatewayExtension, GatewayParameters), generated from the Rust types in
+//! [`crate::policy`] and [`crate::gateway_parameters`]
 //! with `schemars`; the checked-in copies in `crds/portcullis/` are kept
 //! equal to these by `crates/api/tests/crds.rs`.
 //!
@@ -38,6 +39,7 @@ pub fn all() -> Result<Vec<(&'static str, CustomResourceDefinition)>, CrdError> 
     Ok(vec![
         ("trafficpolicies.yaml", traffic_policy()?),
         ("gatewayextensions.yaml", gateway_extension()?),
+        ("gatewayparameters.yaml", gateway_parameters()?),
     ])
 }
 
@@ -49,11 +51,19 @@ pub fn gateway_extension() -> Result<CustomResourceDefinition, CrdError> {
     crd::<GatewayExtensionSpec>("GatewayExtension", "gatewayextensions", &["gwext"])
 }
 
+pub fn gateway_parameters() -> Result<CustomResourceDefinition, CrdError> {
+    crd::<crate::gateway_parameters::GatewayParametersSpec>(
+        "GatewayParameters",
+        "gatewayparameters",
+        &["gwparams"],
+    )
+}
+
 /// The YAML of one CRD as checked in.
 pub fn to_yaml(crd: &CustomResourceDefinition) -> String {
     let body = serde_saphyr::to_string(crd).unwrap_or_default();
     format!(
-        "# Generated from crates/api/src/policy.rs by crates/api/src/crd.rs; do not edit.\n# Regenerate: PORTCULLIS_UPDATE_CRDS=1 cargo test -p api --test crds\n{body}"
+        "# Generated from the Rust types of crates/api/src by crates/api/src/crd.rs; do not edit.\n# Regenerate: PORTCULLIS_UPDATE_CRDS=1 cargo test -p api --test crds\n{body}"
     )
 }
 

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::Source;
+use crate::gateway_parameters::GatewayParameters;
 use crate::httpproxy::{HttpProxy, TlsCertificateDelegation};
 use crate::policy::{GatewayExtension, TrafficPolicy};
 
@@ -100,12 +101,49 @@ pub struct Inputs {
     pub secrets: Vec<Sourced<Secret>>,
     pub traffic_policies: Vec<Sourced<TrafficPolicy>>,
     pub gateway_extensions: Vec<Sourced<GatewayExtension>>,
+    /// Provisioning parameters a GatewayClass may name (Kubernetes mode).
+    pub gateway_parameters: Vec<Sourced<GatewayParameters>>,
     /// Contour's HTTPProxies (`projectcontour.io/v1`).
     pub http_proxies: Vec<Sourced<HttpProxy>>,
     pub tls_certificate_delegations: Vec<Sourced<TlsCertificateDelegation>>,
     /// Objects of the kinds an extension server registered (see
     /// [`ExtensionObject`]); empty unless the loader was given such kinds.
     pub extension_resources: Vec<Sourced<ExtensionObject>>,
+    /// The addresses of the Services provisioned for Gateways, by
+    /// (namespace, name), when a provisioner runs (Kubernetes mode, see
+    /// `kube_provider::provision`). Not loaded from any file: `None` (file
+    /// mode, or provisioning off) reports the configured status address
+    /// as always; `Some` reports each Gateway's own addresses, and a
+    /// Gateway without any is `Programmed=False` (`AddressNotAssigned`).
+    pub provisioned_addresses: Option<ProvisionedAddresses>,
+}
+
+/// See [`Inputs::provisioned_addresses`].
+pub type ProvisionedAddresses = std::collections::BTreeMap<(String, String), Vec<ProvisionedAddress>>;
+
+/// One address of a provisioned Gateway, as Gateway API's
+/// `status.addresses` entry.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProvisionedAddress {
+    /// `IPAddress` or `Hostname`.
+    pub type_: AddressType,
+    pub value: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AddressType {
+    IpAddress,
+    Hostname,
+}
+
+impl AddressType {
+    /// The Gateway API's name of the type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddressType::IpAddress => "IPAddress",
+            AddressType::Hostname => "Hostname",
+        }
+    }
 }
 
 /// An object of a kind an extension server registered (Envoy Gateway's
@@ -148,6 +186,7 @@ impl Inputs {
             + self.secrets.len()
             + self.traffic_policies.len()
             + self.gateway_extensions.len()
+            + self.gateway_parameters.len()
             + self.extension_resources.len()
             + self.http_proxies.len()
             + self.tls_certificate_delegations.len()
@@ -172,6 +211,10 @@ impl Inputs {
         self.secrets.extend(other.secrets);
         self.traffic_policies.extend(other.traffic_policies);
         self.gateway_extensions.extend(other.gateway_extensions);
+        self.gateway_parameters.extend(other.gateway_parameters);
+        if other.provisioned_addresses.is_some() {
+            self.provisioned_addresses = other.provisioned_addresses;
+        }
         self.extension_resources.extend(other.extension_resources);
         self.http_proxies.extend(other.http_proxies);
         self.tls_certificate_delegations

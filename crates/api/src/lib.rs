@@ -11,6 +11,7 @@
 pub mod crd;
 pub mod diagnostic;
 pub mod files;
+pub mod gateway_parameters;
 pub mod httpproxy;
 pub mod inputs;
 pub mod loader;

@@ -46,6 +46,7 @@
 pub mod leader;
 pub mod metrics;
 pub mod names;
+pub mod provision;
 pub mod status;
 
 use std::collections::HashMap;
@@ -77,10 +78,11 @@ pub enum Kind {
     Secret,
     TrafficPolicy,
     GatewayExtension,
+    GatewayParameters,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::GatewayClass,
         Kind::Gateway,
         Kind::ListenerSet,
@@ -93,6 +95,7 @@ impl Kind {
         Kind::Secret,
         Kind::TrafficPolicy,
         Kind::GatewayExtension,
+        Kind::GatewayParameters,
     ];
 
     /// `(group, version, kind, plural, namespaced)`: the versions are the
@@ -122,6 +125,13 @@ impl Kind {
                 api::policy::VERSION,
                 "GatewayExtension",
                 "gatewayextensions",
+                true,
+            ),
+            Kind::GatewayParameters => (
+                api::policy::GROUP,
+                api::policy::VERSION,
+                api::gateway_parameters::KIND,
+                "gatewayparameters",
                 true,
             ),
         }
@@ -160,6 +170,9 @@ pub struct Options {
     pub debounce: Duration,
     /// Longest time from the first event of a burst to its build. Default 500 ms.
     pub max_delay: Duration,
+    /// Fill `Inputs::provisioned_addresses` from the Services the
+    /// provisioner made ([`provision::addresses`]). Default false.
+    pub provisioned_addresses: bool,
 }
 
 impl Default for Options {
@@ -167,6 +180,7 @@ impl Default for Options {
         Self {
             debounce: Duration::from_millis(20),
             max_delay: Duration::from_millis(500),
+            provisioned_addresses: false,
         }
     }
 }
@@ -343,6 +357,7 @@ pub async fn start(
         client: client.clone(),
         metrics: metrics.clone(),
         cache: HashMap::new(),
+        provisioned_addresses: options.provisioned_addresses,
     };
     let first = builder.build(&stores).await;
     let (tx, rx) = watch::channel(Arc::new(provider::Snapshot {
@@ -436,6 +451,7 @@ struct Builder {
     client: Client,
     metrics: metrics::KubeMetrics,
     cache: HashMap<(Kind, String, String), (String, Loaded)>,
+    provisioned_addresses: bool,
 }
 
 impl Builder {
@@ -472,7 +488,11 @@ impl Builder {
         self.cache.retain(|k, _| seen.contains(k));
         let held = self.cache.keys().filter(|k| k.0 == Kind::Secret).count();
         self.metrics.secrets_held.set(held as i64);
-        api::loader::merge(parts)
+        let mut loaded = api::loader::merge(parts);
+        if self.provisioned_addresses {
+            loaded.inputs.provisioned_addresses = Some(provision::addresses::collect(stores));
+        }
+        loaded
     }
 
     /// The Secrets a listener references (and that exist as

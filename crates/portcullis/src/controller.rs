@@ -27,6 +27,8 @@ pub struct Args {
     #[arg(long)]
     pub no_leader_election: bool,
     #[command(flatten)]
+    pub provision: crate::provision_args::ProvisionArgs,
+    #[command(flatten)]
     pub run: serve::RunArgs,
 }
 
@@ -51,12 +53,17 @@ pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
 /// provider's stores exist (the writer merges with the live objects).
 struct KubeStatus {
     writer: std::sync::Arc<std::sync::OnceLock<kube_provider::status::StatusWriter>>,
+    provisioner: std::sync::Arc<std::sync::OnceLock<kube_provider::provision::Provisioner>>,
 }
 
 impl StatusSink for KubeStatus {
     fn publish(&mut self, status: &[translate::ObjectStatus]) {
         if let Some(w) = self.writer.get() {
             w.publish(status);
+        }
+        // Which Gateways are accepted decides what is provisioned.
+        if let Some(p) = self.provisioner.get() {
+            p.publish(status);
         }
     }
 }
@@ -100,9 +107,16 @@ pub async fn controller_until(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let writer = std::sync::Arc::new(std::sync::OnceLock::new());
+    let provisioner = std::sync::Arc::new(std::sync::OnceLock::new());
     let sink = KubeStatus {
         writer: writer.clone(),
+        provisioner: provisioner.clone(),
     };
+    let provision = args.provision.config(
+        &args.run.controller_name,
+        &args.leader_election_namespace,
+        args.run.xds_address,
+    );
     let kubeconfig = args.kubeconfig.clone();
     let controller_name = args.run.controller_name.clone();
     let election = Election {
@@ -116,8 +130,11 @@ pub async fn controller_until(
     let start = |_extension_kinds: api::loader::Options| async move {
         let client = kube_provider::client(kubeconfig.as_deref()).await?;
         let metrics = kube_provider::metrics::KubeMetrics::default();
-        let (provider, snapshots) =
-            kube_provider::start(client.clone(), kube_provider::Options::default(), metrics.clone()).await?;
+        let options = kube_provider::Options {
+            provisioned_addresses: provision.is_some(),
+            ..Default::default()
+        };
+        let (provider, snapshots) = kube_provider::start(client.clone(), options, metrics.clone()).await?;
         // Without an election the leader state is always true; its sender
         // is kept with the guard: the status writer stops when the leader
         // channel closes, so a dropped sender would mean no status at all.
@@ -128,6 +145,16 @@ pub async fn controller_until(
             let (rx, task) = kube_provider::leader::start(client.clone(), election.config());
             (rx, Some(AbortOnDrop(task)))
         };
+        let provision_metrics = kube_provider::provision::ProvisionMetrics::default();
+        if let Some(config) = provision {
+            let _ = provisioner.set(kube_provider::provision::Provisioner::start(
+                client.clone(),
+                config,
+                snapshots.clone(),
+                leader.clone(),
+                provision_metrics.clone(),
+            ));
+        }
         let _ = writer.set(kube_provider::status::StatusWriter::start(
             client,
             provider.stores.clone(),
@@ -139,8 +166,11 @@ pub async fn controller_until(
             snapshots,
             health: None,
             what: "kubernetes".into(),
-            guard: Box::new((provider, writer, election, always_leader)),
-            register_metrics: Some(Box::new(move |registry| metrics.register(registry))),
+            guard: Box::new((provider, writer, election, provisioner, always_leader)),
+            register_metrics: Some(Box::new(move |registry| {
+                metrics.register(registry);
+                provision_metrics.register(registry);
+            })),
         })
     };
     serve::run_until(args.run, start, Some(Box::new(sink)), shutdown).await

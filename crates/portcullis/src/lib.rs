@@ -7,6 +7,7 @@ pub mod config;
 pub mod controller;
 pub mod extensions;
 pub mod orphan_guard;
+pub mod provision_args;
 pub mod serve;
 pub mod validator;
 pub mod views;

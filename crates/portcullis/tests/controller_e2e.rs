@@ -212,6 +212,8 @@ fn start_controller(
         .args(["--xds-address", &format!("127.0.0.1:{xds}")])
         .args(["--admin-address", &format!("127.0.0.1:{admin}")])
         .args(["--listener-address", "127.0.0.1"])
+        // Part 1's tests: the local Envoy, no provisioned objects.
+        .arg("--provision=false")
         .arg("--run-dir")
         .arg(run_dir)
         .args(LEASE)

@@ -5,3 +5,4 @@
 pub mod envoy;
 pub mod generate;
 pub mod kube;
+pub mod kube_controller_manager;

@@ -10,6 +10,19 @@ use crate::status::{
     GatewayAddress, GatewayStatus, ListenerStatus, RouteGroupKind, Stamp, StatusBody, reason,
 };
 
+/// Where a Gateway's `status.addresses` come from.
+#[derive(Clone, Copy, Debug)]
+pub enum Reported<'a> {
+    /// The configured address (file mode, or Kubernetes mode without
+    /// provisioning): always assigned.
+    Configured(&'a str),
+    /// The addresses of the Service provisioned for it (Kubernetes mode,
+    /// `api::Inputs::provisioned_addresses`): none yet means
+    /// `Programmed=False` with reason `AddressNotAssigned`, as the Gateway
+    /// API asks of an implementation that assigns addresses.
+    Provisioned(&'a [api::inputs::ProvisionedAddress]),
+}
+
 pub struct GatewayState<'a> {
     pub namespace: String,
     pub name: String,
@@ -63,7 +76,7 @@ impl GatewayState<'_> {
     }
 
     /// The Gateway's status stanza (after routes were attached).
-    pub fn status(&self, time: &str, address: &str) -> StatusBody {
+    pub fn status(&self, time: &str, reported: Reported<'_>) -> StatusBody {
         let stamp = Stamp {
             generation: self.generation,
             time,
@@ -89,7 +102,27 @@ impl GatewayState<'_> {
             )
         };
         let is_programmed = self.class_accepted && programmed > 0;
-        let programmed_cond = if is_programmed {
+        let addresses: Vec<GatewayAddress> = match reported {
+            Reported::Configured(address) => vec![GatewayAddress {
+                type_: "IPAddress",
+                value: address.to_string(),
+            }],
+            Reported::Provisioned(addresses) => addresses
+                .iter()
+                .map(|a| GatewayAddress {
+                    type_: a.type_.as_str(),
+                    value: a.value.clone(),
+                })
+                .collect(),
+        };
+        let programmed_cond = if is_programmed && addresses.is_empty() {
+            stamp.condition(
+                "Programmed",
+                false,
+                reason::ADDRESS_NOT_ASSIGNED,
+                "no address is assigned to the Gateway's Service yet",
+            )
+        } else if is_programmed {
             stamp.condition("Programmed", true, reason::PROGRAMMED, "Gateway is programmed")
         } else {
             stamp.condition(
@@ -101,10 +134,7 @@ impl GatewayState<'_> {
         };
         let listeners = self.own_listeners().map(|l| listener_status(l, &stamp)).collect();
         StatusBody::Gateway(GatewayStatus {
-            addresses: vec![GatewayAddress {
-                type_: "IPAddress",
-                value: address.to_string(),
-            }],
+            addresses,
             conditions: [accepted, programmed_cond]
                 .into_iter()
                 .chain(crate::default_gateway::condition(self, &stamp))

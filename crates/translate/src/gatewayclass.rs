@@ -1,6 +1,8 @@
 //! GatewayClass selection: a class is ours when its `controllerName` equals
 //! the configured controller name; Gateways of other classes are ignored
-//! entirely (no xDS, no status), as another controller owns them.
+//! entirely (no xDS, no status), as another controller owns them. A class
+//! with a `parametersRef` is accepted only when it names a valid
+//! GatewayParameters (`api::gateway_parameters::resolve`).
 
 use std::collections::BTreeMap;
 
@@ -32,17 +34,13 @@ pub fn process(inputs: &Inputs, controller: &str, time: &str, status: &mut Vec<O
             generation: gc.metadata.generation.unwrap_or(1),
             time,
         };
-        // portcullis has no class parameters: a parametersRef cannot be honoured.
-        let ok = gc.spec.parameters_ref.is_none();
-        let accepted_cond = if ok {
-            stamp.condition("Accepted", true, reason::ACCEPTED, "Accepted by portcullis")
-        } else {
-            stamp.condition(
-                "Accepted",
-                false,
-                reason::INVALID_PARAMETERS,
-                "spec.parametersRef: portcullis does not support GatewayClass parameters",
-            )
+        // Only our GatewayParameters, existing and valid, can be honoured
+        // (they shape what Kubernetes mode provisions).
+        let resolved = api::gateway_parameters::resolve(gc, &inputs.gateway_parameters);
+        let ok = resolved.is_ok();
+        let accepted_cond = match resolved {
+            Ok(_) => stamp.condition("Accepted", true, reason::ACCEPTED, "Accepted by portcullis"),
+            Err(e) => stamp.condition("Accepted", false, reason::INVALID_PARAMETERS, e.to_string()),
         };
         let version = stamp.condition(
             "SupportedVersion",

@@ -315,7 +315,16 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
             ));
         }
         out.gateways.insert(key.clone(), built);
-        let mut status = gw.status(&settings.transition_time, reported);
+        let provisioned = inputs.provisioned_addresses.as_ref().map(|by_gateway| {
+            by_gateway
+                .get(&(gw.namespace.clone(), gw.name.clone()))
+                .map_or(&[][..], Vec::as_slice)
+        });
+        let addresses = match provisioned {
+            Some(a) => crate::gateway::Reported::Provisioned(a),
+            None => crate::gateway::Reported::Configured(reported),
+        };
+        let mut status = gw.status(&settings.transition_time, addresses);
         crate::replacement::scope::report(
             gw,
             &key,

@@ -136,6 +136,7 @@ pub mod reason {
     // GatewayClass
     pub const SUPPORTED_VERSION: &str = "SupportedVersion";
     pub const INVALID_PARAMETERS: &str = "InvalidParameters";
+    pub const ADDRESS_NOT_ASSIGNED: &str = "AddressNotAssigned";
     // Gateway
     pub const LISTENERS_NOT_VALID: &str = "ListenersNotValid";
     // ListenerSet

@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::tree::{Node, NodeValue, Segment, render_path, segments};
+use crate::gateway_parameters::GatewayParameters;
 use crate::httpproxy::{HttpProxy, TlsCertificateDelegation};
 use crate::policy::{GatewayExtension, TrafficPolicy, TrafficPolicySpec};
 use crate::{Diagnostic, ExtensionObject, FieldStep, Inputs, Source, Sourced, Unreadable};
@@ -100,6 +101,14 @@ object!(
     gateway_extension_fallback
 );
 
+object!(
+    GatewayParameters,
+    "GatewayParameters",
+    true,
+    gateway_parameters,
+    gateway_parameters_fallback
+);
+
 object!(HttpProxy, "HTTPProxy", true, http_proxies, http_proxy_fallback);
 object!(
     TlsCertificateDelegation,
@@ -156,6 +165,17 @@ fn traffic_policy_fallback(value: &Value, error: &str) -> Option<TrafficPolicy> 
 fn gateway_extension_fallback(value: &Value, error: &str) -> Option<GatewayExtension> {
     let metadata: ObjectMeta = serde_json::from_value(value.get("metadata")?.clone()).ok()?;
     Some(GatewayExtension {
+        metadata,
+        load_errors: vec![error.to_string()],
+        ..Default::default()
+    })
+}
+
+/// GatewayParameters that do not parse are present but invalid: the
+/// GatewayClass naming them says why (`InvalidParameters`).
+fn gateway_parameters_fallback(value: &Value, error: &str) -> Option<GatewayParameters> {
+    let metadata: ObjectMeta = serde_json::from_value(value.get("metadata")?.clone()).ok()?;
+    Some(GatewayParameters {
         metadata,
         load_errors: vec![error.to_string()],
         ..Default::default()
@@ -287,10 +307,15 @@ impl Sink {
             secrets,
             traffic_policies,
             gateway_extensions,
+            gateway_parameters,
             extension_resources,
             http_proxies,
             tls_certificate_delegations,
+            provisioned_addresses,
         } = inputs;
+        if provisioned_addresses.is_some() {
+            self.inputs.provisioned_addresses = provisioned_addresses;
+        }
         each(self, gateway_classes);
         each(self, gateways);
         each(self, listener_sets);
@@ -303,6 +328,7 @@ impl Sink {
         each(self, secrets);
         each(self, traffic_policies);
         each(self, gateway_extensions);
+        each(self, gateway_parameters);
         for e in extension_resources {
             self.add_extension(e.source, e.object);
         }
@@ -355,6 +381,7 @@ enum Known {
     EndpointSlice,
     TrafficPolicy,
     GatewayExtension,
+    GatewayParameters,
     HttpProxy,
     TlsCertificateDelegation,
 }
@@ -381,6 +408,7 @@ impl Known {
             crate::policy::GROUP if version == crate::policy::VERSION => match kind {
                 "TrafficPolicy" => Some(Known::TrafficPolicy),
                 "GatewayExtension" => Some(Known::GatewayExtension),
+                "GatewayParameters" => Some(Known::GatewayParameters),
                 _ => None,
             },
             crate::httpproxy::GROUP if version == crate::httpproxy::VERSION => match kind {
@@ -545,6 +573,7 @@ pub(crate) fn load_document(sink: &mut Sink, file: &str, root: &Node, line: usiz
         Known::EndpointSlice => doc.load::<EndpointSlice>(sink),
         Known::TrafficPolicy => doc.load::<TrafficPolicy>(sink),
         Known::GatewayExtension => doc.load::<GatewayExtension>(sink),
+        Known::GatewayParameters => doc.load::<GatewayParameters>(sink),
         Known::HttpProxy => doc.load::<HttpProxy>(sink),
         Known::TlsCertificateDelegation => doc.load::<TlsCertificateDelegation>(sink),
     }
