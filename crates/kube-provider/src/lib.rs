@@ -47,6 +47,8 @@ pub mod leader;
 pub mod metrics;
 pub mod names;
 pub mod status;
+pub mod xds_ca;
+pub mod xds_issuer;
 
 use std::collections::HashMap;
 use std::sync::Arc;
