@@ -7,6 +7,10 @@
 //! httpProxy:                     # Contour HTTPProxy (README "HTTPProxy")
 //!   rootNamespaces: [platform]   # default: every namespace
 //!   gatewayRef: {namespace: infra, name: edge}  # the Gateway serving them
+//! xdsTls:                        # mTLS xDS (README "mTLS xDS"); flags win
+//!   certFile: server.crt
+//!   keyFile: server.key
+//!   clientCaFile: ca.crt
 //! ```
 //!
 //! Precedence: flag, then `PORTCULLIS_ROUTE_REPLACEMENT_MODE`, then the
@@ -34,6 +38,17 @@ pub struct ConfigFile {
     /// with `extensionManager`.
     pub extension_managers: Option<Vec<extension::ExtensionManagerSpec>>,
     pub http_proxy: Option<HttpProxyConfig>,
+    pub xds_tls: Option<XdsTlsConfig>,
+}
+
+/// `xdsTls` of the config file (`--xds-tls-cert`, `--xds-tls-key`,
+/// `--xds-tls-client-ca`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct XdsTlsConfig {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub client_ca_file: PathBuf,
 }
 
 /// `httpProxy` of the config file (Contour's `gateway.gatewayRef` and

@@ -137,6 +137,7 @@ pub async fn controller_until(
             what: "kubernetes".into(),
             guard: Box::new((provider, writer, election)),
             register_metrics: Some(Box::new(move |registry| metrics.register(registry))),
+            xds_tls: None,
         })
     };
     serve::run_until(args.run, start, Some(Box::new(sink)), shutdown).await
