@@ -27,6 +27,8 @@ pub struct Args {
     #[arg(long)]
     pub no_leader_election: bool,
     #[command(flatten)]
+    pub xds_ca: crate::xds_ca::XdsCaArgs,
+    #[command(flatten)]
     pub run: serve::RunArgs,
 }
 
@@ -104,6 +106,8 @@ pub async fn controller_until(
         writer: writer.clone(),
     };
     let kubeconfig = args.kubeconfig.clone();
+    let xds_ca = args.xds_ca.clone();
+    let xds_ca_namespace = args.leader_election_namespace.clone();
     let controller_name = args.run.controller_name.clone();
     let election = Election {
         no_leader_election: args.no_leader_election,
@@ -124,6 +128,25 @@ pub async fn controller_until(
             let (rx, task) = kube_provider::leader::start(client.clone(), election.config());
             (rx, Some(AbortOnDrop(task)))
         };
+        // mTLS xDS (README "mTLS xDS"): the CA and this replica's server
+        // certificate are ready before anything is served.
+        let issuer_metrics = kube_provider::xds_issuer::IssuerMetrics::default();
+        let (xds_tls, issuer) = if xds_ca.xds_ca {
+            let (tls, running) = crate::xds_ca::start(
+                &xds_ca,
+                &xds_ca_namespace,
+                &controller_name,
+                client.clone(),
+                provider.stores.clone(),
+                leader.clone(),
+                snapshots.clone(),
+                issuer_metrics.clone(),
+            )
+            .await?;
+            (Some(tls), Some(running))
+        } else {
+            (None, None)
+        };
         let _ = writer.set(kube_provider::status::StatusWriter::start(
             client,
             provider.stores.clone(),
@@ -135,9 +158,12 @@ pub async fn controller_until(
             snapshots,
             health: None,
             what: "kubernetes".into(),
-            guard: Box::new((provider, writer, election)),
-            register_metrics: Some(Box::new(move |registry| metrics.register(registry))),
-            xds_tls: None,
+            guard: Box::new((provider, writer, election, issuer)),
+            register_metrics: Some(Box::new(move |registry| {
+                metrics.register(registry);
+                issuer_metrics.register(registry);
+            })),
+            xds_tls,
         })
     };
     serve::run_until(args.run, start, Some(Box::new(sink)), shutdown).await

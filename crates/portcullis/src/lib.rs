@@ -10,3 +10,4 @@ pub mod orphan_guard;
 pub mod serve;
 pub mod validator;
 pub mod views;
+pub mod xds_ca;
