@@ -43,6 +43,12 @@ use tokio::sync::watch;
 use crate::xds_ca::{Ca, CaError, CaSet, Expected, Reissue, Timing, plan_rotation, reissue, rotate};
 use crate::{Client, Kind, Stores, names};
 
+/// Besides `tls.crt`, `tls.key` and `ca.crt`, the client Secret holds the
+/// file-based SDS documents of `translate::output::bootstrap::xds_client_sds`
+/// (keys `xds-sds-cert.json`, `xds-sds-ca.json`) for its files as mounted
+/// at [`names::XDS_CERT_DIR`]: a bootstrap from `ads_bootstrap_tls_sds_proto`
+/// with `sds_dir` and `watched_directory` = `XDS_CERT_DIR` makes Envoy
+/// re-read renewed certificates without a restart.
 /// Field manager of the client Secrets.
 const MANAGER: &str = "portcullis-xds-ca";
 const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "portcullis");
@@ -154,6 +160,21 @@ struct Issuer {
     server: Option<ServerMaterial>,
     known: HashMap<(String, String), Known>,
     last_resync: Option<Instant>,
+}
+
+/// The SDS documents of the client Secret (see above).
+fn sds_documents() -> impl Iterator<Item = (&'static str, String)> {
+    let dir = names::XDS_CERT_DIR;
+    let tls = translate::output::bootstrap::XdsClientTls {
+        cert_chain_file: format!("{dir}/tls.crt"),
+        private_key_file: format!("{dir}/tls.key"),
+        ca_file: format!("{dir}/ca.crt"),
+        // Not part of the SDS documents (the SAN check is in the bootstrap).
+        server_name: String::new(),
+    };
+    translate::output::bootstrap::xds_client_sds(&tls, dir)
+        .into_iter()
+        .map(|(file, doc)| (file, doc.to_string()))
 }
 
 fn secret_text(s: &Secret, key: &str) -> Option<String> {
@@ -458,6 +479,7 @@ impl Issuer {
                     ("ca.crt", bundle.clone()),
                 ]
                 .into_iter()
+                .chain(sds_documents())
                 .map(|(k, v)| (k.to_string(), ByteString(v.into_bytes())))
                 .collect(),
             ),

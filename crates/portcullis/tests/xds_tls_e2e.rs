@@ -129,6 +129,12 @@ impl Drop for Envoy {
 /// Starts Envoy with node id `node`, presenting `cert` and trusting
 /// `trusted` (PEM) for the server, from a bootstrap of `ads_bootstrap_tls`.
 fn envoy(dir: &Path, name: &str, node: &str, cert: &Issued, trusted: &str, xds: u16) -> Envoy {
+    envoy_with(dir, name, node, cert, trusted, xds, false)
+}
+
+/// [`envoy`]; `sds`: the client certificate and CA through file-based
+/// SDS (`ads_bootstrap_tls_sds_proto`), reloaded when its directory changes.
+fn envoy_with(dir: &Path, name: &str, node: &str, cert: &Issued, trusted: &str, xds: u16, sds: bool) -> Envoy {
     let d = dir.join(name);
     std::fs::create_dir_all(&d).expect("mkdir");
     replace(&d.join("tls.crt"), &cert.cert_pem);
@@ -142,15 +148,34 @@ fn envoy(dir: &Path, name: &str, node: &str, cert: &Issued, trusted: &str, xds: 
         ca_file: path("ca.crt"),
         server_name: SERVER_NAME.into(),
     };
-    let bootstrap = translate::output::bootstrap::try_ads_bootstrap_tls(
-        node,
-        "portcullis",
-        "127.0.0.1",
-        xds,
-        Some(&translate::output::bootstrap::AdminAddress::new("127.0.0.1", admin)),
-        Some(&tls),
-    )
-    .expect("bootstrap");
+    let admin_address = translate::output::bootstrap::AdminAddress::new("127.0.0.1", admin);
+    let bootstrap = if sds {
+        let watched = d.display().to_string();
+        for (file, doc) in translate::output::bootstrap::xds_client_sds(&tls, &watched) {
+            std::fs::write(d.join(file), doc.to_string()).expect("write SDS");
+        }
+        translate::output::json::message_to_json(&translate::output::bootstrap::ads_bootstrap_tls_sds_proto(
+            node,
+            "portcullis",
+            "127.0.0.1",
+            xds,
+            Some(&admin_address),
+            &tls,
+            &watched,
+            &watched,
+        ))
+        .expect("bootstrap")
+    } else {
+        translate::output::bootstrap::try_ads_bootstrap_tls(
+            node,
+            "portcullis",
+            "127.0.0.1",
+            xds,
+            Some(&admin_address),
+            Some(&tls),
+        )
+        .expect("bootstrap")
+    };
     std::fs::write(d.join("envoy.json"), bootstrap.to_string()).expect("write bootstrap");
     let bin = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
     let child = Command::new(bin)
@@ -547,4 +572,88 @@ fn server_certificate_rotation_keeps_envoy_serving() {
     assert!(ok > 50, "only {ok} requests");
     assert_eq!(failed, 0, "{failed} of {} requests failed", ok + failed);
     drop(gw);
+}
+
+#[test]
+fn client_certificate_rotation_is_picked_up_by_a_running_envoy() {
+    let (s, serve) = setup("xds-tls-client-rotation");
+    let first = client_cert(&s.ca, "infra", "gw");
+    let gw = envoy_with(&s.dir, "gw", "infra/gw", &first, &s.ca.cert_pem, s.xds, true);
+    wait_for("Envoy to serve /a", Duration::from_secs(60), || {
+        http(s.http_port, "x", "/a").is_some_and(|r| r.0 == 200)
+    });
+    let load = Load::start(s.http_port);
+
+    // A new client certificate from a new CA, moved into the Envoy's
+    // directory (as a Secret volume update does); the server trusts both
+    // CAs meanwhile.
+    let next_ca = ca();
+    let rotated = client_cert(&next_ca, "infra", "gw");
+    let both = format!("{}{}", s.ca.cert_pem, next_ca.cert_pem);
+    replace(&s.dir.join("client-ca.crt"), &both);
+    replace(&s.dir.join("gw/tls.crt"), &rotated.cert_pem);
+    replace(&s.dir.join("gw/tls.key"), &rotated.key_pem);
+    wait_for("Envoy to load the new client certificate", Duration::from_secs(20), || {
+        let (_, _, certs) = http(gw.admin, "admin", "/certs").unwrap_or_default();
+        certs.to_lowercase().contains(&serial(&rotated.cert_pem))
+    });
+
+    // The control plane restarts trusting only the new CA: only the
+    // rotated certificate is accepted, and the update made meanwhile
+    // reaches the running Envoy.
+    drop(serve);
+    replace(&s.dir.join("client-ca.crt"), &next_ca.cert_pem);
+    std::fs::write(
+        s.dir.join("manifests/all.yaml"),
+        manifests(s.http_port, s.https_port, s.other_port, s.backend, "/after"),
+    )
+    .expect("write manifests");
+    let _serve = start(
+        &s.dir,
+        s.xds,
+        s.admin,
+        &s.dir.join("server.crt"),
+        &s.dir.join("server.key"),
+        &s.dir.join("client-ca.crt"),
+    );
+    wait_for("the update over the rotated certificate", Duration::from_secs(60), || {
+        http(s.http_port, "x", "/after").is_some_and(|r| r.0 == 200)
+    });
+    assert_eq!(metric(s.admin, "portcullis_xds_tls_handshake_failures_total"), 0);
+    let (ok, failed) = load.finish();
+    assert!(ok > 20, "only {ok} requests");
+    assert_eq!(failed, 0, "{failed} of {} requests failed", ok + failed);
+}
+
+/// The serial number of a PEM certificate as Envoy's `/certs` shows it
+/// (lower-case hex, no leading zero bytes).
+fn serial(pem: &str) -> String {
+    // DER: SEQUENCE { SEQUENCE (tbs) { [0] version, INTEGER serial, ... } }
+    let d = der(pem);
+    let mut i = 0;
+    let header = |d: &[u8], i: &mut usize| {
+        let tag = d[*i];
+        *i += 1;
+        let mut len = usize::from(d[*i]);
+        *i += 1;
+        if len & 0x80 != 0 {
+            let n = len & 0x7f;
+            len = d[*i..*i + n].iter().fold(0, |a, b| a << 8 | usize::from(*b));
+            *i += n;
+        }
+        (tag, len)
+    };
+    header(&d, &mut i); // certificate
+    header(&d, &mut i); // tbsCertificate
+    let (tag, len) = header(&d, &mut i);
+    // An explicit version ([0]) comes first when present.
+    let len = if tag == 0xa0 {
+        i += len;
+        header(&d, &mut i).1
+    } else {
+        len
+    };
+    let bytes = &d[i..i + len];
+    let trimmed: Vec<u8> = bytes.iter().copied().skip_while(|b| *b == 0).collect();
+    trimmed.iter().map(|b| format!("{b:02x}")).collect()
 }
