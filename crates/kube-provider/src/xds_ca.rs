@@ -317,7 +317,12 @@ impl Ca {
     }
 
     /// An xDS server certificate for `dns_names` (server auth only).
-    pub fn issue_server(&self, dns_names: &[String], now: SystemTime, validity: Duration) -> Result<Issued, CaError> {
+    pub fn issue_server(
+        &self,
+        dns_names: &[String],
+        now: SystemTime,
+        validity: Duration,
+    ) -> Result<Issued, CaError> {
         let what = "xDS server certificate";
         let sans = dns_names
             .iter()
@@ -336,7 +341,12 @@ impl Ca {
 
     /// A client certificate carrying `identity` as its one URI SAN (client
     /// auth only: it cannot serve as an xDS server certificate).
-    pub fn issue_client(&self, identity: &str, now: SystemTime, validity: Duration) -> Result<Issued, CaError> {
+    pub fn issue_client(
+        &self,
+        identity: &str,
+        now: SystemTime,
+        validity: Duration,
+    ) -> Result<Issued, CaError> {
         let what = format!("xDS client certificate {identity}");
         let uri = identity
             .to_string()
@@ -423,7 +433,11 @@ impl CaSet {
                 what: format!("{what} {key}"),
             })
         };
-        let current = Ca::from_pem(&need(CA_CERT_KEY)?, &need(CA_KEY_KEY)?, &format!("{what} {CA_CERT_KEY}"))?;
+        let current = Ca::from_pem(
+            &need(CA_CERT_KEY)?,
+            &need(CA_KEY_KEY)?,
+            &format!("{what} {CA_CERT_KEY}"),
+        )?;
         let next = match (text(data, NEXT_CERT_KEY, what)?, text(data, NEXT_KEY_KEY, what)?) {
             (Some(c), Some(k)) => Some(Ca::from_pem(&c, &k, &format!("{what} {NEXT_CERT_KEY}"))?),
             _ => None,
@@ -616,7 +630,9 @@ mod tests {
     #[test]
     fn certificates_never_outlive_their_ca() {
         let ca = Ca::generate(t0(), 10 * H).expect("ca");
-        let c = ca.issue_server(&["xds.ns.svc".into()], t0() + 8 * H, 4 * H).expect("server");
+        let c = ca
+            .issue_server(&["xds.ns.svc".into()], t0() + 8 * H, 4 * H)
+            .expect("server");
         let info = inspect(&c.cert_pem, "server").expect("inspect");
         assert_eq!(info.not_after, ca.info.not_after);
         assert_eq!(info.dns_names, vec!["xds.ns.svc".to_string()]);
@@ -632,7 +648,10 @@ mod tests {
             "Secret ns/ca ca.crt key: not a PEM private key: it is not the key of the certificate"
         );
         let e = Ca::from_pem("not pem", a.key_pem(), "Secret ns/ca ca.crt").expect_err("bad pem");
-        assert!(e.to_string().starts_with("Secret ns/ca ca.crt certificate:"), "{e}");
+        assert!(
+            e.to_string().starts_with("Secret ns/ca ca.crt certificate:"),
+            "{e}"
+        );
         assert!(Ca::from_pem(&a.cert_pem, a.key_pem(), "ok").is_ok());
     }
 
@@ -644,10 +663,14 @@ mod tests {
         let expected = Expected::Client { identity: &id };
         let c = set.current.issue_client(&id, t0(), t.cert_validity).expect("c");
         let bundle = set.bundle();
-        let check = |pem: Option<&str>, bundle: Option<&str>, now| reissue(pem, bundle, &expected, &set, now, &t);
+        let check =
+            |pem: Option<&str>, bundle: Option<&str>, now| reissue(pem, bundle, &expected, &set, now, &t);
         assert_eq!(check(Some(&c.cert_pem), Some(&bundle), t0()), None);
         assert_eq!(check(None, Some(&bundle), t0()), Some(Reissue::Missing));
-        assert_eq!(check(Some("garbage"), Some(&bundle), t0()), Some(Reissue::Unreadable));
+        assert_eq!(
+            check(Some("garbage"), Some(&bundle), t0()),
+            Some(Reissue::Unreadable)
+        );
         // Renewed `cert_renew_before` ahead of expiry, not later.
         assert_eq!(check(Some(&c.cert_pem), Some(&bundle), t0() + 2 * H), None);
         assert_eq!(
@@ -656,17 +679,32 @@ mod tests {
         );
         assert_eq!(check(Some(&c.cert_pem), None, t0()), Some(Reissue::Bundle));
         let other_id = crate::names::xds_identity("ns", "other");
-        let other = set.current.issue_client(&other_id, t0(), t.cert_validity).expect("other");
-        assert_eq!(check(Some(&other.cert_pem), Some(&bundle), t0()), Some(Reissue::Names));
+        let other = set
+            .current
+            .issue_client(&other_id, t0(), t.cert_validity)
+            .expect("other");
+        assert_eq!(
+            check(Some(&other.cert_pem), Some(&bundle), t0()),
+            Some(Reissue::Names)
+        );
         let foreign = Ca::generate(t0(), t.ca_validity).expect("foreign");
         let f = foreign.issue_client(&id, t0(), t.cert_validity).expect("f");
-        assert_eq!(check(Some(&f.cert_pem), Some(&bundle), t0()), Some(Reissue::Issuer));
+        assert_eq!(
+            check(Some(&f.cert_pem), Some(&bundle), t0()),
+            Some(Reissue::Issuer)
+        );
         // Server: DNS names in any order, no URI.
         let names = vec!["b.svc".to_string(), "a.svc".to_string()];
-        let s = set.current.issue_server(&names, t0(), t.cert_validity).expect("s");
+        let s = set
+            .current
+            .issue_server(&names, t0(), t.cert_validity)
+            .expect("s");
         let reversed = vec!["a.svc".to_string(), "b.svc".to_string()];
         let server = Expected::Server { dns_names: &reversed };
-        assert_eq!(reissue(Some(&s.cert_pem), Some(&bundle), &server, &set, t0(), &t), None);
+        assert_eq!(
+            reissue(Some(&s.cert_pem), Some(&bundle), &server, &set, t0(), &t),
+            None
+        );
         let fewer = vec!["a.svc".to_string()];
         let server = Expected::Server { dns_names: &fewer };
         assert_eq!(

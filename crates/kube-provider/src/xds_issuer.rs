@@ -87,7 +87,7 @@ pub enum IssuerError {
     Api {
         what: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error(transparent)]
     Ca(#[from] CaError),
@@ -99,7 +99,10 @@ pub enum IssuerError {
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> IssuerError {
     let what = what.into();
-    move |source| IssuerError::Api { what, source }
+    move |source| IssuerError::Api {
+        what,
+        source: Box::new(source),
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -334,7 +337,9 @@ impl Issuer {
             .stores
             .all(Kind::GatewayClass)
             .iter()
-            .filter(|c| c.data["spec"]["controllerName"].as_str() == Some(self.config.controller_name.as_str()))
+            .filter(|c| {
+                c.data["spec"]["controllerName"].as_str() == Some(self.config.controller_name.as_str())
+            })
             .filter_map(|c| c.metadata.name.clone())
             .collect();
         self.stores
@@ -358,14 +363,15 @@ impl Issuer {
 
     /// The leader's pass over the client Secrets.
     async fn clients(&mut self, set: &CaSet) {
-        let resync = self
-            .last_resync
-            .is_none_or(|t| t.elapsed() >= self.config.resync);
+        let resync = self.last_resync.is_none_or(|t| t.elapsed() >= self.config.resync);
         if resync {
             self.last_resync = Some(Instant::now());
         }
         let gateways = self.our_gateways();
-        let live: HashSet<(String, String)> = gateways.iter().map(|(ns, n, _)| (ns.clone(), n.clone())).collect();
+        let live: HashSet<(String, String)> = gateways
+            .iter()
+            .map(|(ns, n, _)| (ns.clone(), n.clone()))
+            .collect();
         for (ns, name, uid) in gateways {
             if let Err(e) = self.client_secret(set, &ns, &name, &uid, resync).await {
                 self.metrics.failures.inc();
@@ -425,8 +431,14 @@ impl Issuer {
                 if owned { (cert, bundle) } else { (None, None) }
             }
         };
-        let Some(reason) = reissue(cert.as_deref(), bundle.as_deref(), &expected, set, now, &self.config.timing)
-        else {
+        let Some(reason) = reissue(
+            cert.as_deref(),
+            bundle.as_deref(),
+            &expected,
+            set,
+            now,
+            &self.config.timing,
+        ) else {
             if let Some(k) = self.known.get_mut(&key)
                 && resync
             {
@@ -485,9 +497,13 @@ impl Issuer {
             ),
             ..Default::default()
         };
-        api.patch(&secret_name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&secret))
-            .await
-            .map_err(api_err(format!("apply Secret {ns}/{secret_name}")))?;
+        api.patch(
+            &secret_name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .map_err(api_err(format!("apply Secret {ns}/{secret_name}")))?;
         self.count("client", reason);
         tracing::info!(secret = %format!("{ns}/{secret_name}"), reason = reason.as_str(), "xDS client certificate issued");
         self.known.insert(
@@ -544,7 +560,11 @@ impl Issuer {
 
     /// One check: the CA (and its rotation, if leading), the server
     /// certificate, the client Secrets (if leading).
-    async fn tick(&mut self, leading: bool, tx: &watch::Sender<Option<ServerMaterial>>) -> Result<(), IssuerError> {
+    async fn tick(
+        &mut self,
+        leading: bool,
+        tx: &watch::Sender<Option<ServerMaterial>>,
+    ) -> Result<(), IssuerError> {
         let (mut set, version) = self.ca().await?;
         if leading {
             set = self.rotate(set, version).await?;
@@ -571,7 +591,13 @@ pub async fn start(
     mut leader: watch::Receiver<bool>,
     mut wake: watch::Receiver<Arc<provider::Snapshot>>,
     metrics: IssuerMetrics,
-) -> Result<(watch::Receiver<Option<ServerMaterial>>, tokio::task::JoinHandle<()>), IssuerError> {
+) -> Result<
+    (
+        watch::Receiver<Option<ServerMaterial>>,
+        tokio::task::JoinHandle<()>,
+    ),
+    IssuerError,
+> {
     config.timing.validate()?;
     let (tx, mut rx) = watch::channel(None);
     let mut issuer = Issuer {

@@ -133,9 +133,7 @@ pub async fn controller_until(
         let issuer_metrics = kube_provider::xds_issuer::IssuerMetrics::default();
         let (xds_tls, issuer) = if xds_ca.xds_ca {
             let (tls, running) = crate::xds_ca::start(
-                &xds_ca,
-                &xds_ca_namespace,
-                &controller_name,
+                xds_ca.config(&xds_ca_namespace, &controller_name),
                 client.clone(),
                 provider.stores.clone(),
                 leader.clone(),

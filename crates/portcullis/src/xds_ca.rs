@@ -44,7 +44,8 @@ pub struct XdsCaArgs {
 }
 
 impl XdsCaArgs {
-    fn config(&self, namespace: &str, controller_name: &str) -> kube_provider::xds_issuer::IssuerConfig {
+    /// The issuer's configuration (the CA Secret lives in `namespace`).
+    pub fn config(&self, namespace: &str, controller_name: &str) -> kube_provider::xds_issuer::IssuerConfig {
         let server_names = if self.xds_server_names.is_empty() {
             vec![format!("portcullis-xds.{namespace}.svc")]
         } else {
@@ -93,25 +94,17 @@ impl Drop for Running {
 /// Starts the issuer; returns once this replica has its server
 /// certificate, with the xDS server's TLS following its renewals.
 pub async fn start(
-    args: &XdsCaArgs,
-    namespace: &str,
-    controller_name: &str,
+    config: kube_provider::xds_issuer::IssuerConfig,
     client: kube_provider::Client,
     stores: kube_provider::Stores,
     leader: tokio::sync::watch::Receiver<bool>,
     snapshots: tokio::sync::watch::Receiver<Arc<provider::Snapshot>>,
     metrics: kube_provider::xds_issuer::IssuerMetrics,
 ) -> anyhow::Result<(xds::tls::ServerTls, Running)> {
-    let (mut rx, issuer) = kube_provider::xds_issuer::start(
-        client,
-        args.config(namespace, controller_name),
-        stores,
-        leader,
-        snapshots,
-        metrics,
-    )
-    .await
-    .context("the xDS CA")?;
+    let (mut rx, issuer) =
+        kube_provider::xds_issuer::start(client, config, stores, leader, snapshots, metrics)
+            .await
+            .context("the xDS CA")?;
     let first = rx
         .borrow_and_update()
         .clone()
@@ -125,7 +118,9 @@ pub async fn start(
             };
             match handle.reload(&material(&m)) {
                 Ok(()) => tracing::info!("xDS server certificate renewed"),
-                Err(e) => tracing::error!(error = %e, "the renewed xDS server certificate is unusable; keeping the current one"),
+                Err(e) => {
+                    tracing::error!(error = %e, "the renewed xDS server certificate is unusable; keeping the current one")
+                }
             }
         }
     });

@@ -108,7 +108,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -187,7 +190,12 @@ async fn the_controllers_ca_issues_gateway_certificates_that_envoy_uses() {
         .args(["--leader-election-namespace", "default"])
         .args(["--xds-ca", "--xds-server-name", SERVER_NAME])
         // Short-lived certificates: one is issued again within seconds.
-        .args(["--xds-cert-validity-seconds", "20", "--xds-cert-renew-before-seconds", "12"])
+        .args([
+            "--xds-cert-validity-seconds",
+            "20",
+            "--xds-cert-renew-before-seconds",
+            "12",
+        ])
         .args(["--xds-cert-check-seconds", "1"])
         .arg("--run-dir")
         .arg(dir.join("run"))
@@ -235,7 +243,11 @@ async fn the_controllers_ca_issues_gateway_certificates_that_envoy_uses() {
     let owners = secret.metadata.owner_references.clone().unwrap_or_default();
     assert_eq!(owners.len(), 1, "{owners:?}");
     assert_eq!(
-        (owners[0].kind.as_str(), owners[0].name.as_str(), Some(&owners[0].uid)),
+        (
+            owners[0].kind.as_str(),
+            owners[0].name.as_str(),
+            Some(&owners[0].uid)
+        ),
         ("Gateway", "gw", gw.metadata.uid.as_ref())
     );
     let labels = secret.metadata.labels.clone().unwrap_or_default();
@@ -266,10 +278,14 @@ async fn the_controllers_ca_issues_gateway_certificates_that_envoy_uses() {
 
     // Issued again before it expires (20 s validity, renewed 12 s ahead).
     let first = text(&secret, "tls.crt");
-    let renewed = eventually("the client Secret to be issued again", Duration::from_secs(30), || async {
-        let s = infra.get_opt(&name).await.ok().flatten()?;
-        (text(&s, "tls.crt") != first).then_some(s)
-    })
+    let renewed = eventually(
+        "the client Secret to be issued again",
+        Duration::from_secs(30),
+        || async {
+            let s = infra.get_opt(&name).await.ok().flatten()?;
+            (text(&s, "tls.crt") != first).then_some(s)
+        },
+    )
     .await;
     let again = inspect(&text(&renewed, "tls.crt").expect("tls.crt"), "renewed").expect("certificate");
     assert!(again.not_after > cert.not_after);
@@ -293,8 +309,10 @@ async fn the_controllers_ca_issues_gateway_certificates_that_envoy_uses() {
     });
     let _envoy = envoy(&dir.join("envoy-renewed"), "infra/gw", &renewed, xds);
     tokio::task::block_in_place(|| {
-        wait_for("the renewed certificate's Envoy to serve /a", Duration::from_secs(60), || {
-            http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200)
-        });
+        wait_for(
+            "the renewed certificate's Envoy to serve /a",
+            Duration::from_secs(60),
+            || http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200),
+        );
     });
 }

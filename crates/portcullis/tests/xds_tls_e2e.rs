@@ -44,7 +44,11 @@ fn server_files(dir: &Path, ca: &Ca) -> (PathBuf, PathBuf, PathBuf) {
     let s = ca
         .issue_server(&[SERVER_NAME.to_string()], SystemTime::now(), HOUR)
         .expect("server certificate");
-    let (cert, key, client_ca) = (dir.join("server.crt"), dir.join("server.key"), dir.join("client-ca.crt"));
+    let (cert, key, client_ca) = (
+        dir.join("server.crt"),
+        dir.join("server.key"),
+        dir.join("client-ca.crt"),
+    );
     replace(&cert, &s.cert_pem);
     replace(&key, &s.key_pem);
     replace(&client_ca, &ca.cert_pem);
@@ -134,7 +138,15 @@ fn envoy(dir: &Path, name: &str, node: &str, cert: &Issued, trusted: &str, xds: 
 
 /// [`envoy`]; `sds`: the client certificate and CA through file-based
 /// SDS (`ads_bootstrap_tls_sds_proto`), reloaded when its directory changes.
-fn envoy_with(dir: &Path, name: &str, node: &str, cert: &Issued, trusted: &str, xds: u16, sds: bool) -> Envoy {
+fn envoy_with(
+    dir: &Path,
+    name: &str,
+    node: &str,
+    cert: &Issued,
+    trusted: &str,
+    xds: u16,
+    sds: bool,
+) -> Envoy {
     let d = dir.join(name);
     std::fs::create_dir_all(&d).expect("mkdir");
     replace(&d.join("tls.crt"), &cert.cert_pem);
@@ -162,7 +174,6 @@ fn envoy_with(dir: &Path, name: &str, node: &str, cert: &Issued, trusted: &str, 
             Some(&admin_address),
             &tls,
             &watched,
-            &watched,
         ))
         .expect("bootstrap")
     } else {
@@ -181,7 +192,13 @@ fn envoy_with(dir: &Path, name: &str, node: &str, cert: &Issued, trusted: &str, 
     let child = Command::new(bin)
         .arg("-c")
         .arg(d.join("envoy.json"))
-        .args(["--disable-hot-restart", "--log-level", "warn", "--drain-time-s", "1"])
+        .args([
+            "--disable-hot-restart",
+            "--log-level",
+            "warn",
+            "--drain-time-s",
+            "1",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -196,7 +213,8 @@ fn envoy_with(dir: &Path, name: &str, node: &str, cert: &Issued, trusted: &str, 
 /// Envoy's `/config_dump` (with EDS), parsed (the admin answers chunked).
 fn config_dump(admin: u16) -> Value {
     let mut tcp = TcpStream::connect(("127.0.0.1", admin)).expect("connect to Envoy's admin");
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     tcp.write_all(b"GET /config_dump?include_eds HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")
         .expect("write");
     let mut buf = Vec::new();
@@ -223,11 +241,10 @@ fn config_dump(admin: u16) -> Value {
 
 /// The `configs` entry of `type` (a suffix of its `@type`).
 fn dump_section<'a>(dump: &'a Value, type_suffix: &str) -> Option<&'a Value> {
-    dump["configs"].as_array()?.iter().find(|c| {
-        c["@type"]
-            .as_str()
-            .is_some_and(|t| t.ends_with(type_suffix))
-    })
+    dump["configs"]
+        .as_array()?
+        .iter()
+        .find(|c| c["@type"].as_str().is_some_and(|t| t.ends_with(type_suffix)))
 }
 
 fn dynamic_listeners(dump: &Value) -> Vec<String> {
@@ -303,7 +320,8 @@ fn probe(xds: u16, trusted: &str, client: Option<&Issued>) -> Result<Vec<u8>, St
     let name = ServerName::try_from(SERVER_NAME).expect("name");
     let conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
     let tcp = TcpStream::connect(("127.0.0.1", xds)).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
     let mut tls = rustls::StreamOwned::new(conn, tcp);
     // The HTTP/2 preface and an empty SETTINGS frame; the server answers
     // with its SETTINGS once it accepted the client.
@@ -397,13 +415,28 @@ fn an_envoy_gets_only_the_gateway_its_certificate_names() {
 
     // The Envoy of infra/gw, with infra/gw's certificate: configured,
     // serving, and holding its listener certificate (over SDS).
-    let gw = envoy(&s.dir, "gw", "infra/gw", &client_cert(&s.ca, "infra", "gw"), &s.ca.cert_pem, s.xds);
+    let gw = envoy(
+        &s.dir,
+        "gw",
+        "infra/gw",
+        &client_cert(&s.ca, "infra", "gw"),
+        &s.ca.cert_pem,
+        s.xds,
+    );
     wait_for("infra/gw's Envoy to serve /a", Duration::from_secs(60), || {
         http(s.http_port, "x", "/a").is_some_and(|r| r.0 == 200)
     });
     let dump = config_dump(gw.admin);
-    assert_eq!(dynamic_listeners(&dump).len(), 2, "{:?}", dynamic_listeners(&dump));
-    assert!(!dynamic_secrets(&dump).is_empty(), "the HTTPS listener's secret over SDS");
+    assert_eq!(
+        dynamic_listeners(&dump).len(),
+        2,
+        "{:?}",
+        dynamic_listeners(&dump)
+    );
+    assert!(
+        !dynamic_secrets(&dump).is_empty(),
+        "the HTTPS listener's secret over SDS"
+    );
     let gw_secrets = dynamic_secrets(&dump);
     let gw_listeners = dynamic_listeners(&dump);
 
@@ -424,21 +457,35 @@ fn an_envoy_gets_only_the_gateway_its_certificate_names() {
     assert!(dynamic_secrets(&dump).is_empty(), "{:?}", dynamic_secrets(&dump));
     let text = dump.to_string();
     for port in [s.http_port, s.https_port] {
-        assert!(!text.contains(&format!("\"port_value\":{port}")), "infra/gw's port {port} reached infra/other's Envoy");
+        assert!(
+            !text.contains(&format!("\"port_value\":{port}")),
+            "infra/gw's port {port} reached infra/other's Envoy"
+        );
     }
 
     // infra/other's certificate asking for infra/gw: refused, nothing.
     let before = metric(s.admin, "portcullis_xds_refused_streams_total");
     let thief = envoy(&s.dir, "thief", "infra/gw", &other_cert, &s.ca.cert_pem, s.xds);
     wait_for("the refusal to be counted", Duration::from_secs(30), || {
-        metric(s.admin, "portcullis_xds_refused_streams_total{identity=\"spiffe://portcullis/gateway/infra/other\"}") > before
+        metric(
+            s.admin,
+            "portcullis_xds_refused_streams_total{identity=\"spiffe://portcullis/gateway/infra/other\"}",
+        ) > before
     });
     // Envoy retries with backoff; give it time to get anything it could.
     std::thread::sleep(Duration::from_secs(3));
     let dump = config_dump(thief.admin);
-    assert!(dynamic_listeners(&dump).is_empty(), "{:?}", dynamic_listeners(&dump));
+    assert!(
+        dynamic_listeners(&dump).is_empty(),
+        "{:?}",
+        dynamic_listeners(&dump)
+    );
     assert!(dynamic_secrets(&dump).is_empty(), "{:?}", dynamic_secrets(&dump));
-    assert!(dynamic_clusters(&dump).is_empty(), "{:?}", dynamic_clusters(&dump));
+    assert!(
+        dynamic_clusters(&dump).is_empty(),
+        "{:?}",
+        dynamic_clusters(&dump)
+    );
     assert!(gw_secrets.iter().all(|n| !dump.to_string().contains(n.as_str())));
 
     // infra/gw's Envoy was never disturbed.
@@ -451,7 +498,10 @@ fn a_client_without_a_trusted_certificate_is_refused_in_the_handshake() {
     let failures = || metric(s.admin, "portcullis_xds_tls_handshake_failures_total");
     let before = failures();
     let e = probe(s.xds, &s.ca.cert_pem, None).expect_err("no client certificate");
-    assert!(e.to_lowercase().contains("certificaterequired") || e.contains("alert"), "{e}");
+    assert!(
+        e.to_lowercase().contains("certificaterequired") || e.contains("alert"),
+        "{e}"
+    );
     let foreign = ca();
     let e = probe(s.xds, &s.ca.cert_pem, Some(&client_cert(&foreign, "infra", "gw")))
         .expect_err("a certificate of another CA");
@@ -461,11 +511,15 @@ fn a_client_without_a_trusted_certificate_is_refused_in_the_handshake() {
     });
     // A plaintext client gets no xDS either (the connection is TLS).
     let mut tcp = TcpStream::connect(("127.0.0.1", s.xds)).expect("connect");
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    tcp.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
     let _ = tcp.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0");
     let mut buf = [0u8; 9];
     let answer = tcp.read(&mut buf).unwrap_or(0);
-    assert!(answer == 0 || buf[3] != 0x04, "a plaintext HTTP/2 client got SETTINGS");
+    assert!(
+        answer == 0 || buf[3] != 0x04,
+        "a plaintext HTTP/2 client got SETTINGS"
+    );
     // The control case: the right certificate is accepted.
     probe(s.xds, &s.ca.cert_pem, Some(&client_cert(&s.ca, "infra", "gw"))).expect("a client of our CA");
 }
@@ -512,14 +566,24 @@ impl Load {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        (self.ok.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed))
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
     }
 }
 
 #[test]
 fn server_certificate_rotation_keeps_envoy_serving() {
     let (s, serve) = setup("xds-tls-server-rotation");
-    let gw = envoy(&s.dir, "gw", "infra/gw", &client_cert(&s.ca, "infra", "gw"), &s.ca.cert_pem, s.xds);
+    let gw = envoy(
+        &s.dir,
+        "gw",
+        "infra/gw",
+        &client_cert(&s.ca, "infra", "gw"),
+        &s.ca.cert_pem,
+        s.xds,
+    );
     wait_for("Envoy to serve /a", Duration::from_secs(60), || {
         http(s.http_port, "x", "/a").is_some_and(|r| r.0 == 200)
     });
@@ -529,15 +593,16 @@ fn server_certificate_rotation_keeps_envoy_serving() {
 
     // New server certificate and key on disk: picked up for new
     // connections without a restart.
-    let rotated = s
-        .ca
-        .issue_server(&[SERVER_NAME.to_string()], SystemTime::now(), HOUR)
-        .expect("new server certificate");
+    let rotated =
+        s.ca.issue_server(&[SERVER_NAME.to_string()], SystemTime::now(), HOUR)
+            .expect("new server certificate");
     replace(&s.dir.join("server.crt"), &rotated.cert_pem);
     replace(&s.dir.join("server.key"), &rotated.key_pem);
-    wait_for("the new server certificate to be presented", Duration::from_secs(20), || {
-        probe(s.xds, &s.ca.cert_pem, Some(&client)).is_ok_and(|c| c == der(&rotated.cert_pem))
-    });
+    wait_for(
+        "the new server certificate to be presented",
+        Duration::from_secs(20),
+        || probe(s.xds, &s.ca.cert_pem, Some(&client)).is_ok_and(|c| c == der(&rotated.cert_pem)),
+    );
     assert_ne!(old, der(&rotated.cert_pem));
 
     // The established xDS connection still carries updates.
@@ -549,9 +614,11 @@ fn server_certificate_rotation_keeps_envoy_serving() {
         .expect("write manifests")
     };
     write("/second");
-    wait_for("an update over the established connection", Duration::from_secs(30), || {
-        http(s.http_port, "x", "/second").is_some_and(|r| r.0 == 200)
-    });
+    wait_for(
+        "an update over the established connection",
+        Duration::from_secs(30),
+        || http(s.http_port, "x", "/second").is_some_and(|r| r.0 == 200),
+    );
 
     // The control plane restarts: Envoy reconnects, now verifying the new
     // certificate (the only one served), and gets what changed meanwhile.
@@ -593,10 +660,14 @@ fn client_certificate_rotation_is_picked_up_by_a_running_envoy() {
     replace(&s.dir.join("client-ca.crt"), &both);
     replace(&s.dir.join("gw/tls.crt"), &rotated.cert_pem);
     replace(&s.dir.join("gw/tls.key"), &rotated.key_pem);
-    wait_for("Envoy to load the new client certificate", Duration::from_secs(20), || {
-        let (_, _, certs) = http(gw.admin, "admin", "/certs").unwrap_or_default();
-        certs.to_lowercase().contains(&serial(&rotated.cert_pem))
-    });
+    wait_for(
+        "Envoy to load the new client certificate",
+        Duration::from_secs(20),
+        || {
+            let (_, _, certs) = http(gw.admin, "admin", "/certs").unwrap_or_default();
+            certs.to_lowercase().contains(&serial(&rotated.cert_pem))
+        },
+    );
 
     // The control plane restarts trusting only the new CA: only the
     // rotated certificate is accepted, and the update made meanwhile
@@ -616,9 +687,11 @@ fn client_certificate_rotation_is_picked_up_by_a_running_envoy() {
         &s.dir.join("server.key"),
         &s.dir.join("client-ca.crt"),
     );
-    wait_for("the update over the rotated certificate", Duration::from_secs(60), || {
-        http(s.http_port, "x", "/after").is_some_and(|r| r.0 == 200)
-    });
+    wait_for(
+        "the update over the rotated certificate",
+        Duration::from_secs(60),
+        || http(s.http_port, "x", "/after").is_some_and(|r| r.0 == 200),
+    );
     assert_eq!(metric(s.admin, "portcullis_xds_tls_handshake_failures_total"), 0);
     let (ok, failed) = load.finish();
     assert!(ok > 20, "only {ok} requests");

@@ -42,7 +42,11 @@ impl Binding {
             Binding::Node { node: Some(n), .. } if n == node => Ok(()),
             Binding::Node { identity, .. } => {
                 observer.refused(node, identity);
-                tracing::warn!(node, identity = identity.as_str(), "xDS stream refused: the client certificate does not name this node");
+                tracing::warn!(
+                    node,
+                    identity = identity.as_str(),
+                    "xDS stream refused: the client certificate does not name this node"
+                );
                 Err(Status::permission_denied(format!(
                     "the client certificate ({identity}) does not entitle node {node:?}"
                 )))

@@ -62,7 +62,9 @@ impl TlsFiles {
 
 /// The files from the flags, else the config file's `xdsTls`.
 pub fn files(args: &XdsTlsArgs, config: Option<&std::path::Path>) -> anyhow::Result<Option<TlsFiles>> {
-    if let (Some(cert), Some(key), Some(client_ca)) = (&args.xds_tls_cert, &args.xds_tls_key, &args.xds_tls_client_ca) {
+    if let (Some(cert), Some(key), Some(client_ca)) =
+        (&args.xds_tls_cert, &args.xds_tls_key, &args.xds_tls_client_ca)
+    {
         return Ok(Some(TlsFiles {
             cert: cert.clone(),
             key: key.clone(),
@@ -106,7 +108,9 @@ pub fn from_files(files: TlsFiles) -> anyhow::Result<(xds::tls::ServerTls, Reloa
                     tracing::info!(cert = %files.cert.display(), "xDS TLS certificate reloaded");
                     loaded = next;
                 }
-                Err(e) => tracing::warn!(error = %e, "xDS TLS files not (yet) usable; keeping the current ones"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "xDS TLS files not (yet) usable; keeping the current ones")
+                }
             }
         }
     });

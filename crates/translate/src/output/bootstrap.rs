@@ -577,9 +577,10 @@ pub fn xds_client_sds(tls: &XdsClientTls, watched_directory: &str) -> [(&'static
 
 /// [`ads_bootstrap_tls_proto`] whose client certificate and server CA come
 /// from file-based SDS (the documents of [`xds_client_sds`] in `sds_dir`,
-/// read again when `watched_directory` changes): certificate rotation
-/// without restarting Envoy. The server's DNS SAN check stays in the
-/// bootstrap.
+/// read again when that directory changes — it is also the watched
+/// directory, as when they come in the client Secret's volume): certificate
+/// rotation without restarting Envoy. The server's DNS SAN check stays in
+/// the bootstrap.
 pub fn ads_bootstrap_tls_sds_proto(
     node_id: &str,
     node_cluster: &str,
@@ -588,7 +589,6 @@ pub fn ads_bootstrap_tls_sds_proto(
     admin_address: Option<&AdminAddress>,
     tls: &XdsClientTls,
     sds_dir: &str,
-    watched_directory: &str,
 ) -> Bootstrap {
     use envoy_types::pb::envoy::config::core::v3::{PathConfigSource, WatchedDirectory};
     use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
@@ -602,7 +602,7 @@ pub fn ads_bootstrap_tls_sds_proto(
             PathConfigSource {
                 path: format!("{}/{file}", sds_dir.trim_end_matches('/')),
                 watched_directory: Some(WatchedDirectory {
-                    path: watched_directory.into(),
+                    path: sds_dir.into(),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -619,23 +619,30 @@ pub fn ads_bootstrap_tls_sds_proto(
         common_tls_context: Some(CommonTlsContext {
             tls_certificate_sds_secret_configs: vec![sds(XDS_CLIENT_CERT_SECRET, XDS_SDS_CERT_FILE)],
             alpn_protocols: vec!["h2".into()],
-            validation_context_type: Some(common_tls_context::ValidationContextType::CombinedValidationContext(
-                common_tls_context::CombinedCertificateValidationContext {
-                    default_validation_context: Some(CertificateValidationContext {
-                        match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
-                            san_type: subject_alt_name_matcher::SanType::Dns as i32,
-                            matcher: Some(StringMatcher {
-                                match_pattern: Some(string_matcher::MatchPattern::Exact(tls.server_name.clone())),
+            validation_context_type: Some(
+                common_tls_context::ValidationContextType::CombinedValidationContext(
+                    common_tls_context::CombinedCertificateValidationContext {
+                        default_validation_context: Some(CertificateValidationContext {
+                            match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
+                                san_type: subject_alt_name_matcher::SanType::Dns as i32,
+                                matcher: Some(StringMatcher {
+                                    match_pattern: Some(string_matcher::MatchPattern::Exact(
+                                        tls.server_name.clone(),
+                                    )),
+                                    ..Default::default()
+                                }),
                                 ..Default::default()
-                            }),
+                            }],
                             ..Default::default()
-                        }],
+                        }),
+                        validation_context_sds_secret_config: Some(sds(
+                            XDS_SERVER_CA_SECRET,
+                            XDS_SDS_CA_FILE,
+                        )),
                         ..Default::default()
-                    }),
-                    validation_context_sds_secret_config: Some(sds(XDS_SERVER_CA_SECRET, XDS_SDS_CA_FILE)),
-                    ..Default::default()
-                },
-            )),
+                    },
+                ),
+            ),
             ..Default::default()
         }),
         ..Default::default()
