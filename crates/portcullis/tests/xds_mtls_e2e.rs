@@ -116,6 +116,38 @@ where
     }
 }
 
+/// `portcullis controller --xds-ca --no-envoy` with `extra` flags.
+fn controller(
+    cluster: &testkit::kube::Cluster,
+    dir: &Path,
+    xds: u16,
+    admin: u16,
+    extra: &[&str],
+) -> common::Serve {
+    let child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+        .arg("controller")
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["--xds-address", &format!("127.0.0.1:{xds}")])
+        .args(["--admin-address", &format!("127.0.0.1:{admin}")])
+        .args(["--listener-address", "127.0.0.1", "--no-envoy"])
+        .args(["--lease-duration-seconds", "3"])
+        .args(["--leader-election-namespace", "default"])
+        .args(["--xds-ca", "--xds-server-name", SERVER_NAME])
+        .args(["--xds-cert-check-seconds", "1"])
+        .args(extra)
+        .arg("--run-dir")
+        .arg(dir.join("run"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start portcullis controller");
+    common::Serve {
+        child,
+        run_dir: dir.join("run"),
+    }
+}
+
 struct Envoy(Child);
 
 impl Drop for Envoy {
@@ -179,34 +211,14 @@ async fn the_controllers_ca_issues_gateway_certificates_that_envoy_uses() {
 
     let dir = work_dir(test);
     let (xds, admin) = (free_port(), free_port());
-    let child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("controller")
-        .arg("--kubeconfig")
-        .arg(&cluster.kubeconfig)
-        .args(["--xds-address", &format!("127.0.0.1:{xds}")])
-        .args(["--admin-address", &format!("127.0.0.1:{admin}")])
-        .args(["--listener-address", "127.0.0.1", "--no-envoy"])
-        .args(["--lease-duration-seconds", "3"])
-        .args(["--leader-election-namespace", "default"])
-        .args(["--xds-ca", "--xds-server-name", SERVER_NAME])
-        // Short-lived certificates: one is issued again within seconds.
-        .args([
-            "--xds-cert-validity-seconds",
-            "20",
-            "--xds-cert-renew-before-seconds",
-            "12",
-        ])
-        .args(["--xds-cert-check-seconds", "1"])
-        .arg("--run-dir")
-        .arg(dir.join("run"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start portcullis controller");
-    let _controller = common::Serve {
-        child,
-        run_dir: dir.join("run"),
-    };
+    // Short-lived certificates: one is issued again within seconds.
+    let timing = [
+        "--xds-cert-validity-seconds",
+        "20",
+        "--xds-cert-renew-before-seconds",
+        "12",
+    ];
+    let _controller = controller(&cluster, &dir, xds, admin, &timing);
 
     // The CA Secret, in the controller's namespace.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
@@ -315,4 +327,270 @@ async fn the_controllers_ca_issues_gateway_certificates_that_envoy_uses() {
             || http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200),
         );
     });
+}
+
+/// A directory laid out as the kubelet lays out a Secret volume: the data
+/// in `..<n>/`, the link `..data` to it, and each key a link through
+/// `..data`; an update writes a new `..<n>/` and swaps `..data` by a
+/// rename (one atomic move, which Envoy's `watched_directory` sees).
+struct SecretVolume {
+    dir: std::path::PathBuf,
+    generation: u32,
+}
+
+impl SecretVolume {
+    fn new(dir: &Path) -> SecretVolume {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        SecretVolume {
+            dir: dir.to_path_buf(),
+            generation: 0,
+        }
+    }
+
+    /// Projects `files` (name → content); returns whether anything changed.
+    fn project(&mut self, files: &[(&str, String)]) -> bool {
+        let current: Vec<(String, String)> = files
+            .iter()
+            .map(|(k, _)| {
+                let v = std::fs::read_to_string(self.dir.join(k)).unwrap_or_default();
+                (k.to_string(), v)
+            })
+            .collect();
+        if current
+            .iter()
+            .zip(files)
+            .all(|((_, have), (_, want))| have == want)
+        {
+            return false;
+        }
+        self.generation += 1;
+        let data = format!("..{}", self.generation);
+        std::fs::create_dir_all(self.dir.join(&data)).expect("mkdir data");
+        for (k, v) in files {
+            std::fs::write(self.dir.join(&data).join(k), v).expect("write");
+        }
+        let tmp = self.dir.join("..data_tmp");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&data, &tmp).expect("symlink");
+        std::fs::rename(&tmp, self.dir.join("..data")).expect("swap ..data");
+        for (k, _) in files {
+            let link = self.dir.join(k);
+            if std::fs::symlink_metadata(&link).is_err() {
+                std::os::unix::fs::symlink(format!("..data/{k}"), &link).expect("key link");
+            }
+        }
+        if self.generation > 1 {
+            let _ = std::fs::remove_dir_all(self.dir.join(format!("..{}", self.generation - 1)));
+        }
+        true
+    }
+}
+
+/// An Envoy whose client certificate and CA come through file-based SDS
+/// from a [`SecretVolume`] (as the provisioned Deployment mounts it).
+fn envoy_sds(dir: &Path, node: &str, xds: u16, admin: u16) -> Envoy {
+    let path = |f: &str| dir.join(f).display().to_string();
+    let tls = translate::output::bootstrap::XdsClientTls {
+        cert_chain_file: path("tls.crt"),
+        private_key_file: path("tls.key"),
+        ca_file: path("ca.crt"),
+        server_name: SERVER_NAME.into(),
+    };
+    let watched = dir.display().to_string();
+    let bootstrap =
+        translate::output::json::message_to_json(&translate::output::bootstrap::ads_bootstrap_tls_sds_proto(
+            node,
+            "portcullis",
+            "127.0.0.1",
+            xds,
+            Some(&translate::output::bootstrap::AdminAddress::new(
+                "127.0.0.1",
+                admin,
+            )),
+            &tls,
+            &watched,
+        ))
+        .expect("bootstrap");
+    let file = dir.with_extension("json");
+    std::fs::write(&file, bootstrap.to_string()).expect("write bootstrap");
+    let bin = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
+    Envoy(
+        Command::new(bin)
+            .arg("-c")
+            .arg(&file)
+            .args(["--disable-hot-restart", "--log-level", "warn"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start Envoy"),
+    )
+}
+
+/// The files the kubelet would project from the client Secret, with the
+/// SDS documents rewritten for `dir` (the Secret's name the mount path
+/// the Deployment uses, `names::XDS_CERT_DIR`).
+fn projected(secret: &Secret, dir: &Path) -> Vec<(&'static str, String)> {
+    let path = |f: &str| dir.join(f).display().to_string();
+    let tls = translate::output::bootstrap::XdsClientTls {
+        cert_chain_file: path("tls.crt"),
+        private_key_file: path("tls.key"),
+        ca_file: path("ca.crt"),
+        server_name: SERVER_NAME.into(),
+    };
+    let mut files: Vec<(&'static str, String)> = ["tls.crt", "tls.key", "ca.crt"]
+        .into_iter()
+        .map(|k| (k, text(secret, k).unwrap_or_default()))
+        .collect();
+    for (file, doc) in translate::output::bootstrap::xds_client_sds(&tls, &dir.display().to_string()) {
+        files.push((file, doc.to_string()));
+    }
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_rotation_keeps_envoy_served_through_a_reconnect() {
+    let test = "a_ca_rotation_keeps_envoy_served_through_a_reconnect";
+    let Some(cluster) = testkit::kube::Cluster::start(test).await else {
+        return;
+    };
+    cluster
+        .apply_crds(&testkit::kube::Cluster::repo_crds())
+        .await
+        .expect("apply CRDs");
+    let client = cluster.client().await.expect("client");
+    let echo = echo_pod("app", "a-pod-1");
+    let backend = testkit::kube::forward_from_host(echo.addr()).expect("forward");
+    let gw_port = free_port();
+    apply(&client, &objects(gw_port, backend)).await;
+    let dir = work_dir(test);
+    let (xds, admin) = (free_port(), free_port());
+    // A CA of 60 s renewed 40 s ahead: a next CA after ~20 s, promoted
+    // ~20 s later; certificates of 10 s renewed 5 s ahead.
+    let timing = [
+        "--xds-ca-validity-seconds",
+        "60",
+        "--xds-ca-renew-before-seconds",
+        "40",
+        "--xds-cert-validity-seconds",
+        "10",
+        "--xds-cert-renew-before-seconds",
+        "5",
+    ];
+    let first_controller = controller(&cluster, &dir, xds, admin, &timing);
+
+    let infra: Api<Secret> = Api::namespaced(client.clone(), "infra");
+    let defaults: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let name = kube_provider::names::xds_client_secret("gw");
+    let secret = eventually("infra/gw's client Secret", Duration::from_secs(60), || async {
+        infra.get_opt(&name).await.ok().flatten()
+    })
+    .await;
+    // The Secret's SDS documents name the files where the Deployment
+    // mounts them.
+    let mounted = Path::new(kube_provider::names::XDS_CERT_DIR);
+    for (file, doc) in projected(&secret, mounted).into_iter().skip(3) {
+        let stored: Value = serde_json::from_str(&text(&secret, file).unwrap_or_default()).expect(file);
+        assert_eq!(
+            stored,
+            serde_json::from_str::<Value>(&doc).expect("doc"),
+            "{file}"
+        );
+    }
+    let ca_before = defaults.get("portcullis-xds-ca").await.expect("CA Secret");
+    let first_ca = text(&ca_before, "ca.crt").expect("ca.crt");
+
+    // The kubelet's part: project the Secret into the volume, again
+    // whenever it changes.
+    let volume_dir = dir.join("volume");
+    let mut volume = SecretVolume::new(&volume_dir);
+    volume.project(&projected(&secret, &volume_dir));
+    let kubelet = {
+        let (infra, name, volume_dir) = (infra.clone(), name.clone(), volume_dir.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                if let Ok(Some(s)) = infra.get_opt(&name).await {
+                    volume.project(&projected(&s, &volume_dir));
+                }
+            }
+        })
+    };
+    let envoy_admin = free_port();
+    let _envoy = envoy_sds(&volume_dir, "infra/gw", xds, envoy_admin);
+    tokio::task::block_in_place(|| {
+        wait_for("Envoy to serve /a", Duration::from_secs(60), || {
+            http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200)
+        });
+    });
+    let load = tokio::task::spawn_blocking(move || {
+        let (mut ok, mut failed) = (0u64, 0u64);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(75) {
+            match http(gw_port, "x", "/a") {
+                Some((200, _, _)) => ok += 1,
+                other => {
+                    eprintln!("failed request: {:?}", other.map(|r| r.0));
+                    failed += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (ok, failed)
+    });
+
+    // The CA is rotated: a new one signs, the old one stays trusted.
+    let rotated = eventually("the CA's promotion", Duration::from_secs(70), || async {
+        let s = defaults.get_opt("portcullis-xds-ca").await.ok().flatten()?;
+        (text(&s, "ca.crt").as_deref() != Some(first_ca.as_str())).then_some(s)
+    })
+    .await;
+    assert_eq!(text(&rotated, "previous.crt").as_deref(), Some(first_ca.as_str()));
+    let new_ca = Ca::from_pem(
+        &text(&rotated, "ca.crt").expect("ca.crt"),
+        &text(&rotated, "ca.key").expect("ca.key"),
+        "rotated CA",
+    )
+    .expect("CA");
+    // The client Secret follows: signed by the new CA, trusting both.
+    let reissued = eventually(
+        "the client Secret from the new CA",
+        Duration::from_secs(20),
+        || async {
+            let s = infra.get_opt(&name).await.ok().flatten()?;
+            let c = inspect(&text(&s, "tls.crt")?, "tls.crt").ok()?;
+            new_ca.signed(&c).then_some(s)
+        },
+    )
+    .await;
+    let bundle = text(&reissued, "ca.crt").expect("ca.crt");
+    assert!(bundle.contains(first_ca.trim()) && bundle.contains(new_ca.cert_pem.trim()));
+
+    // Give the volume a moment to follow, then restart the control plane:
+    // the Envoy reconnects (new server certificate from the new CA, its
+    // own renewed one) and gets an update made meanwhile.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(first_controller);
+    apply(
+        &client,
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: later, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /later}}]
+    backendRefs: [{name: a, port: 80}]
+"#,
+    )
+    .await;
+    let _second = controller(&cluster, &dir, xds, admin, &timing);
+    tokio::task::block_in_place(|| {
+        wait_for("the update after the reconnect", Duration::from_secs(60), || {
+            http(gw_port, "x", "/later").is_some_and(|r| r.0 == 200)
+        });
+    });
+    let (ok, failed) = load.await.expect("load");
+    kubelet.abort();
+    assert!(ok > 100, "only {ok} requests");
+    assert_eq!(failed, 0, "{failed} of {} requests failed", ok + failed);
 }
