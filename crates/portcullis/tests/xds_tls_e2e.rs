@@ -133,7 +133,19 @@ impl Drop for Envoy {
 /// Starts Envoy with node id `node`, presenting `cert` and trusting
 /// `trusted` (PEM) for the server, from a bootstrap of `ads_bootstrap_tls`.
 fn envoy(dir: &Path, name: &str, node: &str, cert: &Issued, trusted: &str, xds: u16) -> Envoy {
-    envoy_with(dir, name, node, cert, trusted, xds, false)
+    envoy_with(dir, name, node, cert, trusted, xds, Mode::Files)
+}
+
+/// How an Envoy of these tests gets its client certificate and speaks ADS.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// `ads_bootstrap_tls`: plain file references, state-of-the-world.
+    Files,
+    /// File-based SDS (`ads_bootstrap_tls_sds_proto`), reloaded when its
+    /// directory changes.
+    Sds,
+    /// Plain files, delta ADS.
+    Delta,
 }
 
 /// [`envoy`]; `sds`: the client certificate and CA through file-based
@@ -145,7 +157,7 @@ fn envoy_with(
     cert: &Issued,
     trusted: &str,
     xds: u16,
-    sds: bool,
+    mode: Mode,
 ) -> Envoy {
     let d = dir.join(name);
     std::fs::create_dir_all(&d).expect("mkdir");
@@ -161,7 +173,7 @@ fn envoy_with(
         server_name: SERVER_NAME.into(),
     };
     let admin_address = translate::output::bootstrap::AdminAddress::new("127.0.0.1", admin);
-    let bootstrap = if sds {
+    let mut bootstrap = if mode == Mode::Sds {
         let watched = d.display().to_string();
         for (file, doc) in translate::output::bootstrap::xds_client_sds(&tls, &watched) {
             std::fs::write(d.join(file), doc.to_string()).expect("write SDS");
@@ -187,6 +199,9 @@ fn envoy_with(
         )
         .expect("bootstrap")
     };
+    if mode == Mode::Delta {
+        bootstrap["dynamic_resources"]["ads_config"]["api_type"] = "DELTA_GRPC".into();
+    }
     std::fs::write(d.join("envoy.json"), bootstrap.to_string()).expect("write bootstrap");
     let bin = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
     let child = Command::new(bin)
@@ -645,7 +660,7 @@ fn server_certificate_rotation_keeps_envoy_serving() {
 fn client_certificate_rotation_is_picked_up_by_a_running_envoy() {
     let (s, serve) = setup("xds-tls-client-rotation");
     let first = client_cert(&s.ca, "infra", "gw");
-    let gw = envoy_with(&s.dir, "gw", "infra/gw", &first, &s.ca.cert_pem, s.xds, true);
+    let gw = envoy_with(&s.dir, "gw", "infra/gw", &first, &s.ca.cert_pem, s.xds, Mode::Sds);
     wait_for("Envoy to serve /a", Duration::from_secs(60), || {
         http(s.http_port, "x", "/a").is_some_and(|r| r.0 == 200)
     });
@@ -729,4 +744,50 @@ fn serial(pem: &str) -> String {
     let bytes = &d[i..i + len];
     let trimmed: Vec<u8> = bytes.iter().copied().skip_while(|b| *b == 0).collect();
     trimmed.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn delta_ads_is_bound_to_the_certificate_too() {
+    let (s, _serve) = setup("xds-tls-delta");
+    let gw = envoy_with(
+        &s.dir,
+        "gw",
+        "infra/gw",
+        &client_cert(&s.ca, "infra", "gw"),
+        &s.ca.cert_pem,
+        s.xds,
+        Mode::Delta,
+    );
+    wait_for(
+        "infra/gw's Envoy (delta) to serve /a",
+        Duration::from_secs(60),
+        || http(s.http_port, "x", "/a").is_some_and(|r| r.0 == 200),
+    );
+    assert!(!dynamic_secrets(&config_dump(gw.admin)).is_empty());
+    let before = metric(s.admin, "portcullis_xds_refused_streams_total");
+    let thief = envoy_with(
+        &s.dir,
+        "thief",
+        "infra/gw",
+        &client_cert(&s.ca, "infra", "other"),
+        &s.ca.cert_pem,
+        s.xds,
+        Mode::Delta,
+    );
+    wait_for("the refusal to be counted", Duration::from_secs(30), || {
+        metric(s.admin, "portcullis_xds_refused_streams_total") > before
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let dump = config_dump(thief.admin);
+    assert!(
+        dynamic_listeners(&dump).is_empty(),
+        "{:?}",
+        dynamic_listeners(&dump)
+    );
+    assert!(dynamic_secrets(&dump).is_empty(), "{:?}", dynamic_secrets(&dump));
+    assert!(
+        dynamic_clusters(&dump).is_empty(),
+        "{:?}",
+        dynamic_clusters(&dump)
+    );
 }

@@ -129,3 +129,67 @@ impl AggregatedDiscoveryService for AdsServer {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Refusals(Mutex<Vec<(String, String)>>);
+    impl Observer for Refusals {
+        fn refused(&self, node: &str, identity: &str) {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((node.into(), identity.into()));
+        }
+    }
+
+    #[test]
+    fn a_stream_is_served_only_the_node_its_certificate_names() {
+        let o = Refusals::default();
+        assert!(Binding::Any.check("any/node", &o).is_ok());
+        let bound = Binding::Node {
+            node: Some("infra/gw".into()),
+            identity: "spiffe://portcullis/gateway/infra/gw".into(),
+        };
+        assert!(bound.check("infra/gw", &o).is_ok());
+        let e = bound.check("infra/other", &o).expect_err("another node");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        // No identity (no certificate, no or several URI SANs): nothing.
+        let none = Binding::Node {
+            node: None,
+            identity: "no client certificate".into(),
+        };
+        assert!(none.check("infra/gw", &o).is_err());
+        assert!(none.check("", &o).is_err());
+        let seen = o.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(
+            seen,
+            vec![
+                (
+                    "infra/other".to_string(),
+                    "spiffe://portcullis/gateway/infra/gw".to_string()
+                ),
+                ("infra/gw".to_string(), "no client certificate".to_string()),
+                (String::new(), "no client certificate".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_certificate_naming_several_nodes_names_none() {
+        let peer = crate::tls::PeerIdentity {
+            remote: None,
+            nodes: vec!["a/b".into(), "c/d".into()],
+            uris: vec![],
+        };
+        assert_eq!(peer.node(), None);
+        let one = crate::tls::PeerIdentity {
+            nodes: vec!["a/b".into()],
+            ..Default::default()
+        };
+        assert_eq!(one.node(), Some("a/b"));
+    }
+}

@@ -38,6 +38,9 @@ use crate::observer::Observer;
 
 /// How long a client may take to complete the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes in progress at once; a connection beyond is closed at once,
+/// so unauthenticated clients cannot pile up tasks and memory.
+const MAX_HANDSHAKES: usize = 256;
 
 /// Maps a URI SAN to the node id it entitles (`None`: not an identity).
 pub type IdentityFn = fn(&str) -> Option<String>;
@@ -252,6 +255,7 @@ pub fn incoming(
     observer: Arc<dyn Observer>,
 ) -> ReceiverStream<Result<TlsConn, std::io::Error>> {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
     tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
@@ -268,8 +272,14 @@ pub fn incoming(
                 }
             };
             let _ = tcp.set_nodelay(true);
+            let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+                observer.handshake_failed("too many handshakes in progress");
+                tracing::warn!(%remote, "xDS connection closed: too many TLS handshakes in progress");
+                continue;
+            };
             let (tx, tls, observer) = (tx.clone(), tls.clone(), observer.clone());
             tokio::spawn(async move {
+                let _permit = permit;
                 let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
                 let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(s)) => s,
