@@ -192,3 +192,62 @@ impl xds::Observer for TlsObserver {
         self.handshake_failures.inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_from_flags_else_the_config_file() {
+        let dir = std::env::temp_dir().join(format!("portcullis-xds-tls-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let config = dir.join("c.yaml");
+        std::fs::write(
+            &config,
+            "xdsTls: {certFile: s.crt, keyFile: s.key, clientCaFile: ca.crt}\n",
+        )
+        .expect("write");
+        let none = XdsTlsArgs::default();
+        assert_eq!(files(&none, None).expect("no TLS"), None);
+        let from_file = files(&none, Some(&config)).expect("file").expect("TLS");
+        assert_eq!(from_file.cert, PathBuf::from("s.crt"));
+        assert_eq!(from_file.client_ca, PathBuf::from("ca.crt"));
+        let flags = XdsTlsArgs {
+            xds_tls_cert: Some("f.crt".into()),
+            xds_tls_key: Some("f.key".into()),
+            xds_tls_client_ca: Some("f-ca.crt".into()),
+        };
+        assert_eq!(
+            files(&flags, Some(&config)).expect("flags").expect("TLS").cert,
+            PathBuf::from("f.crt")
+        );
+        let typo = dir.join("typo.yaml");
+        std::fs::write(&typo, "xdsTls: {certFile: a, keyFile: b}\n").expect("write");
+        assert!(files(&none, Some(&typo)).is_err(), "clientCaFile is required");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn unusable_files_are_refused_with_the_file_named() {
+        let dir = std::env::temp_dir().join(format!("portcullis-xds-tls-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for f in ["s.crt", "s.key", "ca.crt"] {
+            std::fs::write(dir.join(f), "not PEM").expect("write");
+        }
+        let files = TlsFiles {
+            cert: dir.join("s.crt"),
+            key: dir.join("s.key"),
+            client_ca: dir.join("ca.crt"),
+        };
+        let e = from_files(files).err().expect("refused");
+        assert!(format!("{e:#}").contains("no PEM certificate"), "{e:#}");
+        let missing = TlsFiles {
+            cert: dir.join("absent.crt"),
+            key: dir.join("s.key"),
+            client_ca: dir.join("ca.crt"),
+        };
+        let e = from_files(missing).err().expect("refused");
+        assert!(format!("{e:#}").contains("absent.crt"), "{e:#}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
