@@ -378,7 +378,21 @@ impl Issuer {
                 tracing::warn!(gateway = %format!("{ns}/{name}"), error = %e, "xDS client certificate not written");
             }
         }
+        // A Gateway seen before and not ours now: its Secret goes at once
+        // (the resync below also catches those no replica remembers).
+        let gone: Vec<(String, String)> = self
+            .known
+            .keys()
+            .filter(|k| !live.contains(*k))
+            .cloned()
+            .collect();
         self.known.retain(|k, _| live.contains(k));
+        for (ns, gw) in gone {
+            if let Err(e) = self.delete_client_secret(&ns, &gw).await {
+                self.metrics.failures.inc();
+                tracing::warn!(error = %e, "xDS client Secret of a Gateway no longer ours not deleted");
+            }
+        }
         if resync && let Err(e) = self.delete_orphans(&live).await {
             self.metrics.failures.inc();
             tracing::warn!(error = %e, "xDS client Secrets of Gateways no longer ours not deleted");
@@ -516,6 +530,37 @@ impl Issuer {
             },
         );
         Ok(())
+    }
+
+    /// Deletes the client Secret of Gateway `ns/gw` if it is ours (a
+    /// deleted Gateway's is already gone or going: not found is fine).
+    async fn delete_client_secret(&self, ns: &str, gw: &str) -> Result<(), IssuerError> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), ns);
+        let name = names::xds_client_secret(gw);
+        let Some(s) = api
+            .get_opt(&name)
+            .await
+            .map_err(api_err(format!("get Secret {ns}/{name}")))?
+        else {
+            return Ok(());
+        };
+        let ours = s
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MANAGED_BY.0))
+            .is_some_and(|v| v == MANAGED_BY.1);
+        if !ours {
+            return Ok(());
+        }
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {
+                tracing::info!(secret = %format!("{ns}/{name}"), "xDS client Secret of a Gateway no longer ours deleted");
+                Ok(())
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(api_err(format!("delete Secret {ns}/{name}"))(e)),
+        }
     }
 
     /// Deletes client Secrets (ours by label and name) whose Gateway is

@@ -327,6 +327,28 @@ async fn the_controllers_ca_issues_gateway_certificates_that_envoy_uses() {
             || http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200),
         );
     });
+
+    // The Gateway moves to another controller's class: its Secret goes.
+    apply(
+        &client,
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: gw, namespace: infra}}\nspec:\n  gatewayClassName: someone-else\n  listeners: [{{name: http, protocol: HTTP, port: {gw_port}}}]\n"
+        ),
+    )
+    .await;
+    eventually(
+        "the client Secret of a Gateway no longer ours to go",
+        Duration::from_secs(20),
+        || async {
+            infra
+                .get_opt(&name)
+                .await
+                .ok()
+                .map(|s| s.is_none())
+                .filter(|gone| *gone)
+        },
+    )
+    .await;
 }
 
 /// A directory laid out as the kubelet lays out a Secret volume: the data
