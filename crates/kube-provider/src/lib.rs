@@ -48,6 +48,8 @@ pub mod metrics;
 pub mod names;
 pub mod provision;
 pub mod status;
+pub mod xds_ca;
+pub mod xds_issuer;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -9,6 +9,10 @@
 //!   gatewayRef: {namespace: infra, name: edge}  # the Gateway serving them
 //! adminTokenFile: /etc/portcullis/admin-token/token  # bearer token of the admin views
 //! metricsAddress: 0.0.0.0:19001  # /metrics and health only, no token
+//! xdsTls:                        # mTLS xDS (README "mTLS xDS"); flags win
+//!   certFile: server.crt
+//!   keyFile: server.key
+//!   clientCaFile: ca.crt
 //! ```
 //!
 //! Precedence: flag, then `PORTCULLIS_ROUTE_REPLACEMENT_MODE`, then the
@@ -40,6 +44,17 @@ pub struct ConfigFile {
     pub admin_token_file: Option<PathBuf>,
     /// `--metrics-address`.
     pub metrics_address: Option<String>,
+    pub xds_tls: Option<XdsTlsConfig>,
+}
+
+/// `xdsTls` of the config file (`--xds-tls-cert`, `--xds-tls-key`,
+/// `--xds-tls-client-ca`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct XdsTlsConfig {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub client_ca_file: PathBuf,
 }
 
 /// `httpProxy` of the config file (Contour's `gateway.gatewayRef` and

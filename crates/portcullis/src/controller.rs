@@ -29,6 +29,8 @@ pub struct Args {
     #[command(flatten)]
     pub provision: crate::provision_args::ProvisionArgs,
     #[command(flatten)]
+    pub xds_ca: crate::xds_ca::XdsCaArgs,
+    #[command(flatten)]
     pub run: serve::RunArgs,
 }
 
@@ -112,12 +114,25 @@ pub async fn controller_until(
         writer: writer.clone(),
         provisioner: provisioner.clone(),
     };
+    // With mTLS xDS, provisioned Envoys check the server's certificate
+    // for the first name the CA issues it for.
+    let xds_server_name = args.xds_ca.xds_ca.then(|| {
+        args.xds_ca
+            .config(&args.leader_election_namespace, &args.run.controller_name)
+            .server_names
+            .first()
+            .cloned()
+            .unwrap_or_default()
+    });
     let provision = args.provision.config(
         &args.run.controller_name,
         &args.leader_election_namespace,
         args.run.xds_address,
+        xds_server_name,
     );
     let kubeconfig = args.kubeconfig.clone();
+    let xds_ca = args.xds_ca.clone();
+    let xds_ca_namespace = args.leader_election_namespace.clone();
     let controller_name = args.run.controller_name.clone();
     let election = Election {
         no_leader_election: args.no_leader_election,
@@ -145,6 +160,23 @@ pub async fn controller_until(
             let (rx, task) = kube_provider::leader::start(client.clone(), election.config());
             (rx, Some(AbortOnDrop(task)))
         };
+        // mTLS xDS (README "mTLS xDS"): the CA and this replica's server
+        // certificate are ready before anything is served.
+        let issuer_metrics = kube_provider::xds_issuer::IssuerMetrics::default();
+        let (xds_tls, issuer) = if xds_ca.xds_ca {
+            let (tls, running) = crate::xds_ca::start(
+                xds_ca.config(&xds_ca_namespace, &controller_name),
+                client.clone(),
+                provider.stores.clone(),
+                leader.clone(),
+                snapshots.clone(),
+                issuer_metrics.clone(),
+            )
+            .await?;
+            (Some(tls), Some(running))
+        } else {
+            (None, None)
+        };
         let provision_metrics = kube_provider::provision::ProvisionMetrics::default();
         if let Some(config) = provision {
             let _ = provisioner.set(kube_provider::provision::Provisioner::start(
@@ -166,11 +198,13 @@ pub async fn controller_until(
             snapshots,
             health: None,
             what: "kubernetes".into(),
-            guard: Box::new((provider, writer, election, provisioner, always_leader)),
+            guard: Box::new((provider, writer, election, provisioner, always_leader, issuer)),
             register_metrics: Some(Box::new(move |registry| {
                 metrics.register(registry);
                 provision_metrics.register(registry);
+                issuer_metrics.register(registry);
             })),
+            xds_tls,
         })
     };
     serve::run_until(args.run, start, Some(Box::new(sink)), shutdown).await

@@ -11,3 +11,4 @@ pub mod provision_args;
 pub mod serve;
 pub mod validator;
 pub mod views;
+pub mod xds_ca;

@@ -27,12 +27,6 @@ pub struct ProvisionArgs {
     /// Port of that xDS Service (default: the port of `--xds-address`).
     #[arg(long)]
     pub xds_service_port: Option<u16>,
-    /// Provisioned Envoys speak TLS to the xDS server, presenting the
-    /// client certificate of Secret `portcullis-<gateway>-xds` and
-    /// expecting this DNS name in the server's certificate (default:
-    /// plaintext).
-    #[arg(long)]
-    pub xds_tls_server_name: Option<String>,
 }
 
 fn parse_service_type(s: &str) -> Result<ServiceType, String> {
@@ -48,11 +42,15 @@ fn parse_service_type(s: &str) -> Result<ServiceType, String> {
 
 impl ProvisionArgs {
     /// The provisioner's configuration, `None` when provisioning is off.
+    /// `xds_tls`: the DNS name of the xDS server's certificate when xDS is
+    /// mutually authenticated (`--xds-ca`): provisioned Envoys then present
+    /// the client certificate of Secret `portcullis-<gateway>-xds`.
     pub fn config(
         &self,
         controller_name: &str,
         namespace: &str,
         xds_address: std::net::SocketAddr,
+        xds_tls: Option<String>,
     ) -> Option<kube_provider::provision::Config> {
         self.provision.then(|| kube_provider::provision::Config {
             controller_name: controller_name.into(),
@@ -63,7 +61,7 @@ impl ProvisionArgs {
                 .clone()
                 .unwrap_or_else(|| format!("portcullis-xds.{namespace}.svc")),
             xds_port: self.xds_service_port.unwrap_or(xds_address.port()),
-            xds_tls: self.xds_tls_server_name.clone(),
+            xds_tls,
         })
     }
 }

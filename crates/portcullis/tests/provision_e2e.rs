@@ -593,7 +593,8 @@ spec:
     .await;
 }
 
-/// The TLS bootstrap (client certificate under the mount path) is accepted
+/// The TLS bootstrap (client certificate through file-based SDS from the
+/// mount path) is accepted
 /// by the real Envoy once the files exist, and refused when they do not
 /// (so Envoy really reads them): the paths are moved to a temporary
 /// directory holding a generated CA, certificate and key, as the
@@ -628,6 +629,17 @@ fn tls_bootstrap_is_accepted_by_envoy_with_the_mounted_files() {
     std::fs::write(dir.join("tls.crt"), cert.pem()).expect("write");
     std::fs::write(dir.join("tls.key"), key.serialize_pem()).expect("write");
     std::fs::write(dir.join("ca.crt"), ca.pem()).expect("write");
+    // The SDS documents the issuer puts in the same Secret.
+    let path = |f: &str| dir.join(f).display().to_string();
+    let tls = translate::output::XdsClientTls {
+        cert_chain_file: path("tls.crt"),
+        private_key_file: path("tls.key"),
+        ca_file: path("ca.crt"),
+        server_name: XDS_HOST.into(),
+    };
+    for (file, doc) in translate::output::bootstrap::xds_client_sds(&tls, &dir.display().to_string()) {
+        std::fs::write(dir.join(file), doc.to_string()).expect("write");
+    }
     let moved = text.replace(
         kube_provider::names::XDS_CERT_DIR,
         dir.to_str().expect("utf-8 path"),

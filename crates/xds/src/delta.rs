@@ -31,6 +31,7 @@ pub(crate) struct Stream {
     observer: Arc<dyn Observer>,
     tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
     node: Option<String>,
+    binding: crate::server::Binding,
     states: HashMap<String, TypeState>,
     nonce: u64,
 }
@@ -40,12 +41,14 @@ impl Stream {
         cache: SnapshotCache,
         observer: Arc<dyn Observer>,
         tx: mpsc::Sender<Result<DeltaDiscoveryResponse, Status>>,
+        binding: crate::server::Binding,
     ) -> Self {
         Self {
             cache,
             observer,
             tx,
             node: None,
+            binding,
             states: HashMap::new(),
             nonce: 0,
         }
@@ -62,6 +65,11 @@ impl Stream {
                             let _ = self.tx.send(Err(Status::invalid_argument("the first request must carry node.id"))).await;
                             break;
                         };
+                        // mTLS: only the node the client certificate names.
+                        if let Err(refused) = self.binding.check(&id, self.observer.as_ref()) {
+                            let _ = self.tx.send(Err(refused)).await;
+                            break;
+                        }
                         self.observer.connected(&id);
                         rx = Some(self.cache.subscribe(&id));
                         self.node = Some(id);

@@ -9,13 +9,15 @@
 //! each ADS stream follows its node's channel and pushes, in a safe order
 //! (clusters, endpoints, secrets, then listeners and routes), what the
 //! Envoy on the other end has not seen. ACKs and NACKs are reported to an
-//! [`Observer`].
+//! [`Observer`]. Over mutually authenticated TLS ([`tls`]) a stream is
+//! served only the node its client certificate names.
 
 pub mod cache;
 pub mod delta;
 pub mod observer;
 pub mod server;
 pub mod sotw;
+pub mod tls;
 pub mod types;
 
 pub use cache::{Snapshot, SnapshotCache};

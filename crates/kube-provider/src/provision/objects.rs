@@ -151,20 +151,36 @@ pub fn bootstrap(gw: &GatewayRef, config: &super::Config) -> Result<String, Buil
         });
     let admin = translate::output::AdminAddress::new("127.0.0.1", ADMIN_PORT);
     let node = translate::naming::gateway(&gw.namespace, &gw.name);
-    translate::output::try_ads_bootstrap_tls(
-        &node,
-        translate::output::bootstrap::DEFAULT_NODE_CLUSTER,
-        &config.xds_host,
-        config.xds_port,
-        Some(&admin),
-        tls.as_ref(),
-    )
-    .map(|v| v.to_string())
-    .map_err(|source| BuildError::Bootstrap {
-        namespace: gw.namespace.clone(),
-        name: gw.name.clone(),
-        source,
-    })
+    // With TLS, the client certificate and the server CA come through
+    // file-based SDS from the mounted Secret, so a re-issued certificate
+    // (the kubelet swaps the volume's files) is used without a restart;
+    // Envoy never re-reads files named directly in a static cluster.
+    let proto = match &tls {
+        Some(tls) => translate::output::bootstrap::ads_bootstrap_tls_sds_proto(
+            &node,
+            translate::output::bootstrap::DEFAULT_NODE_CLUSTER,
+            &config.xds_host,
+            config.xds_port,
+            Some(&admin),
+            tls,
+            names::XDS_CERT_DIR,
+        ),
+        None => translate::output::ads_bootstrap_tls_proto(
+            &node,
+            translate::output::bootstrap::DEFAULT_NODE_CLUSTER,
+            &config.xds_host,
+            config.xds_port,
+            Some(&admin),
+            None,
+        ),
+    };
+    translate::output::json::message_to_json(&proto)
+        .map(|v| v.to_string())
+        .map_err(|source| BuildError::Bootstrap {
+            namespace: gw.namespace.clone(),
+            name: gw.name.clone(),
+            source,
+        })
 }
 
 /// Builds the objects of `gw` exposing `ports`, shaped by `params` (the
@@ -505,7 +521,12 @@ mod tests {
             names::XDS_CERT_DIR
         );
         let b = &d.config_map.data.as_ref().expect("data")["envoy.json"];
-        for file in ["tls.crt", "tls.key", "ca.crt"] {
+        // Through file-based SDS from the Secret's own files (the issuer
+        // writes these keys), so a re-issued certificate is picked up.
+        for file in [
+            translate::output::bootstrap::XDS_SDS_CERT_FILE,
+            translate::output::bootstrap::XDS_SDS_CA_FILE,
+        ] {
             assert!(
                 b.contains(&format!("{}/{file}", names::XDS_CERT_DIR)),
                 "{file}: {b}"

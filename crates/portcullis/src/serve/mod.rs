@@ -22,6 +22,7 @@ pub mod envoy;
 pub mod fault;
 pub mod metrics;
 pub mod state;
+pub mod xds_tls;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -85,6 +86,8 @@ pub struct RunArgs {
     pub run_dir: PathBuf,
     #[command(flatten)]
     pub mode: crate::config::ModeArgs,
+    #[command(flatten)]
+    pub xds_tls: xds_tls::XdsTlsArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<std::process::ExitCode> {
@@ -136,6 +139,9 @@ pub struct Source {
     pub guard: Box<dyn std::any::Any + Send>,
     /// Registers the provider's own metrics beside `serve`'s.
     pub register_metrics: Option<RegisterMetrics>,
+    /// mTLS xDS supplied by the provider (Kubernetes mode's CA); `None`:
+    /// the `--xds-tls-*` files if given, else plaintext.
+    pub xds_tls: Option<xds::tls::ServerTls>,
 }
 
 /// See [`Source::register_metrics`].
@@ -170,6 +176,7 @@ pub async fn serve_until(args: Args, shutdown: impl std::future::Future<Output =
             what: watched.display().to_string(),
             guard: Box::new(provider),
             register_metrics: None,
+            xds_tls: None,
         })
     };
     run_until(args.run, start, None, shutdown).await
@@ -231,6 +238,7 @@ pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
         what,
         guard: provider,
         register_metrics,
+        xds_tls: provided_tls,
     } = source;
     if let Some(register) = register_metrics {
         register(&mut state.metrics.registry.lock().unwrap_or_else(|p| p.into_inner()));
@@ -239,6 +247,24 @@ pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
         let _ = state.provider.set(health);
     }
 
+    // Plaintext unless the provider or the flags supply TLS (README, "mTLS xDS").
+    let tls_files = xds_tls::files(&args.xds_tls, args.mode.config.as_deref())?;
+    let (tls, _tls_reloader) = match (provided_tls, tls_files) {
+        (Some(_), Some(_)) => bail!(
+            "--xds-tls-* (or xdsTls) and the controller's xDS CA both configure the xDS server's TLS: choose one"
+        ),
+        (Some(t), None) => (Some(t), None),
+        (None, Some(files)) => {
+            let (t, reloader) = xds_tls::from_files(files)?;
+            (Some(t), Some(reloader))
+        }
+        (None, None) => (None, None),
+    };
+    if tls.is_some() && bin.is_some() {
+        bail!(
+            "mTLS xDS needs --no-envoy: the Envoys portcullis would start have no client certificate (run them with a TLS bootstrap, `portcullis bootstrap` + ads_bootstrap_tls)"
+        );
+    }
     let xds_listener = tokio::net::TcpListener::bind(args.xds_address)
         .await
         .with_context(|| format!("cannot bind the xDS server to {}", args.xds_address))?;
@@ -409,15 +435,24 @@ pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
     retry.after(apply(&first, &mut supervisor));
     publish(&mut sink);
 
-    let ads = xds::AdsServer::new(cache.clone(), Arc::new(state::Observer(state.clone())));
-    let xds_task = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(ads.into_service())
-            // TCP_NODELAY, as tonic sets on listeners it binds itself.
-            .serve_with_incoming(
-                tonic::transport::server::TcpIncoming::from(xds_listener).with_nodelay(Some(true)),
-            ),
-    );
+    let observer = xds_tls::observer(&state);
+    let ads = xds::AdsServer::new(cache.clone(), observer.clone());
+    let xds_task = match tls {
+        None => tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(ads.into_service())
+                // TCP_NODELAY, as tonic sets on listeners it binds itself.
+                .serve_with_incoming(
+                    tonic::transport::server::TcpIncoming::from(xds_listener).with_nodelay(Some(true)),
+                ),
+        ),
+        // Each stream is served only its certificate's node.
+        Some(tls) => tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(ads.require_identity().into_service())
+                .serve_with_incoming(xds::tls::incoming(xds_listener, tls, observer)),
+        ),
+    };
     let admin_task = tokio::spawn(
         axum::serve(admin_listener, admin::router(state.clone(), admin_token.clone())).into_future(),
     );

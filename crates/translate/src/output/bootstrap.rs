@@ -530,6 +530,136 @@ pub fn try_ads_bootstrap_tls(
     ))
 }
 
+/// Names of the two secrets [`xds_client_sds`] defines.
+pub const XDS_CLIENT_CERT_SECRET: &str = "xds_client_certificate";
+pub const XDS_SERVER_CA_SECRET: &str = "xds_server_ca";
+/// File names of [`xds_client_sds`]'s documents (Envoy takes one secret
+/// per file).
+pub const XDS_SDS_CERT_FILE: &str = "xds-sds-cert.json";
+pub const XDS_SDS_CA_FILE: &str = "xds-sds-ca.json";
+
+/// The file-based SDS documents (`DiscoveryResponse`s, JSON, one secret
+/// each: [`XDS_SDS_CERT_FILE`], [`XDS_SDS_CA_FILE`]) that
+/// [`ads_bootstrap_tls_sds_proto`] points at: the client certificate and
+/// the server CA of `tls`, as files, with `watched_directory`, so Envoy
+/// reads them again when that directory changes by a move (a Kubernetes
+/// Secret volume swaps its `..data` link; a rename into it). Envoy never
+/// reloads the plain file references of [`ads_bootstrap_tls_proto`]: a
+/// rotated client certificate would then only be used after a restart.
+pub fn xds_client_sds(tls: &XdsClientTls, watched_directory: &str) -> [(&'static str, Value); 2] {
+    const SECRET: &str = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+    [
+        (
+            XDS_SDS_CERT_FILE,
+            json!({ "resources": [{
+                "@type": SECRET,
+                "name": XDS_CLIENT_CERT_SECRET,
+                "tls_certificate": {
+                    "certificate_chain": { "filename": tls.cert_chain_file },
+                    "private_key": { "filename": tls.private_key_file },
+                    "watched_directory": { "path": watched_directory },
+                },
+            }]}),
+        ),
+        (
+            XDS_SDS_CA_FILE,
+            json!({ "resources": [{
+                "@type": SECRET,
+                "name": XDS_SERVER_CA_SECRET,
+                "validation_context": {
+                    "trusted_ca": { "filename": tls.ca_file },
+                    "watched_directory": { "path": watched_directory },
+                },
+            }]}),
+        ),
+    ]
+}
+
+/// [`ads_bootstrap_tls_proto`] whose client certificate and server CA come
+/// from file-based SDS (the documents of [`xds_client_sds`] in `sds_dir`,
+/// read again when that directory changes — it is also the watched
+/// directory, as when they come in the client Secret's volume): certificate
+/// rotation without restarting Envoy. The server's DNS SAN check stays in
+/// the bootstrap.
+pub fn ads_bootstrap_tls_sds_proto(
+    node_id: &str,
+    node_cluster: &str,
+    xds_host: &str,
+    xds_port: u16,
+    admin_address: Option<&AdminAddress>,
+    tls: &XdsClientTls,
+    sds_dir: &str,
+) -> Bootstrap {
+    use envoy_types::pb::envoy::config::core::v3::{PathConfigSource, WatchedDirectory};
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        CertificateValidationContext, SdsSecretConfig, SubjectAltNameMatcher, subject_alt_name_matcher,
+    };
+    use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
+    let mut b = ads_bootstrap_proto(node_id, node_cluster, xds_host, xds_port, admin_address);
+    let source = |file: &str| ConfigSource {
+        resource_api_version: ApiVersion::V3 as i32,
+        config_source_specifier: Some(config_source::ConfigSourceSpecifier::PathConfigSource(
+            PathConfigSource {
+                path: format!("{}/{file}", sds_dir.trim_end_matches('/')),
+                watched_directory: Some(WatchedDirectory {
+                    path: sds_dir.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
+    let sds = |name: &str, file: &str| SdsSecretConfig {
+        name: name.into(),
+        sds_config: Some(source(file)),
+    };
+    let upstream = UpstreamTlsContext {
+        sni: tls.server_name.clone(),
+        common_tls_context: Some(CommonTlsContext {
+            tls_certificate_sds_secret_configs: vec![sds(XDS_CLIENT_CERT_SECRET, XDS_SDS_CERT_FILE)],
+            alpn_protocols: vec!["h2".into()],
+            validation_context_type: Some(
+                common_tls_context::ValidationContextType::CombinedValidationContext(
+                    common_tls_context::CombinedCertificateValidationContext {
+                        default_validation_context: Some(CertificateValidationContext {
+                            match_typed_subject_alt_names: vec![SubjectAltNameMatcher {
+                                san_type: subject_alt_name_matcher::SanType::Dns as i32,
+                                matcher: Some(StringMatcher {
+                                    match_pattern: Some(string_matcher::MatchPattern::Exact(
+                                        tls.server_name.clone(),
+                                    )),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            }],
+                            ..Default::default()
+                        }),
+                        validation_context_sds_secret_config: Some(sds(
+                            XDS_SERVER_CA_SECRET,
+                            XDS_SDS_CA_FILE,
+                        )),
+                        ..Default::default()
+                    },
+                ),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    if let Some(cluster) = b
+        .static_resources
+        .as_mut()
+        .and_then(|s| s.clusters.iter_mut().find(|c| c.name == XDS_CLUSTER))
+    {
+        cluster.transport_socket = Some(TransportSocket {
+            name: "envoy.transport_sockets.tls".into(),
+            config_type: Some(transport_socket::ConfigType::TypedConfig(pack_any(upstream))),
+        });
+    }
+    b
+}
+
 /// [`try_ads_bootstrap`]; only known types are involved, so rendering cannot
 /// fail in practice (`{"@error": …}` if it ever did).
 pub fn ads_bootstrap(
