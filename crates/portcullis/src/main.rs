@@ -19,7 +19,7 @@ enum Command {
     /// Watch a directory of manifests, serve xDS and run one Envoy per Gateway.
     Serve(serve::Args),
     /// Kubernetes mode: watch the apiserver, serve xDS, write status back.
-    Controller(controller::Args),
+    Controller(Box<controller::Args>),
     /// Translate manifests offline: prints the xDS each Gateway would get,
     /// the status of every object, and diagnostics.
     Translate(cli::translate::Args),
@@ -49,7 +49,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
-        Command::Controller(args) => controller::run(args),
+        Command::Controller(args) => controller::run(*args),
         Command::Translate(args) => cli::translate::run(args),
         Command::Get(args) => cli::get::get(args),
         Command::Describe(args) => cli::get::describe(args),
