@@ -17,7 +17,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Watch a directory of manifests, serve xDS and run one Envoy per Gateway.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Kubernetes mode: watch the apiserver, serve xDS, write status back.
     Controller(Box<controller::Args>),
     /// Translate manifests offline: prints the xDS each Gateway would get,
@@ -48,7 +48,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Controller(args) => controller::run(*args),
         Command::Translate(args) => cli::translate::run(args),
         Command::Get(args) => cli::get::get(args),

@@ -344,7 +344,7 @@ fn default_values_render_a_least_privilege_controller() {
         "--xds-ca".to_string(),
         format!("--xds-server-name={xds_host}"),
     ] {
-        assert!(a.iter().any(|x| *x == want), "{want} not in {a:?}");
+        assert!(a.contains(&want), "{want} not in {a:?}");
     }
     assert!(
         !a.iter()
