@@ -498,7 +498,7 @@ pub async fn start(
         stores: stores.clone(),
     };
     let mut builder = load::Builder::new(client.clone(), metrics.clone(), options.loader.clone());
-    let first = builder.build(&stores).await;
+    let first = builder.build(&stores).await.unwrap_or_default();
     let (tx, rx) = watch::channel(Arc::new(provider::Snapshot {
         generation: 1,
         loaded: first,
@@ -540,10 +540,16 @@ async fn publish_loop(
                 break;
             }
         }
+        let waited = first.elapsed();
         let loaded = builder.build(&stores).await;
-        if loaded == tx.borrow().loaded {
-            continue;
-        }
+        tracing::debug!(
+            coalesced_ms = waited.as_millis() as u64,
+            build_ms = (first.elapsed() - waited).as_millis() as u64,
+            changed = loaded.is_some(),
+            "snapshot built"
+        );
+        // Nothing that loads differently (a status write): nothing to publish.
+        let Some(loaded) = loaded else { continue };
         generation += 1;
         metrics.snapshots.inc();
         let snapshot = provider::Snapshot {

@@ -17,6 +17,17 @@ pub(crate) struct Builder {
     pub(crate) metrics: metrics::KubeMetrics,
     pub(crate) loader: api::loader::Options,
     pub(crate) cache: HashMap<ObjectKey, (String, Loaded)>,
+    /// The objects of the last build, in order (`None` before the first).
+    last: Option<Vec<ObjectKey>>,
+}
+
+/// What a build found while reading the stores.
+#[derive(Default)]
+pub(crate) struct Pass {
+    /// Every object of this build, in a stable order.
+    pub(crate) keys: Vec<ObjectKey>,
+    /// Whether any object's load differs from the previous build's.
+    pub(crate) changed: bool,
 }
 
 impl Builder {
@@ -26,12 +37,17 @@ impl Builder {
             metrics,
             loader,
             cache: HashMap::new(),
+            last: None,
         }
     }
 
-    pub(crate) async fn build(&mut self, stores: &Stores) -> Loaded {
-        let mut parts = Vec::new();
-        let mut seen = HashSet::new();
+    /// The snapshot of the stores, or `None` when it would equal the last
+    /// one. Only objects whose `resourceVersion` changed are loaded again;
+    /// a change that loads the same (a status write: ours after every
+    /// translation, at scale one per route) is found without merging
+    /// every object, which is what a build costs.
+    pub(crate) async fn build(&mut self, stores: &Stores) -> Option<Loaded> {
+        let mut pass = Pass::default();
         for resource in stores.resources() {
             if resource == Resource::Kind(crate::Kind::Secret) {
                 continue;
@@ -49,19 +65,13 @@ impl Builder {
                 let name = object.metadata.name.clone().unwrap_or_default();
                 let version = object.metadata.resource_version.clone().unwrap_or_default();
                 let key = (resource.clone(), namespace, name);
-                seen.insert(key.clone());
-                if let Some((v, loaded)) = self.cache.get(&key)
-                    && *v == version
-                {
-                    parts.push(loaded.clone());
-                    continue;
-                }
-                let loaded = load_object(&watched.ar, &object, &self.loader);
-                self.cache.insert(key, (version, loaded.clone()));
-                parts.push(loaded);
+                self.cached_or(&mut pass, key, version, |loader| {
+                    load_object(&watched.ar, &object, loader)
+                });
             }
         }
-        self.load_secrets(stores, &mut parts, &mut seen).await;
+        self.load_secrets(stores, &mut pass).await;
+        let seen: HashSet<&ObjectKey> = pass.keys.iter().collect();
         self.cache.retain(|k, _| seen.contains(k));
         let held = self
             .cache
@@ -69,7 +79,46 @@ impl Builder {
             .filter(|k| k.0 == Resource::Kind(crate::Kind::Secret))
             .count();
         self.metrics.secrets_held.set(held as i64);
-        api::loader::merge(parts)
+        // An object added, removed or moved changes the set of keys.
+        if !pass.changed && self.last.as_ref() == Some(&pass.keys) {
+            return None;
+        }
+        let parts = pass
+            .keys
+            .iter()
+            .filter_map(|k| self.cache.get(k).map(|(_, loaded)| loaded.clone()))
+            .collect::<Vec<_>>();
+        self.last = Some(pass.keys);
+        Some(api::loader::merge(parts))
+    }
+
+    /// Records `key` in `pass`: its cached load when `version` is the
+    /// cached one, else `load()` (marking the pass changed if the load
+    /// differs from the cached one).
+    pub(crate) fn cached_or(
+        &mut self,
+        pass: &mut Pass,
+        key: ObjectKey,
+        version: String,
+        load: impl FnOnce(&api::loader::Options) -> Loaded,
+    ) {
+        match self.cache.get_mut(&key) {
+            Some((v, _)) if *v == version => {}
+            Some((v, loaded)) => {
+                let fresh = load(&self.loader);
+                if fresh != *loaded {
+                    pass.changed = true;
+                    *loaded = fresh;
+                }
+                *v = version;
+            }
+            None => {
+                let fresh = load(&self.loader);
+                pass.changed = true;
+                self.cache.insert(key.clone(), (version, fresh));
+            }
+        }
+        pass.keys.push(key);
     }
 }
 

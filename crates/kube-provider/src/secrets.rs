@@ -6,25 +6,19 @@
 //! (ReferenceGrant, delegation) is the translator's decision; a Secret no
 //! spec names is never fetched.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
-use api::loader::Loaded;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector;
 
-use crate::load::{Builder, ObjectKey, load_object};
+use crate::load::{Builder, Pass, load_object};
 use crate::{Kind, Resource, Stores};
 
 impl Builder {
     /// The referenced Secrets (that exist as `kubernetes.io/tls` Secrets),
     /// fetched when their `resourceVersion` changed. A fetch that fails
     /// keeps the last good load: an outage never takes a certificate away.
-    pub(crate) async fn load_secrets(
-        &mut self,
-        stores: &Stores,
-        parts: &mut Vec<Loaded>,
-        seen: &mut HashSet<ObjectKey>,
-    ) {
+    pub(crate) async fn load_secrets(&mut self, stores: &Stores, pass: &mut Pass) {
         let Some(meta) = &stores.secrets else { return };
         let ar = Kind::Secret.api_resource();
         for (namespace, name) in referenced_secrets(stores) {
@@ -34,26 +28,21 @@ impl Builder {
             };
             let version = object.metadata.resource_version.clone().unwrap_or_default();
             let key = (Resource::Kind(Kind::Secret), namespace.clone(), name.clone());
-            seen.insert(key.clone());
-            if let Some((v, loaded)) = self.cache.get(&key)
-                && *v == version
-            {
-                parts.push(loaded.clone());
+            if self.cache.get(&key).is_some_and(|(v, _)| *v == version) {
+                pass.keys.push(key);
                 continue;
             }
             let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &namespace, &ar);
             match api.get_opt(&name).await {
                 Ok(Some(secret)) => {
-                    let loaded = load_object(&ar, &secret, &self.loader);
-                    self.cache.insert(key, (version, loaded.clone()));
-                    parts.push(loaded);
+                    self.cached_or(pass, key, version, |loader| load_object(&ar, &secret, loader));
                 }
                 // Deleted since: the metadata watch will say so.
                 Ok(None) => {}
                 Err(error) => {
                     tracing::warn!(namespace, name, %error, "cannot read a referenced Secret; keeping its last version");
-                    if let Some((_, loaded)) = self.cache.get(&key) {
-                        parts.push(loaded.clone());
+                    if self.cache.contains_key(&key) {
+                        pass.keys.push(key);
                     }
                 }
             }
