@@ -53,6 +53,8 @@ pub mod leader;
 mod load;
 pub mod metrics;
 pub mod names;
+#[cfg(test)]
+mod relist_tests;
 mod secrets;
 pub mod status;
 
