@@ -382,7 +382,10 @@ impl Shared {
         }
         let writer = reflector::store::Writer::new(ar.clone());
         let store = writer.as_reader();
-        let stream = watcher(api, config).default_backoff().reflect(writer);
+        let stream = watcher(api, config)
+            .default_backoff()
+            .modify(slim)
+            .reflect(writer);
         let task = tokio::spawn(drive(
             stream,
             resource.name().to_string(),
@@ -391,6 +394,18 @@ impl Shared {
             self.changed.clone(),
         ));
         (store, task)
+    }
+}
+
+/// What a store keeps of an object: not `managedFields`, nor kubectl's
+/// `last-applied-configuration` annotation (a second copy of the whole
+/// object); nothing reads them, and at scale they are most of a store's
+/// memory.
+fn slim<K: kube::Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
 }
 
@@ -441,7 +456,10 @@ pub async fn start(
             // `Api<PartialObjectMeta<_>>` asks for metadata only.
             let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &ar);
             let config = watcher::Config::default().fields("type=kubernetes.io/tls");
-            let stream = watcher(api, config).default_backoff().reflect(writer);
+            let stream = watcher(api, config)
+                .default_backoff()
+                .modify(slim)
+                .reflect(writer);
             tasks.push(tokio::spawn(drive(
                 stream,
                 "Secret".into(),

@@ -2,7 +2,7 @@
 //! `410 Gone` (an `ERROR` event with code 410, as a real apiserver sends
 //! when the resourceVersion was compacted) makes the watcher relist; the
 //! objects stay in every snapshot published meanwhile, and the relist's
-//! new object is published.
+//! new object is published. The stores are slimmed (`slim`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,7 +17,10 @@ const ROUTES: &str = "/apis/gateway.networking.k8s.io/v1/httproutes";
 fn route(name: &str, version: &str) -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-        "metadata": {"name": name, "namespace": "app", "resourceVersion": version, "generation": 1},
+        "metadata": {"name": name, "namespace": "app", "resourceVersion": version, "generation": 1,
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"a copy\": 1}", "kept": "yes"},
+            "managedFields": [{"manager": "kubectl", "operation": "Apply", "apiVersion": "gateway.networking.k8s.io/v1",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]},
         "spec": {"parentRefs": [{"name": "gw"}]},
     })
 }
@@ -105,7 +108,15 @@ async fn a_410_gone_relists_and_keeps_every_object() {
         max_delay: Duration::from_millis(50),
         ..Options::default()
     };
-    let (_provider, mut snapshots) = start(client, options, metrics.clone()).await.expect("start");
+    let (provider, mut snapshots) = start(client, options, metrics.clone()).await.expect("start");
+    // The store keeps neither managedFields nor kubectl's copy of the object.
+    let a = provider
+        .stores
+        .get(Kind::HttpRoute, Some("app"), "a")
+        .expect("a in the store");
+    assert_eq!(a.metadata.managed_fields, None);
+    let annotations = a.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations.keys().collect::<Vec<_>>(), ["kept"]);
     let names = |s: &provider::Snapshot| {
         s.loaded
             .inputs

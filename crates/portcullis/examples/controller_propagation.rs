@@ -48,7 +48,11 @@ fn status(port: u16, path: &str) -> Option<u16> {
         }
         b.extend_from_slice(&chunk[..n]);
     }
-    String::from_utf8_lossy(&b).split_whitespace().nth(1)?.parse().ok()
+    String::from_utf8_lossy(&b)
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// `VmRSS`, `VmHWM` and `RssAnon` (heap and stacks: without the
@@ -104,7 +108,10 @@ fn metric(admin: u16, name: &str) -> f64 {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", admin)) else {
         return 0.0;
     };
-    let _ = write!(s, "GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n");
+    let _ = write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n"
+    );
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
     text.lines()
@@ -155,7 +162,11 @@ async fn main() {
         .collect();
     let samples: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(30);
     let bin = controller_bin();
-    assert!(bin.exists(), "no controller binary at {} (cargo build -p portcullis --bin portcullis, or set PORTCULLIS_BIN)", bin.display());
+    assert!(
+        bin.exists(),
+        "no controller binary at {} (cargo build -p portcullis --bin portcullis, or set PORTCULLIS_BIN)",
+        bin.display()
+    );
     let Some(cluster) = testkit::kube::Cluster::start("controller_propagation").await else {
         eprintln!("no apiserver (see README, Kubernetes mode)");
         return;
@@ -170,7 +181,8 @@ async fn main() {
         pod: "a-pod".into(),
     })
     .unwrap_or_else(|e| panic!("echo: {e}"));
-    let forwarded = testkit::kube::forward_from_host(backend.addr()).unwrap_or_else(|e| panic!("forward: {e}"));
+    let forwarded =
+        testkit::kube::forward_from_host(backend.addr()).unwrap_or_else(|e| panic!("forward: {e}"));
     let (gw_port, xds, admin) = (free_port(), free_port(), free_port());
     apply(
         &client,
@@ -191,7 +203,10 @@ async fn main() {
         ],
     )
     .await;
-    let run_dir = std::env::temp_dir().join(format!("portcullis-controller-propagation-{}", std::process::id()));
+    let run_dir = std::env::temp_dir().join(format!(
+        "portcullis-controller-propagation-{}",
+        std::process::id()
+    ));
     let mut controller = Command::new(&bin)
         .arg("controller")
         .arg("--kubeconfig")
@@ -232,7 +247,10 @@ async fn main() {
         let last = format!("/r/{}", existing - 1);
         let settle = Instant::now();
         while status(gw_port, &last) != Some(200) {
-            assert!(settle.elapsed() < Duration::from_secs(300), "{size} routes never served");
+            assert!(
+                settle.elapsed() < Duration::from_secs(300),
+                "{size} routes never served"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         status_settled(admin).await;
