@@ -53,25 +53,6 @@ async fn get(client: &kube::Client, api_version: &str, kind: &str, ns: &str, nam
     obj.map(|o| serde_json::to_value(o).expect("json"))
 }
 
-/// Polls `f` (an async check) until it returns `Some`, or panics.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// One sample of the controller's metrics (0 when absent).
 fn metric(admin: u16, series: &str) -> f64 {
     let (_, _, metrics) = http(admin, "admin", "/metrics").expect("metrics");
