@@ -151,3 +151,60 @@ pub(crate) fn load_object(ar: &ApiResource, object: &DynamicObject, loader: &api
     );
     api::loader::load_str_with(&file, &value.to_string(), loader)
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::{reflector, watcher};
+    use serde_json::json;
+
+    use super::*;
+    use crate::{Kind, Watched};
+
+    fn route(version: &str, path: &str, status: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "r", "namespace": "app", "resourceVersion": version, "generation": 1},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": path}}]}]},
+            "status": status,
+        }))
+        .expect("route")
+    }
+
+    /// A new `resourceVersion` that loads the same (a status write) builds
+    /// nothing; a spec change builds a snapshot.
+    #[tokio::test]
+    async fn a_status_write_builds_nothing() {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no apiserver"))
+        });
+        let client = Client::new(service, "default");
+        let ar = Kind::HttpRoute.api_resource();
+        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
+        writer.apply_watcher_event(&watcher::Event::Apply(route("1", "/a", json!({}))));
+        let stores = Stores::default();
+        stores.insert(
+            Resource::Kind(Kind::HttpRoute),
+            Watched {
+                ar,
+                namespaced: true,
+                store: writer.as_reader(),
+            },
+        );
+        let mut builder = Builder::new(
+            client,
+            metrics::KubeMetrics::default(),
+            api::loader::Options::default(),
+        );
+        let first = builder.build(&stores).await.expect("the first build");
+        assert_eq!(first.inputs.http_routes.len(), 1);
+        assert!(builder.build(&stores).await.is_none(), "nothing changed");
+        writer.apply_watcher_event(&watcher::Event::Apply(route("2", "/a", json!({"parents": []}))));
+        assert!(builder.build(&stores).await.is_none(), "a status write");
+        writer.apply_watcher_event(&watcher::Event::Apply(route("3", "/b", json!({"parents": []}))));
+        let edited = builder.build(&stores).await.expect("a spec change");
+        assert_ne!(edited, first);
+        writer.apply_watcher_event(&watcher::Event::Delete(route("3", "/b", json!({}))));
+        let deleted = builder.build(&stores).await.expect("a delete");
+        assert!(deleted.inputs.http_routes.is_empty());
+    }
+}
