@@ -18,19 +18,21 @@
 //! `api:<plural>/<namespace>/<name>.json`, so a field that does not parse
 //! is reported exactly as in file mode (kind, namespace/name, field path),
 //! and an HTTPRoute rule with an unreadable value is fenced, not dropped.
-//! The load of each object is cached by `resourceVersion`: an event
-//! re-reads only the object it names. `resourceVersion` and
+//! The load of each object is cached by `resourceVersion` (`load.rs`): an
+//! event re-reads only the object it names. `resourceVersion` and
 //! `managedFields` are not part of what is loaded, so a change of `status`
-//! alone (our own status writes) builds an equal snapshot and publishes
-//! nothing.
+//! alone (our own status writes, one per changed route) loads the same,
+//! and the build stops there: nothing is merged or published. The stores
+//! keep neither `managedFields` nor kubectl's `last-applied-configuration`
+//! (`slim`).
 //!
 //! # When snapshots are published
 //!
 //! - Nothing before every kind's initial list is complete ([`start`]
 //!   returns once the first snapshot is built from complete lists).
 //! - Events are coalesced: a burst is built `debounce` after its last event
-//!   and at most `max_delay` after its first ([`Options`]); a build whose
-//!   result equals the previous snapshot publishes nothing.
+//!   and at most `max_delay` after its first ([`Options`]); a build in
+//!   which no object loads differently publishes nothing.
 //! - Watch errors (an outage, `410 Gone`, a relist) never shrink the
 //!   snapshot: a reflector keeps its store through errors, and a relist
 //!   replaces the store only once the new list is complete (kube-runtime's
@@ -41,7 +43,7 @@
 //!   watches CustomResourceDefinitions (metadata only) and starts the
 //!   kind's reflector then, without a restart.
 //!
-//! Secrets ([`secrets`]): only `type=kubernetes.io/tls` (a field selector),
+//! Secrets (`secrets.rs`): only `type=kubernetes.io/tls` (a field selector),
 //! the only Secrets a listener or an HTTPProxy can use, and of those only
 //! the metadata is watched; the data of a Secret is fetched (and held) only
 //! while a Gateway or ListenerSet listener, or an HTTPProxy root's
