@@ -7,55 +7,66 @@
 //!
 //! # Data model
 //!
-//! One reflector store per [`Kind`], holding the objects as the apiserver
-//! returned them (`DynamicObject`: untyped JSON). A snapshot is built from
+//! One reflector store per [`Resource`] — a built-in [`Kind`], or an
+//! extension server's registered kind (config `extensionManager.resources`
+//! and `policyResources`, watched as unstructured objects at the version
+//! discovery prefers) — holding the objects as the apiserver returned them
+//! (`DynamicObject`: untyped JSON). A snapshot is built from
 //! the stores by reading each object through the **same loader as file
 //! mode** (`api::loader`): the object's JSON (without `status` and
 //! `managedFields`) is loaded as a one-document file named
 //! `api:<plural>/<namespace>/<name>.json`, so a field that does not parse
 //! is reported exactly as in file mode (kind, namespace/name, field path),
 //! and an HTTPRoute rule with an unreadable value is fenced, not dropped.
-//! The load of each object is cached by `resourceVersion`: an event
-//! re-reads only the object it names. `resourceVersion` and
+//! The load of each object is cached by `resourceVersion` (`load.rs`): an
+//! event re-reads only the object it names. `resourceVersion` and
 //! `managedFields` are not part of what is loaded, so a change of `status`
-//! alone (our own status writes) builds an equal snapshot and publishes
-//! nothing.
+//! alone (our own status writes, one per changed route) loads the same,
+//! and the build stops there: nothing is merged or published. The stores
+//! keep neither `managedFields` nor kubectl's `last-applied-configuration`
+//! (`slim`).
 //!
 //! # When snapshots are published
 //!
 //! - Nothing before every kind's initial list is complete ([`start`]
 //!   returns once the first snapshot is built from complete lists).
 //! - Events are coalesced: a burst is built `debounce` after its last event
-//!   and at most `max_delay` after its first ([`Options`]); a build whose
-//!   result equals the previous snapshot publishes nothing.
+//!   and at most `max_delay` after its first ([`Options`]); a build in
+//!   which no object loads differently publishes nothing.
 //! - Watch errors (an outage, `410 Gone`, a relist) never shrink the
 //!   snapshot: a reflector keeps its store through errors, and a relist
 //!   replaces the store only once the new list is complete (kube-runtime's
 //!   `InitDone`). The watcher retries with backoff; errors are logged and
 //!   counted ([`metrics::KubeMetrics`]).
 //! - A kind whose resource the apiserver does not serve (a CRD not
-//!   installed) is reported once and read as empty.
+//!   installed) is read as empty until its CRD appears: [`discovery`]
+//!   watches CustomResourceDefinitions (metadata only) and starts the
+//!   kind's reflector then, without a restart.
 //!
-//! Secrets: only `type=kubernetes.io/tls` (a field selector), the only
-//! Secrets a Gateway listener can use, and of those only the metadata is
-//! watched; the data of a Secret is fetched (and held) only while a
-//! Gateway or ListenerSet listener references it, again when its
-//! `resourceVersion` changes. The provider never holds the cluster's other
-//! Secrets.
+//! Secrets (`secrets.rs`): only `type=kubernetes.io/tls` (a field selector),
+//! the only Secrets a listener or an HTTPProxy can use, and of those only
+//! the metadata is watched; the data of a Secret is fetched (and held) only
+//! while a Gateway or ListenerSet listener, or an HTTPProxy root's
+//! `tls.secretName`, references it, again when its `resourceVersion`
+//! changes. The provider never holds the cluster's other Secrets.
 
+pub mod discovery;
 pub mod leader;
+mod load;
 pub mod metrics;
 pub mod names;
 pub mod provision;
+#[cfg(test)]
+mod relist_tests;
+mod secrets;
 pub mod status;
 pub mod xds_ca;
 pub mod xds_issuer;
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use api::loader::Loaded;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::PartialObjectMeta;
@@ -65,7 +76,7 @@ use tokio::sync::{Notify, watch};
 
 pub use kube::Client;
 
-/// A kind the provider watches.
+/// A built-in kind the provider watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     GatewayClass,
@@ -81,10 +92,12 @@ pub enum Kind {
     TrafficPolicy,
     GatewayExtension,
     GatewayParameters,
+    HttpProxy,
+    TlsCertificateDelegation,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 15] = [
         Kind::GatewayClass,
         Kind::Gateway,
         Kind::ListenerSet,
@@ -98,10 +111,13 @@ impl Kind {
         Kind::TrafficPolicy,
         Kind::GatewayExtension,
         Kind::GatewayParameters,
+        Kind::HttpProxy,
+        Kind::TlsCertificateDelegation,
     ];
 
     /// `(group, version, kind, plural, namespaced)`: the versions are the
-    /// storage versions of Gateway API v1.5.1 (`crds/gateway-api/`).
+    /// storage versions of Gateway API v1.5.1 (`crds/gateway-api/`) and
+    /// Contour v1.33 (`crds/contour/`).
     pub fn resource(self) -> (&'static str, &'static str, &'static str, &'static str, bool) {
         const GW: &str = "gateway.networking.k8s.io";
         match self {
@@ -136,6 +152,20 @@ impl Kind {
                 "gatewayparameters",
                 true,
             ),
+            Kind::HttpProxy => (
+                api::httpproxy::GROUP,
+                api::httpproxy::VERSION,
+                "HTTPProxy",
+                "httpproxies",
+                true,
+            ),
+            Kind::TlsCertificateDelegation => (
+                api::httpproxy::GROUP,
+                api::httpproxy::VERSION,
+                "TLSCertificateDelegation",
+                "tlscertificatedelegations",
+                true,
+            ),
         }
     }
 
@@ -165,8 +195,45 @@ impl Kind {
     }
 }
 
-/// How events are coalesced (Contour's holdoff is 100 ms, capped at 500).
-#[derive(Clone, Copy, Debug)]
+/// What one reflector watches: a built-in kind, or a kind an extension
+/// server registered (`(group, kind)` as in [`api::loader::Options`]; its
+/// version and plural come from discovery).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Resource {
+    Kind(Kind),
+    Extension { group: String, kind: String },
+}
+
+impl Resource {
+    /// The kind's name, for logs and metric labels.
+    pub fn name(&self) -> &str {
+        match self {
+            Resource::Kind(k) => k.name(),
+            Resource::Extension { kind, .. } => kind,
+        }
+    }
+
+    /// Every resource the provider watches with `loader`'s extension kinds.
+    fn all(loader: &api::loader::Options) -> Vec<Resource> {
+        Kind::ALL
+            .into_iter()
+            .map(Resource::Kind)
+            .chain(
+                loader
+                    .extension_kinds
+                    .iter()
+                    .map(|(group, kind)| Resource::Extension {
+                        group: group.clone(),
+                        kind: kind.clone(),
+                    }),
+            )
+            .collect()
+    }
+}
+
+/// How events are coalesced (Contour's holdoff is 100 ms, capped at 500),
+/// and what the loader accepts.
+#[derive(Clone, Debug)]
 pub struct Options {
     /// Quiet time after the last event of a burst. Default 20 ms.
     pub debounce: Duration,
@@ -175,6 +242,9 @@ pub struct Options {
     /// Fill `Inputs::provisioned_addresses` from the Services the
     /// provisioner made ([`provision::addresses`]). Default false.
     pub provisioned_addresses: bool,
+    /// The extension servers' registered kinds: watched, and loaded as
+    /// in file mode.
+    pub loader: api::loader::Options,
 }
 
 impl Default for Options {
@@ -183,6 +253,7 @@ impl Default for Options {
             debounce: Duration::from_millis(20),
             max_delay: Duration::from_millis(500),
             provisioned_addresses: false,
+            loader: api::loader::Options::default(),
         }
     }
 }
@@ -191,7 +262,7 @@ impl Default for Options {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("the {kind} reflector stopped before its initial list completed")]
-    Stopped { kind: &'static str },
+    Stopped { kind: String },
     #[error("the snapshot builder stopped before the first snapshot")]
     NoSnapshot,
     #[error("kubeconfig {path}: {message}")]
@@ -217,29 +288,75 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<Client, Star
     Client::try_from(config).map_err(|e| error(e.to_string()))
 }
 
-/// The reflector stores, by kind (a kind the apiserver does not serve has
-/// none). Shared with the status writer, which reads the live objects.
+/// One watched resource's store, with what it was discovered as.
 #[derive(Clone)]
+struct Watched {
+    ar: ApiResource,
+    namespaced: bool,
+    store: Store<DynamicObject>,
+}
+
+/// The reflector stores, by resource (a resource the apiserver does not
+/// serve has none until its CRD appears). Shared with the status writer,
+/// which reads the live objects.
+#[derive(Clone, Default)]
 pub struct Stores {
-    stores: Arc<HashMap<Kind, Store<DynamicObject>>>,
+    stores: Arc<RwLock<BTreeMap<Resource, Watched>>>,
     /// Secrets: metadata only.
     secrets: Option<Store<PartialObjectMeta<DynamicObject>>>,
 }
 
 impl Stores {
+    fn watched(&self, resource: &Resource) -> Option<Watched> {
+        self.stores
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(resource)
+            .cloned()
+    }
+
+    fn insert(&self, resource: Resource, watched: Watched) {
+        self.stores
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(resource, watched);
+    }
+
+    /// Every resource that has a store, in a stable order.
+    fn resources(&self) -> Vec<Resource> {
+        self.stores
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// The live object, if the store has it.
     pub fn get(&self, kind: Kind, namespace: Option<&str>, name: &str) -> Option<Arc<DynamicObject>> {
-        let store = self.stores.get(&kind)?;
-        let mut key = reflector::ObjectRef::new_with(name, kind.api_resource());
-        if kind.namespaced() {
+        let watched = self.watched(&Resource::Kind(kind))?;
+        let mut key = reflector::ObjectRef::new_with(name, watched.ar.clone());
+        if watched.namespaced {
             key = key.within(namespace.unwrap_or("default"));
         }
-        store.get(&key)
+        watched.store.get(&key)
     }
 
     /// Every object of `kind`.
     pub fn all(&self, kind: Kind) -> Vec<Arc<DynamicObject>> {
-        self.stores.get(&kind).map(Store::state).unwrap_or_default()
+        self.all_of(&Resource::Kind(kind))
+    }
+
+    /// Every object of `resource`.
+    pub fn all_of(&self, resource: &Resource) -> Vec<Arc<DynamicObject>> {
+        self.watched(resource)
+            .map(|w| w.store.state())
+            .unwrap_or_default()
+    }
+
+    /// Whether `resource` has a store (its kind is served and watched).
+    pub fn watches(&self, resource: &Resource) -> bool {
+        self.watched(resource).is_some()
     }
 }
 
@@ -257,111 +374,170 @@ impl Drop for KubeProvider {
     }
 }
 
-/// Starts a reflector per kind and returns once every initial list is
-/// complete and the first snapshot is built from them.
+/// What every reflector shares.
+#[derive(Clone)]
+struct Shared {
+    client: Client,
+    metrics: metrics::KubeMetrics,
+    /// Woken by every event; the publish loop builds after a burst.
+    changed: Arc<Notify>,
+}
+
+impl Shared {
+    /// Starts the reflector of a discovered resource; its store is ready
+    /// once the initial list is complete.
+    fn reflector(
+        &self,
+        resource: &Resource,
+        ar: &ApiResource,
+    ) -> (Store<DynamicObject>, tokio::task::JoinHandle<()>) {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), ar);
+        let mut config = watcher::Config::default();
+        if let Resource::Kind(kind) = resource
+            && let Some(fields) = kind.field_selector()
+        {
+            config = config.fields(fields);
+        }
+        let writer = reflector::store::Writer::new(ar.clone());
+        let store = writer.as_reader();
+        let stream = watcher(api, config)
+            .default_backoff()
+            .modify(slim)
+            .reflect(writer);
+        let task = tokio::spawn(drive(
+            stream,
+            resource.name().to_string(),
+            metrics::KindLabels::named(resource.name()),
+            self.metrics.clone(),
+            self.changed.clone(),
+        ));
+        (store, task)
+    }
+}
+
+/// What a store keeps of an object: not `managedFields`, nor kubectl's
+/// `last-applied-configuration` annotation (a second copy of the whole
+/// object); nothing reads them, and at scale they are most of a store's
+/// memory.
+fn slim<K: kube::Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// Starts a reflector per served resource and returns once every initial
+/// list is complete and the first snapshot is built from them.
 pub async fn start(
     client: Client,
     options: Options,
     metrics: metrics::KubeMetrics,
 ) -> Result<(KubeProvider, watch::Receiver<Arc<provider::Snapshot>>), StartError> {
-    let changed = Arc::new(Notify::new());
+    let shared = Shared {
+        client: client.clone(),
+        metrics: metrics.clone(),
+        changed: Arc::new(Notify::new()),
+    };
     let mut tasks = Vec::new();
-    let mut stores = HashMap::new();
+    let mut found = BTreeMap::new();
+    let mut missing = Vec::new();
     let mut secrets = None;
-    for kind in Kind::ALL {
-        let ar = kind.api_resource();
-        let (group, version, name, _, _) = kind.resource();
+    for resource in Resource::all(&options.loader) {
         // An apiserver that cannot be reached yet (the controller started
         // first, an outage) is waited for: nothing is served before the
         // initial lists anyway.
         let mut backoff = Duration::from_millis(500);
         let served = loop {
-            match kube::discovery::pinned_kind(&client, &GroupVersionKind::gvk(group, version, name)).await {
-                Ok(_) => break true,
-                Err(kube::Error::Api(e)) if e.code == 404 => break false,
-                Err(kube::Error::Discovery(_)) => break false,
+            match discovery::discover(&client, &resource).await {
+                Ok(served) => break served,
                 Err(error) => {
-                    tracing::warn!(kind = name, %error, "cannot discover this kind; retrying");
+                    tracing::warn!(kind = resource.name(), %error, "cannot discover this kind; retrying");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(10));
                 }
             }
         };
-        if !served {
+        let Some((ar, namespaced)) = served else {
             tracing::warn!(
-                kind = name,
-                "the apiserver does not serve this kind (CRD not installed?): read as empty"
+                kind = resource.name(),
+                "the apiserver does not serve this kind (CRD not installed?): read as empty until its CRD appears"
             );
+            missing.push(resource);
             continue;
-        }
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let mut config = watcher::Config::default();
-        if let Some(fields) = kind.field_selector() {
-            config = config.fields(fields);
-        }
-        let labels = metrics::KindLabels::of(kind);
-        if kind == Kind::Secret {
+        };
+        if resource == Resource::Kind(Kind::Secret) {
             // Metadata only: the data of a Secret is fetched when a
-            // listener references it (see `Builder::load_secrets`).
+            // listener or an HTTPProxy references it (see `secrets`).
             let writer = reflector::store::Writer::<PartialObjectMeta<DynamicObject>>::new(ar.clone());
             secrets = Some(writer.as_reader());
             // `Api<PartialObjectMeta<_>>` asks for metadata only.
             let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &ar);
-            let stream = watcher(api, config).default_backoff().reflect(writer);
+            let config = watcher::Config::default().fields("type=kubernetes.io/tls");
+            let stream = watcher(api, config)
+                .default_backoff()
+                .modify(slim)
+                .reflect(writer);
             tasks.push(tokio::spawn(drive(
                 stream,
-                name,
-                labels,
+                "Secret".into(),
+                metrics::KindLabels::of(Kind::Secret),
                 metrics.clone(),
-                changed.clone(),
+                shared.changed.clone(),
             )));
             continue;
         }
-        let writer = reflector::store::Writer::new(ar.clone());
-        stores.insert(kind, writer.as_reader());
-        let stream = watcher(api, config).default_backoff().reflect(writer);
-        tasks.push(tokio::spawn(drive(
-            stream,
-            name,
-            labels,
-            metrics.clone(),
-            changed.clone(),
-        )));
+        let (store, task) = shared.reflector(&resource, &ar);
+        tasks.push(task);
+        found.insert(
+            resource,
+            Watched {
+                ar,
+                namespaced,
+                store,
+            },
+        );
     }
     let stores = Stores {
-        stores: Arc::new(stores),
         secrets,
+        ..Stores::default()
     };
+    // Nothing is built before every initial list is complete.
+    if let Some(store) = &stores.secrets {
+        store.wait_until_ready().await.map_err(|_| StartError::Stopped {
+            kind: "Secret".into(),
+        })?;
+    }
+    for (resource, watched) in found {
+        let started = Instant::now();
+        watched
+            .store
+            .wait_until_ready()
+            .await
+            .map_err(|_| StartError::Stopped {
+                kind: resource.name().to_string(),
+            })?;
+        tracing::debug!(
+            kind = resource.name(),
+            ms = started.elapsed().as_millis() as u64,
+            "initial list complete"
+        );
+        stores.insert(resource, watched);
+    }
+    if !missing.is_empty() {
+        tasks.push(tokio::spawn(discovery::late_kinds(
+            shared.clone(),
+            stores.clone(),
+            missing,
+        )));
+    }
     let provider = KubeProvider {
         tasks,
         stores: stores.clone(),
     };
-    // Nothing is built before every initial list is complete.
-    if let Some(store) = &stores.secrets {
-        store
-            .wait_until_ready()
-            .await
-            .map_err(|_| StartError::Stopped { kind: "Secret" })?;
-    }
-    for (kind, store) in stores.stores.iter() {
-        let started = Instant::now();
-        store
-            .wait_until_ready()
-            .await
-            .map_err(|_| StartError::Stopped { kind: kind.name() })?;
-        tracing::debug!(
-            kind = kind.name(),
-            ms = started.elapsed().as_millis() as u64,
-            "initial list complete"
-        );
-    }
-    let mut builder = Builder {
-        client: client.clone(),
-        metrics: metrics.clone(),
-        cache: HashMap::new(),
-        provisioned_addresses: options.provisioned_addresses,
-    };
-    let first = builder.build(&stores).await;
+    let mut builder = load::Builder::new(client.clone(), metrics.clone(), options.loader.clone())
+        .with_provisioned_addresses(options.provisioned_addresses);
+    let first = builder.build(&stores).await.unwrap_or_default();
     let (tx, rx) = watch::channel(Arc::new(provider::Snapshot {
         generation: 1,
         loaded: first,
@@ -370,13 +546,18 @@ pub async fn start(
     metrics.snapshots.inc();
     let mut provider = provider;
     provider.tasks.push(tokio::spawn(publish_loop(
-        builder, stores, changed, tx, options, metrics,
+        builder,
+        stores,
+        shared.changed,
+        tx,
+        options,
+        metrics,
     )));
     Ok((provider, rx))
 }
 
 async fn publish_loop(
-    mut builder: Builder,
+    mut builder: load::Builder,
     stores: Stores,
     changed: Arc<Notify>,
     tx: watch::Sender<Arc<provider::Snapshot>>,
@@ -398,10 +579,16 @@ async fn publish_loop(
                 break;
             }
         }
+        let waited = first.elapsed();
         let loaded = builder.build(&stores).await;
-        if loaded == tx.borrow().loaded {
-            continue;
-        }
+        tracing::debug!(
+            coalesced_ms = waited.as_millis() as u64,
+            build_ms = (first.elapsed() - waited).as_millis() as u64,
+            changed = loaded.is_some(),
+            "snapshot built"
+        );
+        // Nothing that loads differently (a status write): nothing to publish.
+        let Some(loaded) = loaded else { continue };
         generation += 1;
         metrics.snapshots.inc();
         let snapshot = provider::Snapshot {
@@ -418,7 +605,7 @@ async fn publish_loop(
 /// Drives one reflector: counts events and errors, wakes the builder.
 async fn drive<K>(
     stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    name: &'static str,
+    name: String,
     labels: metrics::KindLabels,
     metrics: metrics::KubeMetrics,
     changed: Arc<Notify>,
@@ -446,168 +633,4 @@ async fn drive<K>(
             }
         }
     }
-}
-
-/// Loads objects, caching each object's load by `resourceVersion`.
-struct Builder {
-    client: Client,
-    metrics: metrics::KubeMetrics,
-    cache: HashMap<(Kind, String, String), (String, Loaded)>,
-    provisioned_addresses: bool,
-}
-
-impl Builder {
-    async fn build(&mut self, stores: &Stores) -> Loaded {
-        let mut parts = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for kind in Kind::ALL {
-            if kind == Kind::Secret {
-                self.load_secrets(stores, &mut parts, &mut seen).await;
-                continue;
-            }
-            let mut objects = stores.all(kind);
-            objects.sort_by(|a, b| {
-                (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
-                    .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
-            });
-            for object in objects {
-                let namespace = object.metadata.namespace.clone().unwrap_or_default();
-                let name = object.metadata.name.clone().unwrap_or_default();
-                let version = object.metadata.resource_version.clone().unwrap_or_default();
-                let key = (kind, namespace, name);
-                seen.insert(key.clone());
-                if let Some((v, loaded)) = self.cache.get(&key)
-                    && *v == version
-                {
-                    parts.push(loaded.clone());
-                    continue;
-                }
-                let loaded = load_object(kind, &object);
-                self.cache.insert(key, (version, loaded.clone()));
-                parts.push(loaded);
-            }
-        }
-        self.cache.retain(|k, _| seen.contains(k));
-        let held = self.cache.keys().filter(|k| k.0 == Kind::Secret).count();
-        self.metrics.secrets_held.set(held as i64);
-        let mut loaded = api::loader::merge(parts);
-        if self.provisioned_addresses {
-            loaded.inputs.provisioned_addresses = Some(provision::addresses::collect(stores));
-        }
-        loaded
-    }
-
-    /// The Secrets a listener references (and that exist as
-    /// `kubernetes.io/tls` Secrets), fetched when their `resourceVersion`
-    /// changed. A fetch that fails keeps the last good load: an outage
-    /// never takes a certificate away.
-    async fn load_secrets(
-        &mut self,
-        stores: &Stores,
-        parts: &mut Vec<Loaded>,
-        seen: &mut std::collections::HashSet<(Kind, String, String)>,
-    ) {
-        let Some(meta) = &stores.secrets else { return };
-        let ar = Kind::Secret.api_resource();
-        for (namespace, name) in referenced_secrets(stores) {
-            let reference = reflector::ObjectRef::new_with(&name, ar.clone()).within(&namespace);
-            let Some(object) = meta.get(&reference) else {
-                continue;
-            };
-            let version = object.metadata.resource_version.clone().unwrap_or_default();
-            let key = (Kind::Secret, namespace.clone(), name.clone());
-            seen.insert(key.clone());
-            if let Some((v, loaded)) = self.cache.get(&key)
-                && *v == version
-            {
-                parts.push(loaded.clone());
-                continue;
-            }
-            let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &namespace, &ar);
-            match api.get_opt(&name).await {
-                Ok(Some(secret)) => {
-                    let loaded = load_object(Kind::Secret, &secret);
-                    self.cache.insert(key, (version, loaded.clone()));
-                    parts.push(loaded);
-                }
-                // Deleted since: the metadata watch will say so.
-                Ok(None) => {}
-                Err(error) => {
-                    tracing::warn!(namespace, name, %error, "cannot read a referenced Secret; keeping its last version");
-                    if let Some((_, loaded)) = self.cache.get(&key) {
-                        parts.push(loaded.clone());
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `namespace/name` of every Secret a Gateway or ListenerSet listener
-/// names in `tls.certificateRefs` (the only Secrets the translator reads).
-fn referenced_secrets(stores: &Stores) -> std::collections::BTreeSet<(String, String)> {
-    let mut out = std::collections::BTreeSet::new();
-    for kind in [Kind::Gateway, Kind::ListenerSet] {
-        for object in stores.all(kind) {
-            let own = object
-                .metadata
-                .namespace
-                .clone()
-                .unwrap_or_else(|| "default".into());
-            let listeners = object.data["spec"]["listeners"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            for listener in listeners {
-                let refs = listener["tls"]["certificateRefs"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                for r in refs {
-                    let core = r["group"].as_str().is_none_or(str::is_empty);
-                    let secret = r["kind"].as_str().is_none_or(|k| k == "Secret");
-                    if let (true, true, Some(name)) = (core, secret, r["name"].as_str()) {
-                        let ns = r["namespace"].as_str().unwrap_or(&own).to_string();
-                        out.insert((ns, name.to_string()));
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Reads one object through the file loader (see the module doc).
-fn load_object(kind: Kind, object: &DynamicObject) -> Loaded {
-    let (group, version, kind_name, plural, _) = kind.resource();
-    let mut value = serde_json::to_value(object).unwrap_or(serde_json::Value::Null);
-    if let Some(map) = value.as_object_mut() {
-        // List items of built-in kinds come without their type.
-        let api_version = if group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{group}/{version}")
-        };
-        map.insert("apiVersion".into(), api_version.into());
-        map.insert("kind".into(), kind_name.into());
-        map.remove("status");
-        // Neither changes what is translated; dropping them makes a
-        // status write (ours included) load to the same snapshot, which
-        // then publishes nothing (no translation per status write).
-        if let Some(meta) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            meta.remove("managedFields");
-            meta.remove("resourceVersion");
-        }
-    }
-    let file = format!(
-        "api:{plural}/{}{}.json",
-        object
-            .metadata
-            .namespace
-            .as_deref()
-            .map(|n| format!("{n}/"))
-            .unwrap_or_default(),
-        object.metadata.name.as_deref().unwrap_or("")
-    );
-    api::loader::load_str(&file, &value.to_string())
 }

@@ -16,9 +16,12 @@ pub struct KindLabels {
 
 impl KindLabels {
     pub fn of(kind: crate::Kind) -> Self {
-        Self {
-            kind: kind.name().into(),
-        }
+        Self::named(kind.name())
+    }
+
+    /// By the kind's name (an extension server's kind has no [`crate::Kind`]).
+    pub fn named(kind: &str) -> Self {
+        Self { kind: kind.into() }
     }
 }
 
@@ -27,6 +30,7 @@ pub struct KubeMetrics {
     pub watch_events: Family<KindLabels, Counter>,
     pub watch_errors: Family<KindLabels, Counter>,
     pub relists: Family<KindLabels, Counter>,
+    pub late_kinds: Family<KindLabels, Counter>,
     pub snapshots: Counter,
     pub secrets_held: Gauge,
     pub status_writes: Family<KindLabels, Counter>,
@@ -54,6 +58,11 @@ impl KubeMetrics {
             "kube_relists",
             "Relists completed after the initial list, per kind",
             self.relists.clone(),
+        );
+        registry.register(
+            "kube_late_kinds",
+            "Kinds whose CRD was installed after the controller started, now watched",
+            self.late_kinds.clone(),
         );
         registry.register(
             "kube_snapshots",

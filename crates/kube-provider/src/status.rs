@@ -5,7 +5,7 @@
 //! [`StatusWriter::publish`] turns one translation's
 //! [`translate::ObjectStatus`]es into the *desired* status of each object
 //! we own status on (GatewayClass, Gateway, ListenerSet, HTTPRoute,
-//! GRPCRoute, TrafficPolicy) and puts it in a per-object pending map —
+//! GRPCRoute, TrafficPolicy, HTTPProxy in Contour's shape) and puts it in a per-object pending map —
 //! latest wins, so the queue is bounded by the number of objects and a
 //! burst of translations coalesces into one write per object. One writer
 //! task drains it:
@@ -20,7 +20,10 @@
 //!   are, ours are replaced (a route no longer attached to us loses ours);
 //!   the write carries the live `resourceVersion`, so a concurrent change
 //!   is a conflict (`409`) and the object is retried on the next round;
-//! - nothing is written when the merged status equals the live one;
+//! - nothing is written when the merged status equals the live one (for
+//!   HTTPProxy, whose status is wholly ours as it is Contour's, a field we
+//!   no longer set — `loadBalancer` of a root no longer served, `errors`
+//!   once fixed — is a difference too, so the apply removes it);
 //! - a write is a server-side apply of `status` with field manager
 //!   `portcullis` (forced: the status of our objects is ours).
 //!
@@ -122,6 +125,7 @@ impl StatusWriter {
                     | Kind::HttpRoute
                     | Kind::GrpcRoute
                     | Kind::TrafficPolicy
+                    | Kind::HttpProxy
             ) {
                 continue;
             }
@@ -173,12 +177,16 @@ async fn write_loop(
     metrics: KubeMetrics,
     mut leader: tokio::sync::watch::Receiver<bool>,
 ) {
+    // A closed leader channel (no election: `--no-leader-election` drops
+    // its sender at once) keeps its last value for good; it must not stop
+    // the writer.
+    let mut election_open = true;
     loop {
         tokio::select! {
             () = shared.wake.notified() => {}
-            changed = leader.changed() => {
+            changed = leader.changed(), if election_open => {
                 if changed.is_err() {
-                    return;
+                    election_open = false;
                 }
             }
         }
@@ -258,7 +266,9 @@ async fn write_one(
         keep_transition_times(&live_status, &mut d);
         d
     };
-    if owned_equal(&live_status, &merged) {
+    let unchanged = owned_equal(&live_status, &merged)
+        && (key.kind != Kind::HttpProxy || owned_equal(&merged, &live_status));
+    if unchanged {
         return Outcome::Unchanged;
     }
     let ar = key.kind.api_resource();
@@ -419,6 +429,20 @@ mod tests {
         assert_eq!(gone["parents"].as_array().map(Vec::len), Some(1));
         assert!(!owned_equal(&live, &gone));
     }
+
+    /// An HTTPProxy's status is compared both ways: a field the live
+    /// status has and we no longer set is a change.
+    #[test]
+    fn a_dropped_field_is_seen_both_ways() {
+        let live = json!({"currentStatus": "valid", "loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]},
+            "conditions": [{"type": "Valid", "status": "True", "errors": []}]});
+        let merged = json!({"currentStatus": "valid", "conditions": [{"type": "Valid", "status": "True"}]});
+        assert!(owned_equal(&live, &merged));
+        assert!(!owned_equal(&merged, &live));
+        let same = json!({"currentStatus": "valid", "loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]},
+            "conditions": [{"type": "Valid", "status": "True"}]});
+        assert!(owned_equal(&same, &live) && owned_equal(&live, &same));
+    }
 }
 
 /// The writer against a mock apiserver: answers a real one rarely gives.
@@ -472,13 +496,19 @@ mod mock_tests {
         });
         let client = Client::new(service, "default");
         let ar = Kind::HttpRoute.api_resource();
-        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar);
+        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
         writer.apply_watcher_event(&watcher::Event::Apply(route()));
-        let stores = Stores {
-            stores: Arc::new([(Kind::HttpRoute, writer.as_reader())].into_iter().collect()),
-            secrets: None,
-        };
-        let (_leader_tx, leader) = tokio::sync::watch::channel(true);
+        let stores = Stores::default();
+        stores.insert(
+            crate::Resource::Kind(Kind::HttpRoute),
+            crate::Watched {
+                ar,
+                namespaced: true,
+                store: writer.as_reader(),
+            },
+        );
+        // No election: the sender is gone at once (`--no-leader-election`).
+        let leader = tokio::sync::watch::channel(true).1;
         let metrics = KubeMetrics::default();
         let status_writer = StatusWriter::start(client, stores, "us".into(), leader, metrics.clone());
         let parent = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "infra", "name": "gw"});

@@ -140,13 +140,13 @@ pub async fn controller_until(
         name: args.leader_election_id.clone(),
         lease_duration: std::time::Duration::from_secs(args.lease_duration_seconds.max(1)),
     };
-    // Extension resource kinds are not watched yet (README, "Kubernetes
-    // mode"): an ExtensionRef to one answers the 500 until they are.
-    let start = |_extension_kinds: api::loader::Options| async move {
+    // The extension servers' registered kinds are watched and loaded too.
+    let start = |loader: api::loader::Options| async move {
         let client = kube_provider::client(kubeconfig.as_deref()).await?;
         let metrics = kube_provider::metrics::KubeMetrics::default();
         let options = kube_provider::Options {
             provisioned_addresses: provision.is_some(),
+            loader,
             ..Default::default()
         };
         let (provider, snapshots) = kube_provider::start(client.clone(), options, metrics.clone()).await?;

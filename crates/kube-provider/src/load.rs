@@ -1,0 +1,234 @@
+//! Building a snapshot from the stores: every object read through the
+//! file loader, cached by `resourceVersion` (see the crate doc).
+
+use std::collections::{HashMap, HashSet};
+
+use api::loader::Loaded;
+use kube::api::{ApiResource, DynamicObject};
+
+use crate::{Client, Resource, Stores, metrics};
+
+/// Which object a cached load is of.
+pub(crate) type ObjectKey = (Resource, String, String);
+
+/// Loads objects, caching each object's load by `resourceVersion`.
+pub(crate) struct Builder {
+    pub(crate) client: Client,
+    pub(crate) metrics: metrics::KubeMetrics,
+    pub(crate) loader: api::loader::Options,
+    pub(crate) cache: HashMap<ObjectKey, (String, Loaded)>,
+    /// The objects of the last build, in order (`None` before the first).
+    last: Option<Vec<ObjectKey>>,
+    /// Fill `Inputs::provisioned_addresses` (provisioning on).
+    provisioned_addresses: bool,
+    /// The addresses of the last build: they come from the provisioned
+    /// Services' `status`, which the object loads leave out, so a change
+    /// of them alone must still make a new snapshot.
+    last_addresses: Option<api::inputs::ProvisionedAddresses>,
+}
+
+/// What a build found while reading the stores.
+#[derive(Default)]
+pub(crate) struct Pass {
+    /// Every object of this build, in a stable order.
+    pub(crate) keys: Vec<ObjectKey>,
+    /// Whether any object's load differs from the previous build's.
+    pub(crate) changed: bool,
+}
+
+impl Builder {
+    pub(crate) fn new(client: Client, metrics: metrics::KubeMetrics, loader: api::loader::Options) -> Self {
+        Self {
+            client,
+            metrics,
+            loader,
+            cache: HashMap::new(),
+            last: None,
+            provisioned_addresses: false,
+            last_addresses: None,
+        }
+    }
+
+    /// Also report the provisioned Services' addresses
+    /// ([`crate::provision::addresses`]).
+    pub(crate) fn with_provisioned_addresses(mut self, on: bool) -> Self {
+        self.provisioned_addresses = on;
+        self
+    }
+
+    /// The snapshot of the stores, or `None` when it would equal the last
+    /// one. Only objects whose `resourceVersion` changed are loaded again;
+    /// a change that loads the same (a status write: ours after every
+    /// translation, at scale one per route) is found without merging
+    /// every object, which is what a build costs.
+    pub(crate) async fn build(&mut self, stores: &Stores) -> Option<Loaded> {
+        let mut pass = Pass::default();
+        for resource in stores.resources() {
+            if resource == Resource::Kind(crate::Kind::Secret) {
+                continue;
+            }
+            let Some(watched) = stores.watched(&resource) else {
+                continue;
+            };
+            let mut objects = watched.store.state();
+            objects.sort_by(|a, b| {
+                (a.metadata.namespace.as_deref(), a.metadata.name.as_deref())
+                    .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
+            });
+            for object in objects {
+                let namespace = object.metadata.namespace.clone().unwrap_or_default();
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let version = object.metadata.resource_version.clone().unwrap_or_default();
+                let key = (resource.clone(), namespace, name);
+                self.cached_or(&mut pass, key, version, |loader| {
+                    load_object(&watched.ar, &object, loader)
+                });
+            }
+        }
+        self.load_secrets(stores, &mut pass).await;
+        let seen: HashSet<&ObjectKey> = pass.keys.iter().collect();
+        self.cache.retain(|k, _| seen.contains(k));
+        let held = self
+            .cache
+            .keys()
+            .filter(|k| k.0 == Resource::Kind(crate::Kind::Secret))
+            .count();
+        self.metrics.secrets_held.set(held as i64);
+        let addresses = self
+            .provisioned_addresses
+            .then(|| crate::provision::addresses::collect(stores));
+        if addresses != self.last_addresses {
+            pass.changed = true;
+        }
+        // An object added, removed or moved changes the set of keys.
+        if !pass.changed && self.last.as_ref() == Some(&pass.keys) {
+            return None;
+        }
+        let parts = pass
+            .keys
+            .iter()
+            .filter_map(|k| self.cache.get(k).map(|(_, loaded)| loaded.clone()))
+            .collect::<Vec<_>>();
+        self.last = Some(pass.keys);
+        let mut loaded = api::loader::merge(parts);
+        loaded.inputs.provisioned_addresses = addresses.clone();
+        self.last_addresses = addresses;
+        Some(loaded)
+    }
+
+    /// Records `key` in `pass`: its cached load when `version` is the
+    /// cached one, else `load()` (marking the pass changed if the load
+    /// differs from the cached one).
+    pub(crate) fn cached_or(
+        &mut self,
+        pass: &mut Pass,
+        key: ObjectKey,
+        version: String,
+        load: impl FnOnce(&api::loader::Options) -> Loaded,
+    ) {
+        match self.cache.get_mut(&key) {
+            Some((v, _)) if *v == version => {}
+            Some((v, loaded)) => {
+                let fresh = load(&self.loader);
+                if fresh != *loaded {
+                    pass.changed = true;
+                    *loaded = fresh;
+                }
+                *v = version;
+            }
+            None => {
+                let fresh = load(&self.loader);
+                pass.changed = true;
+                self.cache.insert(key.clone(), (version, fresh));
+            }
+        }
+        pass.keys.push(key);
+    }
+}
+
+/// Reads one object through the file loader (see the crate doc).
+pub(crate) fn load_object(ar: &ApiResource, object: &DynamicObject, loader: &api::loader::Options) -> Loaded {
+    let mut value = serde_json::to_value(object).unwrap_or(serde_json::Value::Null);
+    if let Some(map) = value.as_object_mut() {
+        // List items of built-in kinds come without their type.
+        map.insert("apiVersion".into(), ar.api_version.clone().into());
+        map.insert("kind".into(), ar.kind.clone().into());
+        map.remove("status");
+        // Neither changes what is translated; dropping them makes a
+        // status write (ours included) load to the same snapshot, which
+        // then publishes nothing (no translation per status write).
+        if let Some(meta) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("managedFields");
+            meta.remove("resourceVersion");
+        }
+    }
+    let file = format!(
+        "api:{}/{}{}.json",
+        ar.plural,
+        object
+            .metadata
+            .namespace
+            .as_deref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default(),
+        object.metadata.name.as_deref().unwrap_or("")
+    );
+    api::loader::load_str_with(&file, &value.to_string(), loader)
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::{reflector, watcher};
+    use serde_json::json;
+
+    use super::*;
+    use crate::{Kind, Watched};
+
+    fn route(version: &str, path: &str, status: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "r", "namespace": "app", "resourceVersion": version, "generation": 1},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": path}}]}]},
+            "status": status,
+        }))
+        .expect("route")
+    }
+
+    /// A new `resourceVersion` that loads the same (a status write) builds
+    /// nothing; a spec change builds a snapshot.
+    #[tokio::test]
+    async fn a_status_write_builds_nothing() {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no apiserver"))
+        });
+        let client = Client::new(service, "default");
+        let ar = Kind::HttpRoute.api_resource();
+        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
+        writer.apply_watcher_event(&watcher::Event::Apply(route("1", "/a", json!({}))));
+        let stores = Stores::default();
+        stores.insert(
+            Resource::Kind(Kind::HttpRoute),
+            Watched {
+                ar,
+                namespaced: true,
+                store: writer.as_reader(),
+            },
+        );
+        let mut builder = Builder::new(
+            client,
+            metrics::KubeMetrics::default(),
+            api::loader::Options::default(),
+        );
+        let first = builder.build(&stores).await.expect("the first build");
+        assert_eq!(first.inputs.http_routes.len(), 1);
+        assert!(builder.build(&stores).await.is_none(), "nothing changed");
+        writer.apply_watcher_event(&watcher::Event::Apply(route("2", "/a", json!({"parents": []}))));
+        assert!(builder.build(&stores).await.is_none(), "a status write");
+        writer.apply_watcher_event(&watcher::Event::Apply(route("3", "/b", json!({"parents": []}))));
+        let edited = builder.build(&stores).await.expect("a spec change");
+        assert_ne!(edited, first);
+        writer.apply_watcher_event(&watcher::Event::Delete(route("3", "/b", json!({}))));
+        let deleted = builder.build(&stores).await.expect("a delete");
+        assert!(deleted.inputs.http_routes.is_empty());
+    }
+}
