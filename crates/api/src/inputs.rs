@@ -16,8 +16,9 @@ use crate::policy::{GatewayExtension, TrafficPolicy};
 pub struct Sourced<T> {
     pub source: Source,
     pub object: T,
-    /// Values inside the object's rules that could not be read (today only
-    /// for HTTPRoute and GRPCRoute, see [`Unreadable`]); empty otherwise.
+    /// Values inside the object's rules (HTTPRoute, GRPCRoute) or listeners
+    /// (Gateway, ListenerSet) that could not be read, see [`Unreadable`];
+    /// empty otherwise.
     pub unreadable: Vec<Unreadable>,
 }
 
@@ -33,7 +34,9 @@ pub struct Sourced<T> {
 /// programmed as written where `unreadable` names its rule.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Unreadable {
-    /// Index in `spec.rules` (of the input as written).
+    /// Index in `spec.rules` (of the input as written); for a Gateway or
+    /// ListenerSet, the index in `spec.listeners` of the listener the
+    /// loader replaced with an inert one (the translator refuses it).
     pub rule: usize,
     /// Where the value is, from the object root, indexes as written.
     pub path: Vec<FieldStep>,

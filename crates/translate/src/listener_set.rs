@@ -138,7 +138,14 @@ pub fn attach<'a>(
                 Ok(specs) => {
                     let prefix = format!("{namespace}/{name}/");
                     let merged =
-                        listener::process(index, &namespace, &specs, Origin::ListenerSet(si), &prefix);
+                        listener::process(
+                        index,
+                        &namespace,
+                        &specs,
+                        &set.unreadable,
+                        Origin::ListenerSet(si),
+                        &prefix,
+                    );
                     gateways[gi].listeners.extend(merged);
                     touched[gi] = true;
                 }
