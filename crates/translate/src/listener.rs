@@ -135,7 +135,7 @@ pub fn process(
             // A value the loader could not read: the loader put an inert
             // listener in its place (`api::Unreadable`, `rule` = the
             // listener's index); refused whatever else it says.
-            if let Some(u) = unreadable.iter().find(|u| u.rule == i) {
+            if let Some(u) = unreadable.iter().find(|u| u.is_in("listeners", i)) {
                 l.not_accepted = Some((reason::INVALID, u.to_string()));
                 // Its references were not read: none is claimed missing.
                 l.unresolved = None;

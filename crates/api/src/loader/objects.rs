@@ -692,6 +692,8 @@ impl Document<'_> {
         // listener the translator refuses (see `Document::neutralise_listeners`);
         // a route's unreadable hostname or parent reference is neutralised
         // (see `Document::neutralise_route_head`).
+        // Unreadable values outside route rules (listeners, a route's
+        // hostnames and parentRefs), reported as they are found.
         let mut listeners_found = Vec::new();
         match T::KIND {
             "Gateway" => self.neutralise_listeners::<GatewayListeners>(sink, &mut value, &mut listeners_found),
@@ -721,8 +723,18 @@ impl Document<'_> {
             }
         }
         match T::KIND {
-            "HTTPRoute" => self.neutralise_route_head::<HttpRouteParentRefs>(sink, &mut value, &mut neutralised),
-            "GRPCRoute" => self.neutralise_route_head::<GrpcRouteParentRefs>(sink, &mut value, &mut neutralised),
+            "HTTPRoute" => self.neutralise_route_head::<HttpRouteParentRefs>(
+                sink,
+                &mut value,
+                &mut neutralised,
+                &mut listeners_found,
+            ),
+            "GRPCRoute" => self.neutralise_route_head::<GrpcRouteParentRefs>(
+                sink,
+                &mut value,
+                &mut neutralised,
+                &mut listeners_found,
+            ),
             _ => {}
         }
         let tolerant = matches!(T::KIND, "HTTPRoute" | "GRPCRoute");
@@ -901,6 +913,7 @@ impl Document<'_> {
         sink: &mut Sink,
         value: &mut Value,
         neutralised: &mut Neutralised,
+        found: &mut Vec<Unreadable>,
     ) {
         let spec = || [Segment::Key("spec".into())];
         if let Some(hostnames) = value
@@ -913,16 +926,19 @@ impl Document<'_> {
                 }
                 let mut path = spec().to_vec();
                 path.extend([Segment::Key("hostnames".into()), Segment::Index(index)]);
-                let found = json_type(hostname);
-                *hostname = Value::String(format!("(unreadable: {found}, expected a string)"));
+                let kind = json_type(hostname);
+                *hostname = Value::String(format!("(unreadable: {kind}, expected a string)"));
+                let unreadable = Unreadable {
+                    rule: index,
+                    path: field_steps(&path),
+                    message: format!("invalid type: {kind}, expected a string"),
+                };
                 sink.error(
                     self.label.clone(),
                     &self.at(&path),
-                    format!(
-                        "{}: invalid type: {found}, expected a string; this hostname is not programmed (the route's other hostnames are)",
-                        render_path(&path)
-                    ),
+                    format!("{unreadable}; this hostname is not programmed (the route's other hostnames are)"),
                 );
+                found.push(unreadable);
             }
         }
         let count = value
@@ -944,14 +960,19 @@ impl Document<'_> {
             let mut field = path.clone();
             field.extend(inner);
             if remove_at(value, &path, neutralised) {
+                let unreadable = Unreadable {
+                    rule: index,
+                    path: field_steps(&field),
+                    message: reason,
+                };
                 sink.error(
                     self.label.clone(),
                     &self.at(&field),
                     format!(
-                        "{}: {reason}; parentRefs[{index}] is ignored: the route does not attach through it (its other parentRefs keep it)",
-                        render_path(&field)
+                        "{unreadable}; parentRefs[{index}] is ignored: the route does not attach through it (its other parentRefs keep it)"
                     ),
                 );
+                found.push(unreadable);
             }
         }
     }
