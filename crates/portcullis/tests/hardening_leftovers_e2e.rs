@@ -119,8 +119,14 @@ spec:
     );
     let listeners = gw["status"]["listeners"].as_array().expect("listeners");
     for (name, field) in [
-        ("tls-typo", "spec.listeners[1].tls.mode: unknown value \"Terminat\""),
-        ("from-typo", "spec.listeners[2].allowedRoutes.namespaces.from: unknown value \"Everyone\""),
+        (
+            "tls-typo",
+            "spec.listeners[1].tls.mode: unknown value \"Terminat\"",
+        ),
+        (
+            "from-typo",
+            "spec.listeners[2].allowedRoutes.namespaces.from: unknown value \"Everyone\"",
+        ),
     ] {
         let l = listeners
             .iter()
@@ -129,11 +135,21 @@ spec:
         let accepted = condition(&l["conditions"], "Accepted");
         assert_eq!(accepted["status"], "False", "{accepted}");
         assert_eq!(accepted["reason"], "Invalid", "{accepted}");
-        assert!(accepted["message"].as_str().unwrap_or_default().contains(field), "{accepted}");
-        assert_eq!(condition(&l["conditions"], "Programmed")["status"], "False", "{l}");
+        assert!(
+            accepted["message"].as_str().unwrap_or_default().contains(field),
+            "{accepted}"
+        );
+        assert_eq!(
+            condition(&l["conditions"], "Programmed")["status"],
+            "False",
+            "{l}"
+        );
     }
     let http_listener = listeners.iter().find(|l| l["name"] == "http").expect("http");
-    assert_eq!(condition(&http_listener["conditions"], "Programmed")["status"], "True");
+    assert_eq!(
+        condition(&http_listener["conditions"], "Programmed")["status"],
+        "True"
+    );
 
     let ls = status_of(&doc, "ListenerSet", "ls");
     let bad = ls["status"]["listeners"]
@@ -143,7 +159,10 @@ spec:
         .find(|l| l["name"] == "bad")
         .unwrap_or_else(|| panic!("bad in {ls}"));
     let accepted = condition(&bad["conditions"], "Accepted");
-    assert_eq!((accepted["status"].as_str(), accepted["reason"].as_str()), (Some("False"), Some("Invalid")));
+    assert_eq!(
+        (accepted["status"].as_str(), accepted["reason"].as_str()),
+        (Some("False"), Some("Invalid"))
+    );
     assert!(
         accepted["message"]
             .as_str()
@@ -228,7 +247,10 @@ spec:
     let accepted = condition(&only_bad["status"]["parents"][0]["conditions"], "Accepted");
     assert_eq!(accepted["status"], "False", "{accepted}");
     assert!(doc.contains("spec.hostnames[1]: invalid type: number"), "{doc}");
-    assert!(doc.contains("spec.parentRefs[0].port: invalid type: string"), "{doc}");
+    assert!(
+        doc.contains("spec.parentRefs[0].port: invalid type: string"),
+        "{doc}"
+    );
     let two = status_of(&doc, "HTTPRoute", "two-parents");
     let parents = two["status"]["parents"].as_array().expect("parents");
     assert_eq!(parents.len(), 1, "{two}");
@@ -281,22 +303,35 @@ spec:
     let _serve = start(&dir, xds, admin);
 
     // Envoy gets the real values: the backend sees them.
-    wait_for("the backend to see the credential", Duration::from_secs(60), || {
-        request(gw_port, "x", "GET", "/", &[])
-            .is_some_and(|r| r.0 == 200 && r.2.contains("Bearer s3cr3t") && r.2.contains("k3y-s3cr3t"))
-    });
+    wait_for(
+        "the backend to see the credential",
+        Duration::from_secs(60),
+        || {
+            request(gw_port, "x", "GET", "/", &[])
+                .is_some_and(|r| r.0 == 200 && r.2.contains("Bearer s3cr3t") && r.2.contains("k3y-s3cr3t"))
+        },
+    );
 
     let (code, _, dump) = http(admin, "admin", "/api/config_dump").expect("config_dump");
     assert_eq!(code, 200);
     assert!(!dump.contains("s3cr3t"), "credential in config_dump: {dump}");
     // Redacted, not dropped: the header names stay, and other values too.
-    assert!(dump.contains("authorization") && dump.contains("[redacted]"), "{dump}");
+    assert!(
+        dump.contains("authorization") && dump.contains("[redacted]"),
+        "{dump}"
+    );
     assert!(dump.contains("visible-value"), "{dump}");
     for path in ["/api/status", "/api/views"] {
-        let (_, body, _) = http(admin, "admin", path).map(|(c, _, b)| (c, b, ())).expect(path);
+        let (_, body, _) = http(admin, "admin", path)
+            .map(|(c, _, b)| (c, b, ()))
+            .expect(path);
         assert!(!body.contains("s3cr3t"), "credential in {path}: {body}");
     }
-    for args in [["describe", "route", "app/r"], ["describe", "gateway", "infra/gw"], ["describe", "policy", "app/keys"]] {
+    for args in [
+        ["describe", "route", "app/r"],
+        ["describe", "gateway", "infra/gw"],
+        ["describe", "policy", "app/keys"],
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
             .args(args)
             .args(["--admin", &format!("127.0.0.1:{admin}")])

@@ -31,8 +31,7 @@ impl GatewayState<'_> {
 
     pub fn new<'a>(index: &Index<'_>, gw: &'a Sourced<Gateway>, class_accepted: bool) -> GatewayState<'a> {
         let (namespace, name) = ns_name(&gw.object.metadata);
-        let mut listeners =
-            listener::process(
+        let mut listeners = listener::process(
             index,
             &namespace,
             &gw.object.spec.listeners,

@@ -137,8 +137,7 @@ pub fn attach<'a>(
                 Err(m) => state.refused = Some((reason::LISTENERS_NOT_VALID, m)),
                 Ok(specs) => {
                     let prefix = format!("{namespace}/{name}/");
-                    let merged =
-                        listener::process(
+                    let merged = listener::process(
                         index,
                         &namespace,
                         &specs,

@@ -696,7 +696,9 @@ impl Document<'_> {
         // hostnames and parentRefs), reported as they are found.
         let mut listeners_found = Vec::new();
         match T::KIND {
-            "Gateway" => self.neutralise_listeners::<GatewayListeners>(sink, &mut value, &mut listeners_found),
+            "Gateway" => {
+                self.neutralise_listeners::<GatewayListeners>(sink, &mut value, &mut listeners_found)
+            }
             "ListenerSet" => {
                 self.neutralise_listeners::<ListenerSetListeners>(sink, &mut value, &mut listeners_found)
             }
@@ -848,10 +850,7 @@ impl Document<'_> {
         value: &mut Value,
         found: &mut Vec<Unreadable>,
     ) {
-        let Some(listeners) = value
-            .pointer_mut("/spec/listeners")
-            .and_then(Value::as_array_mut)
-        else {
+        let Some(listeners) = value.pointer_mut("/spec/listeners").and_then(Value::as_array_mut) else {
             return;
         };
         for (index, listener) in listeners.iter_mut().enumerate() {
@@ -866,10 +865,7 @@ impl Document<'_> {
                 Segment::Index(index),
             ];
             path.extend(inner);
-            let name = listener
-                .get("name")
-                .and_then(Value::as_str)
-                .map(str::to_string);
+            let name = listener.get("name").and_then(Value::as_str).map(str::to_string);
             let port = listener
                 .get("port")
                 .and_then(Value::as_i64)
@@ -892,7 +888,9 @@ impl Document<'_> {
             sink.error(
                 self.label.clone(),
                 &self.at(&path),
-                format!("{unreadable}; {shown} is not accepted (Accepted=False, Invalid), the other listeners are"),
+                format!(
+                    "{unreadable}; {shown} is not accepted (Accepted=False, Invalid), the other listeners are"
+                ),
             );
             found.push(unreadable);
         }
@@ -916,10 +914,7 @@ impl Document<'_> {
         found: &mut Vec<Unreadable>,
     ) {
         let spec = || [Segment::Key("spec".into())];
-        if let Some(hostnames) = value
-            .pointer_mut("/spec/hostnames")
-            .and_then(Value::as_array_mut)
-        {
+        if let Some(hostnames) = value.pointer_mut("/spec/hostnames").and_then(Value::as_array_mut) {
             for (index, hostname) in hostnames.iter_mut().enumerate() {
                 if hostname.is_string() {
                     continue;
@@ -936,7 +931,9 @@ impl Document<'_> {
                 sink.error(
                     self.label.clone(),
                     &self.at(&path),
-                    format!("{unreadable}; this hostname is not programmed (the route's other hostnames are)"),
+                    format!(
+                        "{unreadable}; this hostname is not programmed (the route's other hostnames are)"
+                    ),
                 );
                 found.push(unreadable);
             }

@@ -374,7 +374,10 @@ mod tests {
         for secret in ["s3cr3t", "k3y", "sid=1", "m4tch"] {
             assert!(!shown.contains(secret), "{secret} shown: {shown}");
         }
-        let h = redacted.request_headers_to_add[0].header.as_ref().expect("header");
+        let h = redacted.request_headers_to_add[0]
+            .header
+            .as_ref()
+            .expect("header");
         assert_eq!((h.key.as_str(), h.value.as_str()), ("authorization", REDACTED));
         assert_eq!(redacted.request_headers_to_add[1], add("x-env", "prod"));
         let m = &redacted.routes[0].r#match.as_ref().expect("match").headers[0];
