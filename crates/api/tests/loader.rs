@@ -1312,3 +1312,38 @@ fn many_unreadable_values_keep_the_route_and_a_hopeless_rule_reads_as_empty() {
         "a kept route's unreadable values do not break the file"
     );
 }
+
+#[test]
+fn an_unreadable_route_hostname_becomes_an_invalid_one_never_a_wider_one() {
+    let text = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: g, namespace: app}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [5, a.example.com]
+";
+    let loaded = load_str("g.yaml", text);
+    let [route] = loaded.inputs.grpc_routes.as_slice() else {
+        panic!("the GRPCRoute is kept: {:#?}", loaded.diagnostics)
+    };
+    let hostnames = route.object.spec.hostnames.clone().unwrap_or_default();
+    // Same length and order: the bad entry stays, as a string no hostname
+    // check accepts (the translator refuses it like any invalid hostname).
+    assert_eq!(hostnames.len(), 2, "{hostnames:?}");
+    assert!(
+        hostnames[0].contains("unreadable") && hostnames[0].contains(' '),
+        "{hostnames:?}"
+    );
+    assert_eq!(hostnames[1], "a.example.com");
+    assert_eq!(loaded.diagnostics.len(), 1, "{:#?}", loaded.diagnostics);
+    assert_eq!(loaded.diagnostics[0].file.as_deref(), Some("g.yaml:6"));
+    assert!(
+        loaded.diagnostics[0]
+            .message
+            .starts_with("spec.hostnames[0]: invalid type: number, expected a string"),
+        "{:#?}",
+        loaded.diagnostics
+    );
+    assert!(!loaded.has_errors());
+}
