@@ -17,8 +17,9 @@ use crate::policy::{GatewayExtension, TrafficPolicy};
 pub struct Sourced<T> {
     pub source: Source,
     pub object: T,
-    /// Values inside the object's rules that could not be read (today only
-    /// for HTTPRoute and GRPCRoute, see [`Unreadable`]); empty otherwise.
+    /// Values inside the object's rules (HTTPRoute, GRPCRoute) or listeners
+    /// (Gateway, ListenerSet) that could not be read, see [`Unreadable`];
+    /// empty otherwise.
     pub unreadable: Vec<Unreadable>,
 }
 
@@ -34,7 +35,11 @@ pub struct Sourced<T> {
 /// programmed as written where `unreadable` names its rule.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Unreadable {
-    /// Index in `spec.rules` (of the input as written).
+    /// Index in the list the value lies in (as written), named by the
+    /// path's first two steps: `spec.rules` (a route rule, fenced),
+    /// `spec.listeners` (a Gateway or ListenerSet listener the loader
+    /// replaced with an inert one, refused), `spec.hostnames` or
+    /// `spec.parentRefs` (a route's entry, neutralised by the loader).
     pub rule: usize,
     /// Where the value is, from the object root, indexes as written.
     pub path: Vec<FieldStep>,
@@ -43,6 +48,12 @@ pub struct Unreadable {
 }
 
 impl Unreadable {
+    /// Whether the value lies in `spec.<list>[index]`.
+    pub fn is_in(&self, list: &str, index: usize) -> bool {
+        self.rule == index
+            && matches!(self.path.as_slice(), [FieldStep::Key(spec), FieldStep::Key(l), ..] if spec == "spec" && l == list)
+    }
+
     /// The path as users write it: `spec.rules[1].filters[0].type`.
     pub fn field(&self) -> String {
         render_path(&self.path)

@@ -79,7 +79,8 @@ pub struct Loaded {
 impl Loaded {
     /// Whether any diagnostic is an error that lost something: an error
     /// about an unreadable value of a route rule that was kept (and is
-    /// fenced, see [`crate::Unreadable`]), or about an HTTPProxy spec that
+    /// fenced, see [`crate::Unreadable`]), of a route hostname or parentRef
+    /// (neutralised), of a listener (refused, its Gateway kept), or about an HTTPProxy spec that
     /// does not read (the proxy is kept, invalid, see
     /// [`crate::httpproxy`]), does not count, since the object is loaded
     /// as fully as it can be. The loader emits exactly one error
@@ -96,6 +97,10 @@ impl Loaded {
             .iter()
             .map(|r| r.unreadable.len())
             .chain(self.inputs.grpc_routes.iter().map(|r| r.unreadable.len()))
+            // A listener value that does not read refuses that listener
+            // only (one error each), the Gateway or ListenerSet is kept.
+            .chain(self.inputs.gateways.iter().map(|g| g.unreadable.len()))
+            .chain(self.inputs.listener_sets.iter().map(|s| s.unreadable.len()))
             // An HTTPProxy whose spec does not read is kept too (one error
             // each): the translator reports it and fences what routes to it.
             .chain(

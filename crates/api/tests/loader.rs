@@ -544,7 +544,7 @@ spec:
 }
 
 #[test]
-fn an_unreadable_value_outside_the_rules_still_drops_the_route_with_a_diagnostic() {
+fn an_unreadable_parent_ref_is_ignored_and_the_route_kept_with_a_diagnostic() {
     let text = "\
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -554,25 +554,61 @@ spec:
   - filters: [{type: Foo}]
   parentRefs:
   - {name: gw, kind: [Gateway]}
+  - {name: other}
 ";
     let loaded = load_str("p.yaml", text);
-    assert!(loaded.inputs.http_routes.is_empty());
+    let [route] = loaded.inputs.http_routes.as_slice() else {
+        panic!("the route is kept: {:#?}", loaded.diagnostics)
+    };
+    // Only the readable parent is left: never the bad one with its `kind`
+    // dropped (that would attach where the route did not ask).
+    let parents: Vec<&str> = route
+        .object
+        .spec
+        .parent_refs
+        .iter()
+        .flatten()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(parents, ["other"]);
     let messages: Vec<(Option<&str>, Option<&str>, &str)> = loaded
         .diagnostics
         .iter()
         .map(|d| (d.object.as_deref(), d.file.as_deref(), d.message.as_str()))
         .collect();
     assert_eq!(messages.len(), 2, "{messages:#?}");
+    assert!(messages.iter().any(|m| {
+        m.2.starts_with("spec.rules[0].filters[0].type: unknown value \"Foo\"")
+    }));
+    let parent = messages
+        .iter()
+        .find(|m| m.2.starts_with("spec.parentRefs[0].kind: invalid type"))
+        .unwrap_or_else(|| panic!("{messages:#?}"));
+    assert_eq!((parent.0, parent.1), (Some("HTTPRoute app/r"), Some("p.yaml:8")));
+    assert!(parent.2.contains("parentRefs[0] is ignored"), "{parent:?}");
+    // The file is applied: every error is about something kept.
+    assert!(!loaded.has_errors(), "{messages:#?}");
+}
+
+#[test]
+fn an_unreadable_value_outside_the_rules_lists_still_drops_the_route_with_a_diagnostic() {
+    let text = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: app}
+spec:
+  hostnames: 5
+  parentRefs: [{name: gw}]
+";
+    let loaded = load_str("p.yaml", text);
+    assert!(loaded.inputs.http_routes.is_empty());
+    assert!(loaded.has_errors());
     assert!(
-        messages[0]
-            .2
-            .starts_with("spec.rules[0].filters[0].type: unknown value \"Foo\"")
-    );
-    assert_eq!(messages[1].0, Some("HTTPRoute app/r"));
-    assert_eq!(messages[1].1, Some("p.yaml:8"));
-    assert!(
-        messages[1].2.starts_with("spec.parentRefs[0].kind: invalid type"),
-        "{messages:#?}"
+        loaded.diagnostics[0]
+            .message
+            .starts_with("spec.hostnames: invalid type"),
+        "{:#?}",
+        loaded.diagnostics
     );
 }
 
@@ -601,7 +637,11 @@ kind: GRPCRoute
 metadata: {name: g}
 ";
     let loaded = load_str("t.yaml", text);
-    assert!(loaded.inputs.is_empty());
+    // The Gateway is kept (its listener refused), the route too (without
+    // the parent it cannot name); the GRPCRoute without a spec is not.
+    assert_eq!(loaded.inputs.gateways.len(), 1);
+    assert_eq!(loaded.inputs.http_routes.len(), 1);
+    assert!(loaded.inputs.grpc_routes.is_empty());
     assert_eq!(
         loaded.diagnostics,
         vec![
@@ -609,13 +649,13 @@ metadata: {name: g}
                 Severity::Error,
                 Some("Gateway default/gw"),
                 "t.yaml:9",
-                "spec.listeners[0].port: invalid type: string \"80\", expected i32"
+                "spec.listeners[0].port: invalid type: string \"80\", expected i32; listener \"http\" is not accepted (Accepted=False, Invalid), the other listeners are"
             ),
             diag(
                 Severity::Error,
                 Some("HTTPRoute default/r"),
                 "t.yaml:16",
-                "spec.parentRefs[0].name: missing required field"
+                "spec.parentRefs[0].name: missing required field; parentRefs[0] is ignored: the route does not attach through it (its other parentRefs keep it)"
             ),
             diag(
                 Severity::Error,
@@ -1271,4 +1311,39 @@ fn many_unreadable_values_keep_the_route_and_a_hopeless_rule_reads_as_empty() {
         !loaded.has_errors(),
         "a kept route's unreadable values do not break the file"
     );
+}
+
+#[test]
+fn an_unreadable_route_hostname_becomes_an_invalid_one_never_a_wider_one() {
+    let text = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: g, namespace: app}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [5, a.example.com]
+";
+    let loaded = load_str("g.yaml", text);
+    let [route] = loaded.inputs.grpc_routes.as_slice() else {
+        panic!("the GRPCRoute is kept: {:#?}", loaded.diagnostics)
+    };
+    let hostnames = route.object.spec.hostnames.clone().unwrap_or_default();
+    // Same length and order: the bad entry stays, as a string no hostname
+    // check accepts (the translator refuses it like any invalid hostname).
+    assert_eq!(hostnames.len(), 2, "{hostnames:?}");
+    assert!(
+        hostnames[0].contains("unreadable") && hostnames[0].contains(' '),
+        "{hostnames:?}"
+    );
+    assert_eq!(hostnames[1], "a.example.com");
+    assert_eq!(loaded.diagnostics.len(), 1, "{:#?}", loaded.diagnostics);
+    assert_eq!(loaded.diagnostics[0].file.as_deref(), Some("g.yaml:6"));
+    assert!(
+        loaded.diagnostics[0]
+            .message
+            .starts_with("spec.hostnames[0]: invalid type: number, expected a string"),
+        "{:#?}",
+        loaded.diagnostics
+    );
+    assert!(!loaded.has_errors());
 }

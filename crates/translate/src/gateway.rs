@@ -44,8 +44,14 @@ impl GatewayState<'_> {
 
     pub fn new<'a>(index: &Index<'_>, gw: &'a Sourced<Gateway>, class_accepted: bool) -> GatewayState<'a> {
         let (namespace, name) = ns_name(&gw.object.metadata);
-        let mut listeners =
-            listener::process(index, &namespace, &gw.object.spec.listeners, Origin::Gateway, "");
+        let mut listeners = listener::process(
+            index,
+            &namespace,
+            &gw.object.spec.listeners,
+            &gw.unreadable,
+            Origin::Gateway,
+            "",
+        );
         listener::detect_conflicts(&mut listeners);
         GatewayState {
             namespace,

@@ -119,6 +119,7 @@ pub fn process(
     index: &Index<'_>,
     owner_ns: &str,
     specs: &[GatewayListeners],
+    unreadable: &[api::Unreadable],
     origin: Origin,
     key_prefix: &str,
 ) -> Vec<Listener> {
@@ -131,6 +132,15 @@ pub fn process(
                 Origin::ListenerSet(_) => "ListenerSet",
             };
             let mut l = one(index, owner_kind, owner_ns, i, l);
+            // A value the loader could not read: the loader put an inert
+            // listener in its place (`api::Unreadable`, `rule` = the
+            // listener's index); refused whatever else it says.
+            if let Some(u) = unreadable.iter().find(|u| u.is_in("listeners", i)) {
+                l.not_accepted = Some((reason::INVALID, u.to_string()));
+                // Its references were not read: none is claimed missing.
+                l.unresolved = None;
+                l.conflicted = None;
+            }
             l.origin = origin;
             l.key = format!("{key_prefix}{}", l.name);
             l

@@ -137,8 +137,14 @@ pub fn attach<'a>(
                 Err(m) => state.refused = Some((reason::LISTENERS_NOT_VALID, m)),
                 Ok(specs) => {
                     let prefix = format!("{namespace}/{name}/");
-                    let merged =
-                        listener::process(index, &namespace, &specs, Origin::ListenerSet(si), &prefix);
+                    let merged = listener::process(
+                        index,
+                        &namespace,
+                        &specs,
+                        &set.unreadable,
+                        Origin::ListenerSet(si),
+                        &prefix,
+                    );
                     gateways[gi].listeners.extend(merged);
                     touched[gi] = true;
                 }

@@ -5,10 +5,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use gateway_api::experimental::{
     gatewayclasses::GatewayClass,
-    gateways::Gateway,
-    grpcroutes::{GrpcRoute, GrpcRouteRules},
-    httproutes::{HttpRoute, HttpRouteRules},
-    listenersets::ListenerSet,
+    gateways::{Gateway, GatewayListeners},
+    grpcroutes::{GrpcRoute, GrpcRouteParentRefs, GrpcRouteRules},
+    httproutes::{HttpRoute, HttpRouteParentRefs, HttpRouteRules},
+    listenersets::{ListenerSet, ListenerSetListeners},
     referencegrants::ReferenceGrant,
 };
 use k8s_openapi::ByteString;
@@ -717,6 +717,23 @@ impl Document<'_> {
             self.singular_use_default_gateway(sink, &mut value);
         }
 
+        // A listener with a value that does not read is kept as an inert
+        // listener the translator refuses (see `Document::neutralise_listeners`);
+        // a route's unreadable hostname or parent reference is neutralised
+        // (see `Document::neutralise_route_head`).
+        // Unreadable values outside route rules (listeners, a route's
+        // hostnames and parentRefs), reported as they are found.
+        let mut listeners_found = Vec::new();
+        match T::KIND {
+            "Gateway" => {
+                self.neutralise_listeners::<GatewayListeners>(sink, &mut value, &mut listeners_found)
+            }
+            "ListenerSet" => {
+                self.neutralise_listeners::<ListenerSetListeners>(sink, &mut value, &mut listeners_found)
+            }
+            _ => {}
+        }
+
         // Routes keep every rule that reads: a value inside a rule that does
         // not read is neutralised and recorded (see `Unreadable`), and the
         // parse is retried, so that every such value is found and the route
@@ -735,6 +752,21 @@ impl Document<'_> {
                 "GRPCRoute" => self.neutralise_rule::<GrpcRouteRules>(&mut value, rule, &mut neutralised),
                 _ => {}
             }
+        }
+        match T::KIND {
+            "HTTPRoute" => self.neutralise_route_head::<HttpRouteParentRefs>(
+                sink,
+                &mut value,
+                &mut neutralised,
+                &mut listeners_found,
+            ),
+            "GRPCRoute" => self.neutralise_route_head::<GrpcRouteParentRefs>(
+                sink,
+                &mut value,
+                &mut neutralised,
+                &mut listeners_found,
+            ),
+            _ => {}
         }
         let tolerant = matches!(T::KIND, "HTTPRoute" | "GRPCRoute");
         let mut attempts = 0usize;
@@ -823,8 +855,152 @@ impl Document<'_> {
             meta.namespace = None;
         }
         object.normalize();
-        let unreadable = neutralised.found.into_iter().map(|(u, _)| u).collect();
+        let unreadable = neutralised
+            .found
+            .into_iter()
+            .map(|(u, _)| u)
+            .chain(listeners_found)
+            .collect();
         sink.add(Source::new(self.file, self.line), object, unreadable);
+    }
+
+    /// Finds every `spec.listeners[i]` (of a Gateway or ListenerSet) that
+    /// does not read as `L` and puts an inert listener in its place: its
+    /// `name`, `port` and `protocol` where they read (so that its status
+    /// entry and conflicts are its own), nothing else. The value is
+    /// recorded as an [`Unreadable`] whose `rule` is the listener's index;
+    /// the translator refuses that listener (`Accepted=False`, `Invalid`)
+    /// and programs the others. Without this one bad enum value (a
+    /// `tls.mode` typo, `allowedRoutes.namespaces.from: Everyone`, a kinds
+    /// entry without `kind`) dropped the whole Gateway.
+    fn neutralise_listeners<L: DeserializeOwned>(
+        &self,
+        sink: &mut Sink,
+        value: &mut Value,
+        found: &mut Vec<Unreadable>,
+    ) {
+        let Some(listeners) = value.pointer_mut("/spec/listeners").and_then(Value::as_array_mut) else {
+            return;
+        };
+        for (index, listener) in listeners.iter_mut().enumerate() {
+            let error = match serde_path_to_error::deserialize::<_, L>(&*listener) {
+                Ok(_) => continue,
+                Err(error) => error,
+            };
+            let (inner, reason) = describe(&error);
+            let mut path = vec![
+                Segment::Key("spec".into()),
+                Segment::Key("listeners".into()),
+                Segment::Index(index),
+            ];
+            path.extend(inner);
+            let name = listener.get("name").and_then(Value::as_str).map(str::to_string);
+            let port = listener
+                .get("port")
+                .and_then(Value::as_i64)
+                .and_then(|p| i32::try_from(p).ok())
+                .unwrap_or(0);
+            let protocol = listener.get("protocol").and_then(Value::as_str).unwrap_or("");
+            let shown = name
+                .as_deref()
+                .map_or_else(|| format!("listener {index}"), |n| format!("listener {n:?}"));
+            *listener = serde_json::json!({
+                "name": name.clone().unwrap_or_else(|| format!("unreadable-{index}")),
+                "port": port,
+                "protocol": protocol,
+            });
+            let unreadable = Unreadable {
+                rule: index,
+                path: field_steps(&path),
+                message: reason,
+            };
+            sink.error(
+                self.label.clone(),
+                &self.at(&path),
+                format!(
+                    "{unreadable}; {shown} is not accepted (Accepted=False, Invalid), the other listeners are"
+                ),
+            );
+            found.push(unreadable);
+        }
+    }
+
+    /// A route's `spec.hostnames` and `spec.parentRefs` entries that do not
+    /// read. A hostname is replaced by a string no hostname check accepts
+    /// (it names the problem), so the translator refuses it as it refuses
+    /// any invalid hostname: the route's other hostnames stay, and the
+    /// route never widens to every hostname (with no valid hostname left
+    /// it is not accepted). A parent reference is removed: the route does
+    /// not attach through it (no widening either: dropping only its bad
+    /// `port` or `sectionName` would attach to every listener), and the
+    /// route's other parents keep it. Each is an error diagnostic naming
+    /// the field and index.
+    fn neutralise_route_head<P: DeserializeOwned>(
+        &self,
+        sink: &mut Sink,
+        value: &mut Value,
+        neutralised: &mut Neutralised,
+        found: &mut Vec<Unreadable>,
+    ) {
+        let spec = || [Segment::Key("spec".into())];
+        if let Some(hostnames) = value.pointer_mut("/spec/hostnames").and_then(Value::as_array_mut) {
+            for (index, hostname) in hostnames.iter_mut().enumerate() {
+                if hostname.is_string() {
+                    continue;
+                }
+                let mut path = spec().to_vec();
+                path.extend([Segment::Key("hostnames".into()), Segment::Index(index)]);
+                let kind = json_type(hostname);
+                *hostname = Value::String(format!("(unreadable: {kind}, expected a string)"));
+                let unreadable = Unreadable {
+                    rule: index,
+                    path: field_steps(&path),
+                    message: format!("invalid type: {kind}, expected a string"),
+                };
+                sink.error(
+                    self.label.clone(),
+                    &self.at(&path),
+                    format!(
+                        "{unreadable}; this hostname is not programmed (the route's other hostnames are)"
+                    ),
+                );
+                found.push(unreadable);
+            }
+        }
+        let count = value
+            .pointer("/spec/parentRefs")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        // From the last, so that removals do not shift what is left to read.
+        for index in (0..count).rev() {
+            let Some(entry) = value.pointer(&format!("/spec/parentRefs/{index}")) else {
+                continue;
+            };
+            let error = match serde_path_to_error::deserialize::<_, P>(entry) {
+                Ok(_) => continue,
+                Err(error) => error,
+            };
+            let (inner, reason) = describe(&error);
+            let mut path = spec().to_vec();
+            path.extend([Segment::Key("parentRefs".into()), Segment::Index(index)]);
+            let mut field = path.clone();
+            field.extend(inner);
+            if remove_at(value, &path, neutralised) {
+                let unreadable = Unreadable {
+                    rule: index,
+                    path: field_steps(&field),
+                    message: reason,
+                };
+                sink.error(
+                    self.label.clone(),
+                    &self.at(&field),
+                    format!(
+                        "{unreadable}; parentRefs[{index}] is ignored: the route does not attach through it (its other parentRefs keep it)"
+                    ),
+                );
+                found.push(unreadable);
+            }
+        }
     }
 
     /// Neutralises (and records) the unreadable value at `path` (current
@@ -940,6 +1116,18 @@ impl Document<'_> {
             );
             spec.insert("useDefaultGateways".to_string(), singular);
         }
+    }
+}
+
+/// What a JSON value is, as serde words it.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "sequence",
+        Value::Object(_) => "map",
     }
 }
 

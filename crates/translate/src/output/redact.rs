@@ -12,6 +12,16 @@
 //! resource is covered, including ones portcullis does not generate today,
 //! rather than a list of known secret fields.
 //!
+//! Envoy marks no header value sensitive, but a tenant's route or policy may
+//! carry a credential in one: a `RequestHeaderModifier` or TrafficPolicy
+//! `headerModifiers`/`transformation` setting `Authorization`, an
+//! ext_authz `headers_to_add`, a route matching `Cookie` exactly. So a
+//! header whose name reads as a credential ([`is_credential_header`]) has
+//! its value redacted wherever it appears as a `HeaderValue` (every header
+//! addition and mutation) or a `HeaderMatcher` (route and RBAC matches):
+//! the name is kept, every string of the value or matcher becomes
+//! [`REDACTED`], other scalars (`invert_match`, append actions) are kept.
+//!
 //! Only what leaves for humans is redacted (the admin API, `describe`);
 //! the xDS served to Envoy and `translate -o json|bootstrap` keep the keys,
 //! which Envoy needs.
@@ -74,6 +84,81 @@ fn is_sensitive(field: &FieldDescriptor) -> bool {
     options.has_extension(ext) && matches!(options.get_extension(ext).as_ref(), Value::Bool(true))
 }
 
+/// Messages that hold one header's value (or a matcher of it), with the
+/// field that names the header.
+const HEADER_MESSAGES: [(&str, &str); 2] = [
+    ("envoy.config.core.v3.HeaderValue", "key"),
+    ("envoy.config.route.v3.HeaderMatcher", "name"),
+];
+
+/// Whether a header's value is a credential the admin views must not show:
+/// `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie` and any
+/// name with `auth`, `token`, `secret`, `password`/`passwd`, `api-key`/
+/// `api_key`/`apikey`, `credential`, `session` or `signature` in it
+/// (`X-API-Key`, `X-Auth-Token`, `X-Amz-Security-Token` …). Generous on
+/// purpose: a value hidden from a view costs nothing (Envoy still gets it),
+/// a credential shown leaves the control plane.
+pub fn is_credential_header(name: &str) -> bool {
+    const PARTS: [&str; 12] = [
+        "auth",
+        "cookie",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "api-key",
+        "api_key",
+        "apikey",
+        "credential",
+        "session",
+        "signature",
+    ];
+    let name = name.to_ascii_lowercase();
+    PARTS.iter().any(|p| name.contains(p))
+}
+
+/// Every string and bytes value of `msg` (and below) except the field
+/// `keep` becomes [`REDACTED`]; other scalars are kept.
+fn redact_strings(msg: &mut DynamicMessage, keep: Option<&str>, depth: usize) {
+    if depth > MAX_DEPTH {
+        msg.clear();
+        return;
+    }
+    let fields: Vec<FieldDescriptor> = msg
+        .fields()
+        .map(|(f, _)| f)
+        .filter(|f| Some(f.name()) != keep)
+        .collect();
+    for field in fields {
+        match msg.get_field_mut(&field) {
+            Value::Message(m) => redact_strings(m, None, depth + 1),
+            Value::List(items) => {
+                for item in items.iter_mut() {
+                    match item {
+                        Value::Message(m) => redact_strings(m, None, depth + 1),
+                        other => {
+                            redact_scalar(other);
+                        }
+                    }
+                }
+            }
+            Value::Map(entries) => {
+                for v in entries.values_mut() {
+                    match v {
+                        Value::Message(m) => redact_strings(m, None, depth + 1),
+                        other => {
+                            redact_scalar(other);
+                        }
+                    }
+                }
+            }
+            other => {
+                redact_scalar(other);
+            }
+        }
+    }
+}
+
 /// Envoy's `MessageUtil::redact`: below a sensitive field (or when an
 /// ancestor is one), strings and bytes become [`REDACTED`], other scalars
 /// are cleared; messages are walked, `Any` through its packed message.
@@ -86,6 +171,19 @@ fn redact(msg: &mut DynamicMessage, ancestor_sensitive: bool, depth: usize) {
     if msg.descriptor().full_name() == "google.protobuf.Any" {
         redact_any(msg, ancestor_sensitive, depth);
         return;
+    }
+    let full_name = msg.descriptor().full_name().to_string();
+    if let Some((_, name_field)) = HEADER_MESSAGES.iter().find(|(m, _)| *m == full_name)
+        && !ancestor_sensitive
+    {
+        let credential = matches!(
+            msg.get_field_by_name(name_field).as_deref(),
+            Some(Value::String(name)) if is_credential_header(name)
+        );
+        if credential {
+            redact_strings(msg, Some(name_field), depth + 1);
+            return;
+        }
     }
     let fields: Vec<FieldDescriptor> = msg.fields().map(|(f, _)| f).collect();
     for field in fields {
@@ -233,6 +331,61 @@ mod tests {
             panic!("generic");
         };
         assert_eq!(g.secret, inline(REDACTED));
+    }
+
+    #[test]
+    fn credential_header_values_are_redacted_names_and_other_headers_kept() {
+        use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption};
+        use envoy_types::pb::envoy::config::route::v3::{
+            HeaderMatcher, Route, VirtualHost, header_matcher::HeaderMatchSpecifier,
+        };
+        use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
+        let add = |key: &str, value: &str| HeaderValueOption {
+            header: Some(HeaderValue {
+                key: key.into(),
+                value: value.into(),
+                raw_value: value.as_bytes().to_vec(),
+            }),
+            ..Default::default()
+        };
+        let vhost = VirtualHost {
+            name: "vh".into(),
+            request_headers_to_add: vec![add("authorization", "Bearer s3cr3t"), add("x-env", "prod")],
+            routes: vec![Route {
+                request_headers_to_add: vec![add("X-API-Key", "k3y"), add("cookie", "sid=1")],
+                r#match: Some(envoy_types::pb::envoy::config::route::v3::RouteMatch {
+                    headers: vec![HeaderMatcher {
+                        name: "authorization".into(),
+                        invert_match: true,
+                        header_match_specifier: Some(HeaderMatchSpecifier::StringMatch(StringMatcher {
+                            match_pattern: Some(MatchPattern::Exact("Bearer m4tch".into())),
+                            ..Default::default()
+                        })),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let redacted = message(&vhost);
+        let shown = format!("{redacted:?}");
+        for secret in ["s3cr3t", "k3y", "sid=1", "m4tch"] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+        }
+        let h = redacted.request_headers_to_add[0]
+            .header
+            .as_ref()
+            .expect("header");
+        assert_eq!((h.key.as_str(), h.value.as_str()), ("authorization", REDACTED));
+        assert_eq!(redacted.request_headers_to_add[1], add("x-env", "prod"));
+        let m = &redacted.routes[0].r#match.as_ref().expect("match").headers[0];
+        assert_eq!(m.name, "authorization");
+        assert!(m.invert_match);
+        assert!(is_credential_header("Proxy-Authorization"));
+        assert!(is_credential_header("x-auth-token"));
+        assert!(!is_credential_header("x-request-id"));
     }
 
     #[test]

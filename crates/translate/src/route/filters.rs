@@ -133,10 +133,20 @@ fn modifier<'a>(
     into: &mut HeaderMods,
     formatted: bool,
 ) -> Result<(), RuleError> {
-    let check_value = |v: &str| {
+    // A format error may quote a piece of the value (`%s3cr3t`); a
+    // credential's value never reaches status or diagnostics (see
+    // `output::redact`).
+    let check_value = |name: &str, v: &str| {
         if formatted {
             check_value(v)?;
-            crate::envoy::format::check(v)
+            crate::envoy::format::check(v).map_err(|m| {
+                if crate::output::redact::is_credential_header(name) {
+                    "not a valid Envoy format string (the error is not shown: the header carries a credential)"
+                        .to_string()
+                } else {
+                    m
+                }
+            })
         } else {
             check_value(v)
         }
@@ -150,7 +160,7 @@ fn modifier<'a>(
     };
     for (i, (name, value)) in set.into_iter().enumerate() {
         check_name(name).map_err(|m| RuleError::structural(format!("{field}.set[{i}].name"), m))?;
-        check_value(value).map_err(|m| RuleError::structural(format!("{field}.set[{i}].value"), m))?;
+        check_value(name, value).map_err(|m| RuleError::structural(format!("{field}.set[{i}].value"), m))?;
         into.add.push(option(
             name,
             value,
@@ -159,7 +169,7 @@ fn modifier<'a>(
     }
     for (i, (name, value)) in add.into_iter().enumerate() {
         check_name(name).map_err(|m| RuleError::structural(format!("{field}.add[{i}].name"), m))?;
-        check_value(value).map_err(|m| RuleError::structural(format!("{field}.add[{i}].value"), m))?;
+        check_value(name, value).map_err(|m| RuleError::structural(format!("{field}.add[{i}].value"), m))?;
         into.add.push(option(
             name,
             value,
@@ -413,4 +423,29 @@ pub fn check_combination(filters: &[HttpRouteRulesFilters], field: &str) -> Resu
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod credential_tests {
+    use super::*;
+
+    #[test]
+    fn a_format_error_in_a_credential_header_does_not_quote_the_value() {
+        let mut mods = HeaderMods::default();
+        let err = header_modifier_formatted(
+            [("authorization", "Bearer %S3CR3T%")],
+            [],
+            &[],
+            "spec.transformation.request",
+            &mut mods,
+        )
+        .expect_err("unknown command");
+        let shown = format!("{err:?}");
+        assert!(!shown.contains("S3CR3T"), "{shown}");
+        assert!(shown.contains("set[0].value"), "{shown}");
+        // Other headers keep the precise message.
+        let err = header_modifier_formatted([("x-env", "%PR0D%")], [], &[], "f", &mut mods)
+            .expect_err("unknown command");
+        assert!(format!("{err:?}").contains("PR0D"), "{err:?}");
+    }
 }

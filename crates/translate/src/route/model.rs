@@ -528,7 +528,7 @@ fn fence(
     matches: &[HttpRouteRulesMatches],
     grpc: Option<&[GrpcRouteRulesMatches]>,
 ) -> (Vec<RuleError>, Vec<Vec<Reading>>) {
-    let mine: Vec<&Unreadable> = unreadable.iter().filter(|u| u.rule == rule).collect();
+    let mine: Vec<&Unreadable> = unreadable.iter().filter(|u| u.is_in("rules", rule)).collect();
     if mine.is_empty() {
         return (Vec::new(), Vec::new());
     }
