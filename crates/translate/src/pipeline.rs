@@ -48,6 +48,18 @@ pub struct Seams<'a> {
 
 /// STANDARD, STRICT (with a validator) and extension hooks (with hooks).
 pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -> Output {
+    translate_memo(inputs, settings, seams, None)
+}
+
+/// [`translate_seams`] with the incremental translator's route memo
+/// ([`crate::incremental`]): rules of routes it holds are reused instead of
+/// built, and every route's built rules are handed back to it.
+pub(crate) fn translate_memo(
+    inputs: &Inputs,
+    settings: &Settings,
+    seams: Seams<'_>,
+    memo: Option<&mut crate::incremental::RouteMemo>,
+) -> Output {
     let Seams { validator, hooks } = seams;
     let mut out = Output::default();
     let mut index = Index::new(inputs);
@@ -165,6 +177,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
         &attachment.effective,
         &scopes.gateways,
         threads,
+        memo,
     );
     // Reports per route (in route order); each Gateway's works, in route
     // order, for its own IR.
@@ -425,6 +438,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
 }
 
 /// One route's rules built for one listener it is attached to.
+#[derive(Clone)]
 pub(crate) struct Work {
     /// Index of the route (in the pipeline's route order).
     pub(crate) route: usize,
@@ -436,7 +450,7 @@ pub(crate) struct Work {
     /// Each rule's report (its routes moved to `routes`).
     rules: Vec<(usize, rule::BuiltRule)>,
     /// The rules' Envoy routes (encoded) and their precedence, in parallel.
-    orders: Vec<RouteOrder>,
+    pub(crate) orders: Vec<RouteOrder>,
     pub(crate) routes: Vec<Option<Vec<u8>>>,
     /// The HTTP filters those routes configure per route.
     filters: Vec<String>,
@@ -466,7 +480,7 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
 
 /// Below this many routes a second thread costs more than it saves
 /// (measured: 100 routes took 4.2 ms on two threads, 1.3 ms on one).
-const PARALLEL_MIN_ROUTES: usize = 500;
+pub(crate) const PARALLEL_MIN_ROUTES: usize = 500;
 
 #[allow(clippy::too_many_arguments)]
 fn build_all(
@@ -478,7 +492,22 @@ fn build_all(
     effective: &[Vec<Option<Box<policy::Effective>>>],
     scopes: &[policy::scope::GatewayScopes],
     threads: usize,
+    memo: Option<&mut crate::incremental::RouteMemo>,
 ) -> Vec<Vec<Work>> {
+    if let Some(memo) = memo {
+        return crate::incremental::build_all(memo, routes, age_rank, threads, |ri| {
+            build_route(
+                index,
+                ri,
+                gateways,
+                &routes[ri],
+                &bindings[ri],
+                age_rank[ri],
+                &effective[ri],
+                scopes,
+            )
+        });
+    }
     let one = |ri: usize| {
         build_route(
             index,
