@@ -74,10 +74,11 @@ fn main() {
     }
     let s = translator.stats();
     println!(
-        "routes={n} edits={edits} first_ms={first_ms:.1} full_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={}",
+        "routes={n} edits={edits} first_ms={first_ms:.1} full_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} gateways_reused={}",
         median(&mut full),
         median(&mut inc),
         s.routes_built,
-        s.routes_reused
+        s.routes_reused,
+        s.gateways_reused
     );
 }

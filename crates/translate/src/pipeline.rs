@@ -58,7 +58,7 @@ pub(crate) fn translate_memo(
     inputs: &Inputs,
     settings: &Settings,
     seams: Seams<'_>,
-    memo: Option<&mut crate::incremental::RouteMemo>,
+    mut memo: Option<&mut crate::incremental::RouteMemo>,
 ) -> Output {
     let Seams { validator, hooks } = seams;
     let mut out = Output::default();
@@ -177,7 +177,7 @@ pub(crate) fn translate_memo(
         &attachment.effective,
         &scopes.gateways,
         threads,
-        memo,
+        memo.as_deref_mut(),
     );
     // Reports per route (in route order); each Gateway's works, in route
     // order, for its own IR.
@@ -214,11 +214,43 @@ pub(crate) fn translate_memo(
     } else {
         threads
     };
+    // The incremental translator's Gateways whose works are all the same
+    // as last time: their assembly is reused (`incremental::Gateways`).
+    let mut reused_gateways = crate::incremental::Gateways::new(
+        memo.as_deref_mut()
+            .filter(|_| validator.is_none() && hooks.is_none()),
+        &gateways,
+        &per_gateway,
+        &routes,
+        &age_rank,
+        settings,
+    );
+    let reuse = reused_gateways.take();
     let assembled = parallel::map(
-        gateways.iter().zip(per_gateway).zip(&scopes.gateways).collect(),
+        gateways
+            .iter()
+            .zip(per_gateway)
+            .zip(&scopes.gateways)
+            .zip(reuse)
+            .collect(),
         gateway_threads,
         2,
-        |((gw, mut works), gw_scopes)| {
+        |(((gw, mut works), gw_scopes), reuse)| {
+            if let Some((built, fences)) = reuse {
+                let key = gw.key();
+                let (_, reported) = settings.addresses_of(&key);
+                let hooked = hooks_gateway::HookFindings::default();
+                return (
+                    key,
+                    reported,
+                    built,
+                    None,
+                    fences,
+                    hooked,
+                    Vec::new(),
+                    Default::default(),
+                );
+            }
             let mut hooked = hooks_gateway::HookFindings::default();
             if let Some(h) = hooks {
                 hooks_gateway::route_hooks(h, &mut works, &mut hooked);
@@ -324,6 +356,7 @@ pub(crate) fn translate_memo(
                 problem,
             ));
         }
+        reused_gateways.keep(gi, &built, &fences);
         out.gateways.insert(key.clone(), built);
         let mut status = gw.status(&settings.transition_time, reported);
         crate::replacement::scope::report(
@@ -445,7 +478,7 @@ pub(crate) struct Work {
     /// Routes waiting for `PostRouteModify` (slots in `routes`).
     pub(crate) hooked: Vec<hooks_run::PendingRoute>,
     gateway: usize,
-    listener: usize,
+    pub(crate) listener: usize,
     hostnames: Vec<String>,
     /// Each rule's report (its routes moved to `routes`).
     rules: Vec<(usize, rule::BuiltRule)>,

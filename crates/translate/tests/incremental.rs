@@ -372,7 +372,7 @@ fn compare(step: usize, what: &str, full: &translate::Output, inc: &translate::O
     assert!(full == inc, "step {step} ({what}): reports differ");
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 3]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 4]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -399,6 +399,7 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 3]) {
             Some(_) => {}
         }
         totals[2] += stats.routes_reused;
+        totals[3] += stats.gateways_reused;
     }
 }
 
@@ -412,15 +413,16 @@ fn incremental_equals_full_after_every_edit() {
         Ok(s) => vec![s.parse().expect("PORTCULLIS_INCREMENTAL_SEED is a number")],
         Err(_) => vec![0x9E37_79B9_7F4A_7C15, 0xD1B5_4A32_D192_ED03, 42],
     };
-    // [incremental steps, steps where the context changed, routes reused]
-    let mut totals = [0usize; 3];
+    // [incremental steps, steps where the context changed, routes reused,
+    // Gateways reused]
+    let mut totals = [0usize; 4];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}",
-        totals[0], totals[1], totals[2]
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}",
+        totals[0], totals[1], totals[2], totals[3]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
-    assert!(totals[0] > 0 && totals[1] > 0 && totals[2] > 0, "{totals:?}");
+    assert!(totals.iter().all(|&t| t > 0), "{totals:?}");
 }

@@ -30,11 +30,14 @@
 //!   other routes in two ways only, both re-applied to reused works: the
 //!   route's index in the sorted route list and its age rank (the
 //!   precedence tie-break), which are patched in.
-//! - **Everything after the works** (merging into virtual hosts, scope
-//!   projection, xDS assembly, STRICT, status, diagnostics, policy
-//!   reports, HTTPProxy) runs in full on every call, from the works: those
-//!   steps read all routes at once (attached-route counts, policy target
-//!   lists, FQDN conflicts), so they are not memoised.
+//! - **A Gateway's assembly** (merging its works into virtual hosts, scope
+//!   projection, xDS) is reused when all its works were reused and they
+//!   are the same routes on the same listeners in the same relative order
+//!   ([`Gateways`] says why that is all it reads besides the context).
+//! - **Everything else after the works** (STRICT, status, diagnostics,
+//!   policy reports, HTTPProxy) runs in full on every call: those steps
+//!   read all routes at once (attached-route counts, policy target lists,
+//!   FQDN conflicts), so they are not memoised.
 //! - **STRICT**: the validator runs on every call (its verdicts are never
 //!   memoised); the works it does not touch are built before it.
 //! - **Extension hooks**: when hooks are configured, every call is a full
@@ -47,10 +50,12 @@ use std::sync::Arc;
 use api::Inputs;
 
 use crate::Seams;
+use crate::gateway::GatewayState;
 use crate::parallel;
 use crate::pipeline::{self, PARALLEL_MIN_ROUTES, Work};
+use crate::policy::scope::ScopeFence;
 use crate::route::model::{Route, RouteKind};
-use crate::{Output, Settings};
+use crate::{GatewayXds, Output, Settings};
 
 /// Inputs the [`Translator`] may keep until its next call (the caller's
 /// snapshot, shared rather than copied).
@@ -76,6 +81,8 @@ pub struct Stats {
     pub routes_built: usize,
     /// Routes whose works were reused.
     pub routes_reused: usize,
+    /// Gateways whose assembled xDS was reused.
+    pub gateways_reused: usize,
 }
 
 /// Why a call reused nothing.
@@ -101,6 +108,7 @@ struct Prev {
     inputs: Arc<dyn Held>,
     settings: Settings,
     works: HashMap<RouteKey, Vec<Work>>,
+    gateways: HashMap<String, GatewayMemo>,
 }
 
 impl Translator {
@@ -123,17 +131,21 @@ impl Translator {
                 full: Some(Full::Hooks),
                 routes_built: inputs.inputs().http_routes.len() + inputs.inputs().grpc_routes.len(),
                 routes_reused: 0,
+                gateways_reused: 0,
             };
             return out;
         }
         let new = inputs.inputs();
         let ambiguous = duplicate_keys(new);
-        let (prior, full) = match prev {
-            None => (HashMap::new(), Some(Full::First)),
+        let (prior, prior_gateways, full) = match prev {
+            None => (HashMap::new(), HashMap::new(), Some(Full::First)),
             Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => {
-                (HashMap::new(), Some(Full::Context))
+                (HashMap::new(), HashMap::new(), Some(Full::Context))
             }
-            Some(p) => (unchanged(p, new, &ambiguous), None),
+            Some(mut p) => {
+                let gateways = std::mem::take(&mut p.gateways);
+                (unchanged(p, new, &ambiguous), gateways, None)
+            }
         };
         let mut memo = RouteMemo {
             prior,
@@ -141,17 +153,23 @@ impl Translator {
             ambiguous,
             built: 0,
             reused: 0,
+            rebuilt: Vec::new(),
+            prior_gateways,
+            next_gateways: HashMap::new(),
+            gateways_reused: 0,
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
             full,
             routes_built: memo.built,
             routes_reused: memo.reused,
+            gateways_reused: memo.gateways_reused,
         };
         self.prev = Some(Prev {
             inputs,
             settings: settings.clone(),
             works: memo.next,
+            gateways: memo.next_gateways,
         });
         out
     }
@@ -166,6 +184,136 @@ pub(crate) struct RouteMemo {
     ambiguous: HashSet<RouteKey>,
     built: usize,
     reused: usize,
+    /// Per route (pipeline order): whether its works were built this call.
+    rebuilt: Vec<bool>,
+    prior_gateways: HashMap<String, GatewayMemo>,
+    next_gateways: HashMap<String, GatewayMemo>,
+    gateways_reused: usize,
+}
+
+/// One Gateway's assembly (xDS and the scopes its policies fenced), with
+/// the signature of the works it was assembled from.
+struct GatewayMemo {
+    signature: Signature,
+    built: GatewayXds,
+    fences: Vec<ScopeFence>,
+}
+
+/// What a Gateway's assembly reads of its works besides their content:
+/// per work, in merge order, the route's key and the listener, and the
+/// route's age rank *among this Gateway's routes* (assembly only compares
+/// ages, so a route added elsewhere, which shifts every absolute rank after
+/// it, does not change it).
+type Signature = Vec<(RouteKey, usize, usize)>;
+
+/// The pipeline's side of the Gateway memo: which Gateways' assembly is
+/// reused, and every assembled Gateway kept for the next call.
+///
+/// A Gateway is reused only when every one of its works was reused (the
+/// route object unchanged, so the works' content is the same) and its
+/// signature is equal to last time's: the same routes, in the same order,
+/// on the same listeners, in the same relative age order. Everything else
+/// its assembly reads — scopes, policies, ext_auth providers, the bind
+/// address — is context, unchanged whenever a memo exists. Not reused:
+/// under STRICT or hooks (not given a memo) and the Gateway serving
+/// HTTPProxies (its assembly reads the proxies' routes too).
+pub(crate) struct Gateways<'m> {
+    memo: Option<&'m mut RouteMemo>,
+    keys: Vec<String>,
+    signatures: Vec<Option<Signature>>,
+    reuse: Vec<Option<(GatewayXds, Vec<ScopeFence>)>>,
+}
+
+impl<'m> Gateways<'m> {
+    pub(crate) fn new(
+        memo: Option<&'m mut RouteMemo>,
+        gateways: &[GatewayState<'_>],
+        per_gateway: &[Vec<Work>],
+        routes: &[Route<'_>],
+        age_rank: &[usize],
+        settings: &Settings,
+    ) -> Self {
+        let n = gateways.len();
+        let Some(memo) = memo else {
+            return Self {
+                memo: None,
+                keys: Vec::new(),
+                signatures: vec![None; n],
+                reuse: (0..n).map(|_| None).collect(),
+            };
+        };
+        let served = settings
+            .http_proxy
+            .gateway
+            .as_ref()
+            .map(|(ns, name)| crate::naming::gateway(ns, name));
+        let mut keys = Vec::with_capacity(n);
+        let mut signatures = Vec::with_capacity(n);
+        let mut reuse = Vec::with_capacity(n);
+        for (gw, works) in gateways.iter().zip(per_gateway) {
+            let key = gw.key();
+            let prior = memo.prior_gateways.remove(&key);
+            if served.as_deref() == Some(key.as_str()) {
+                keys.push(key);
+                signatures.push(None);
+                reuse.push(None);
+                continue;
+            }
+            let mut ages: Vec<usize> = works.iter().map(|w| age_rank[w.route]).collect();
+            ages.sort_unstable();
+            ages.dedup();
+            let signature: Signature = works
+                .iter()
+                .map(|w| {
+                    let r = &routes[w.route];
+                    let age = ages.binary_search(&age_rank[w.route]).unwrap_or(usize::MAX);
+                    ((r.kind, r.namespace.clone(), r.name.clone()), w.listener, age)
+                })
+                .collect();
+            let all_reused = works
+                .iter()
+                .all(|w| !memo.rebuilt.get(w.route).copied().unwrap_or(true));
+            let hit = prior
+                .filter(|p| all_reused && p.signature == signature)
+                .map(|p| (p.built, p.fences));
+            if hit.is_some() {
+                memo.gateways_reused += 1;
+            }
+            keys.push(key);
+            signatures.push(Some(signature));
+            reuse.push(hit);
+        }
+        Self {
+            memo: Some(memo),
+            keys,
+            signatures,
+            reuse,
+        }
+    }
+
+    /// Per Gateway: its reused assembly, if any.
+    pub(crate) fn take(&mut self) -> Vec<Option<(GatewayXds, Vec<ScopeFence>)>> {
+        std::mem::take(&mut self.reuse)
+    }
+
+    /// Keeps Gateway `gi`'s assembly for the next call.
+    pub(crate) fn keep(&mut self, gi: usize, built: &GatewayXds, fences: &[ScopeFence]) {
+        let (Some(memo), Some(Some(signature)), Some(key)) = (
+            self.memo.as_deref_mut(),
+            self.signatures.get_mut(gi),
+            self.keys.get(gi),
+        ) else {
+            return;
+        };
+        memo.next_gateways.insert(
+            key.clone(),
+            GatewayMemo {
+                signature: std::mem::take(signature),
+                built: built.clone(),
+                fences: fences.to_vec(),
+            },
+        );
+    }
 }
 
 /// The pipeline's `build_all` with the memo: reused works are patched with
@@ -197,6 +345,7 @@ pub(crate) fn build_all<'r>(
         })
         .collect();
     let todo: Vec<usize> = (0..routes.len()).filter(|&ri| out[ri].is_none()).collect();
+    memo.rebuilt = out.iter().map(Option::is_none).collect();
     memo.reused = routes.len() - todo.len();
     memo.built = todo.len();
     let built = parallel::map(todo.clone(), threads, PARALLEL_MIN_ROUTES, build);
