@@ -217,8 +217,7 @@ pub(crate) fn translate_memo(
     // The incremental translator's Gateways whose works are all the same
     // as last time: their assembly is reused (`incremental::Gateways`).
     let mut reused_gateways = crate::incremental::Gateways::new(
-        memo.as_deref_mut()
-            .filter(|_| validator.is_none() && hooks.is_none()),
+        memo.filter(|_| validator.is_none() && hooks.is_none()),
         &gateways,
         &per_gateway,
         &routes,

@@ -36,7 +36,10 @@ fn an_edit_changes_only_its_route_configuration() {
     let before = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
     let cache = SnapshotCache::new();
     for (node, gw) in &before.gateways {
-        assert!(cache.set(node, Snapshot::from_gateway(gw)), "first snapshot of {node}");
+        assert!(
+            cache.set(node, Snapshot::from_gateway(gw)),
+            "first snapshot of {node}"
+        );
     }
 
     let edited = 17;
@@ -83,6 +86,14 @@ fn an_edit_changes_only_its_route_configuration() {
     // The generated route 17 is on Gateway gw-1 (17 % 4), listener l0
     // ((17 / 4) % 4), which shares port 80 with the Gateway's other HTTP
     // listeners: one route configuration.
-    assert_eq!(changed_nodes, ["infra/gw-1"], "only the edited Gateway's node is published");
-    assert_eq!(changed_routes, ["infra/gw-1/80"], "only its route configuration changed");
+    assert_eq!(
+        changed_nodes,
+        ["infra/gw-1"],
+        "only the edited Gateway's node is published"
+    );
+    assert_eq!(
+        changed_routes,
+        ["infra/gw-1/80"],
+        "only its route configuration changed"
+    );
 }
