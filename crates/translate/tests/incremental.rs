@@ -9,7 +9,7 @@
 //! Each object is its own file (as `serve` loads a directory), routes
 //! excepted: they share three files, so an edit also moves the source lines
 //! of the routes after it (their diagnostics must follow). `PORTCULLIS_INCREMENTAL_STEPS` sets the steps per seed (default
-//! 150), `PORTCULLIS_INCREMENTAL_SEED` a single seed to replay.
+//! 100), `PORTCULLIS_INCREMENTAL_SEED` a single seed to replay.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -58,10 +58,41 @@ fn tls_pair() -> (String, String) {
     (value("tls.crt:"), value("tls.key:"))
 }
 
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A second certificate and key (generated), so a Secret can change while
+/// staying valid.
+fn generated_pair() -> (String, String) {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let params = rcgen::CertificateParams::new(vec!["*.example.com".to_string(), "example.com".to_string()])
+        .expect("params");
+    let cert = params.self_signed(&key).expect("certificate");
+    (
+        base64(cert.pem().as_bytes()),
+        base64(key.serialize_pem().as_bytes()),
+    )
+}
+
 /// The objects of the world, one manifest (file) each, by file name.
 struct World {
     files: BTreeMap<String, String>,
     tls: (String, String),
+    other: (String, String),
 }
 
 impl World {
@@ -69,6 +100,7 @@ impl World {
         let mut w = World {
             files: BTreeMap::new(),
             tls: tls_pair(),
+            other: generated_pair(),
         };
         w.files.insert(
             "class.yaml".into(),
@@ -122,7 +154,7 @@ impl World {
             if rng.chance(25) {
                 let secret = if rng.chance(80) { "tls-0" } else { "tls-missing" };
                 s.push_str(&format!(
-                    "  - name: l{l}\n    protocol: HTTPS\n    port: 443\n{hostname}    tls:\n      certificateRefs: [{{name: {secret}, namespace: certs}}]\n    allowedRoutes:\n      namespaces:\n        from: {from}\n"
+                    "  - name: l{l}\n    protocol: HTTPS\n    port: 443\n{hostname}    tls:\n      certificateRefs: [{{name: {secret}}}]\n    allowedRoutes:\n      namespaces:\n        from: {from}\n"
                 ));
             } else {
                 s.push_str(&format!(
@@ -151,16 +183,18 @@ impl World {
     }
 
     fn secret(&mut self, rng: &mut Rng, i: usize) {
-        let (crt, key) = if rng.chance(80) {
-            self.tls.clone()
-        } else {
+        let (crt, key) = match rng.below(5) {
+            0 | 1 => self.tls.clone(),
+            2 => self.other.clone(),
+            // Invalid: a key that is not the certificate's.
+            3 => (self.tls.0.clone(), self.other.1.clone()),
             // Invalid: not PEM.
-            ("bm90IGEgY2VydA==".to_string(), "bm90IGEga2V5".to_string())
+            _ => ("bm90IGEgY2VydA==".to_string(), "bm90IGEga2V5".to_string()),
         };
         self.files.insert(
             format!("secret-{i}.yaml"),
             format!(
-                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls-{i}\n  namespace: certs\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {crt}\n  tls.key: {key}\n"
+                "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls-{i}\n  namespace: infra\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {crt}\n  tls.key: {key}\n"
             ),
         );
     }
@@ -408,7 +442,7 @@ fn incremental_equals_full_after_every_edit() {
     let steps: usize = std::env::var("PORTCULLIS_INCREMENTAL_STEPS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(150);
+        .unwrap_or(100);
     let seeds: Vec<u64> = match std::env::var("PORTCULLIS_INCREMENTAL_SEED") {
         Ok(s) => vec![s.parse().expect("PORTCULLIS_INCREMENTAL_SEED is a number")],
         Err(_) => vec![0x9E37_79B9_7F4A_7C15, 0xD1B5_4A32_D192_ED03, 42],
