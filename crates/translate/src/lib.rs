@@ -26,6 +26,7 @@ pub mod gateway;
 pub mod gatewayclass;
 pub mod hostname;
 pub mod httpproxy;
+pub mod incremental;
 pub mod index;
 pub mod ir;
 pub mod listener;

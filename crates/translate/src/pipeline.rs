@@ -48,6 +48,18 @@ pub struct Seams<'a> {
 
 /// STANDARD, STRICT (with a validator) and extension hooks (with hooks).
 pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -> Output {
+    translate_memo(inputs, settings, seams, None)
+}
+
+/// [`translate_seams`] with the incremental translator's route memo
+/// ([`crate::incremental`]): rules of routes it holds are reused instead of
+/// built, and every route's built rules are handed back to it.
+pub(crate) fn translate_memo(
+    inputs: &Inputs,
+    settings: &Settings,
+    seams: Seams<'_>,
+    mut memo: Option<&mut crate::incremental::RouteMemo>,
+) -> Output {
     let Seams { validator, hooks } = seams;
     let mut out = Output::default();
     let mut index = Index::new(inputs);
@@ -165,6 +177,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
         &attachment.effective,
         &scopes.gateways,
         threads,
+        memo.as_deref_mut(),
     );
     // Reports per route (in route order); each Gateway's works, in route
     // order, for its own IR.
@@ -201,11 +214,42 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
     } else {
         threads
     };
+    // The incremental translator's Gateways whose works are all the same
+    // as last time: their assembly is reused (`incremental::Gateways`).
+    let mut reused_gateways = crate::incremental::Gateways::new(
+        memo.filter(|_| validator.is_none() && hooks.is_none()),
+        &gateways,
+        &per_gateway,
+        &routes,
+        &age_rank,
+        settings,
+    );
+    let reuse = reused_gateways.take();
     let assembled = parallel::map(
-        gateways.iter().zip(per_gateway).zip(&scopes.gateways).collect(),
+        gateways
+            .iter()
+            .zip(per_gateway)
+            .zip(&scopes.gateways)
+            .zip(reuse)
+            .collect(),
         gateway_threads,
         2,
-        |((gw, mut works), gw_scopes)| {
+        |(((gw, mut works), gw_scopes), reuse)| {
+            if let Some((built, fences)) = reuse {
+                let key = gw.key();
+                let (_, reported) = settings.addresses_of(&key);
+                let hooked = hooks_gateway::HookFindings::default();
+                return (
+                    key,
+                    reported,
+                    built,
+                    None,
+                    fences,
+                    hooked,
+                    Vec::new(),
+                    Default::default(),
+                );
+            }
             let mut hooked = hooks_gateway::HookFindings::default();
             if let Some(h) = hooks {
                 hooks_gateway::route_hooks(h, &mut works, &mut hooked);
@@ -314,6 +358,7 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
                 problem,
             ));
         }
+        reused_gateways.keep(gi, &built, &fences);
         out.gateways.insert(key.clone(), built);
         let provisioned = inputs.provisioned_addresses.as_ref().map(|by_gateway| {
             by_gateway
@@ -437,18 +482,19 @@ pub fn translate_seams(inputs: &Inputs, settings: &Settings, seams: Seams<'_>) -
 }
 
 /// One route's rules built for one listener it is attached to.
+#[derive(Clone)]
 pub(crate) struct Work {
     /// Index of the route (in the pipeline's route order).
     pub(crate) route: usize,
     /// Routes waiting for `PostRouteModify` (slots in `routes`).
     pub(crate) hooked: Vec<hooks_run::PendingRoute>,
     gateway: usize,
-    listener: usize,
+    pub(crate) listener: usize,
     hostnames: Vec<String>,
     /// Each rule's report (its routes moved to `routes`).
     rules: Vec<(usize, rule::BuiltRule)>,
     /// The rules' Envoy routes (encoded) and their precedence, in parallel.
-    orders: Vec<RouteOrder>,
+    pub(crate) orders: Vec<RouteOrder>,
     pub(crate) routes: Vec<Option<Vec<u8>>>,
     /// The HTTP filters those routes configure per route.
     filters: Vec<String>,
@@ -478,7 +524,7 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
 
 /// Below this many routes a second thread costs more than it saves
 /// (measured: 100 routes took 4.2 ms on two threads, 1.3 ms on one).
-const PARALLEL_MIN_ROUTES: usize = 500;
+pub(crate) const PARALLEL_MIN_ROUTES: usize = 500;
 
 #[allow(clippy::too_many_arguments)]
 fn build_all(
@@ -490,7 +536,22 @@ fn build_all(
     effective: &[Vec<Option<Box<policy::Effective>>>],
     scopes: &[policy::scope::GatewayScopes],
     threads: usize,
+    memo: Option<&mut crate::incremental::RouteMemo>,
 ) -> Vec<Vec<Work>> {
+    if let Some(memo) = memo {
+        return crate::incremental::build_all(memo, routes, age_rank, threads, |ri| {
+            build_route(
+                index,
+                ri,
+                gateways,
+                &routes[ri],
+                &bindings[ri],
+                age_rank[ri],
+                &effective[ri],
+                scopes,
+            )
+        });
+    }
     let one = |ri: usize| {
         build_route(
             index,

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 /// Settings that change what the translator produces.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// GatewayClasses whose `spec.controllerName` equals this are ours.
     pub controller_name: String,

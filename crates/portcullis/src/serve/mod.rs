@@ -126,6 +126,16 @@ pub async fn serve(args: Args) -> anyhow::Result<()> {
     serve_until(args, signals).await
 }
 
+/// A provider snapshot as the incremental translator keeps it until the
+/// next one (shared, not copied).
+struct SnapshotInputs(Arc<provider::Snapshot>);
+
+impl translate::incremental::Held for SnapshotInputs {
+    fn inputs(&self) -> &api::Inputs {
+        &self.0.loaded.inputs
+    }
+}
+
 /// What a started provider hands [`run_until`].
 pub struct Source {
     /// Snapshots; the value present when the source is returned is the
@@ -325,6 +335,7 @@ pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
     }
     let refuse_loopback = args.mode.refuse_loopback_endpoints()?;
 
+    let mut translator = translate::incremental::Translator::new();
     let mut apply = |snapshot: &Arc<provider::Snapshot>, supervisor: &mut Option<envoy::Supervisor>| {
         let started = Instant::now();
         settings.transition_time = now_rfc3339();
@@ -353,9 +364,11 @@ pub async fn run_until<F: std::future::Future<Output = anyhow::Result<Source>>>(
             .map_or(0, crate::extensions::Extensions::transient_failures);
         // STRICT runs Envoy processes, hooks wait on the extension servers:
         // keep them off the async workers.
+        // Incremental: routes unchanged since the last snapshot keep their
+        // built rules (ARCHITECTURE.md §7); the output is the full one's.
         let mut out = tokio::task::block_in_place(|| {
-            translate::translate_seams(
-                &snapshot.loaded.inputs,
+            translator.translate(
+                Arc::new(SnapshotInputs(snapshot.clone())),
                 &settings,
                 crate::extensions::seams(
                     validator.as_ref().map(|v| v as &dyn translate::strict::Validator),

@@ -43,7 +43,7 @@ pub struct BuiltRoute {
 }
 
 /// Everything one rule produced.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct BuiltRule {
     pub routes: Vec<BuiltRoute>,
     /// Set when the rule (or one of its matchers) was replaced.

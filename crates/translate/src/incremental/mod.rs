@@ -1,0 +1,490 @@
+//! Incremental translation: a [`Translator`] the caller holds between
+//! translations reuses what an edit cannot have changed, and its output is
+//! byte-identical to [`crate::translate_seams`] of the same inputs
+//! (`tests/incremental.rs` checks this after every step of random edit
+//! sequences).
+//!
+//! Data model. The translator keeps, from its previous call, the inputs it
+//! was given (shared, never copied: [`Held`]), the settings, and every
+//! route's *works* — the route's rules built for each listener it attaches
+//! to, with their Envoy routes already encoded (`pipeline::Work`). That is
+//! the part of a translation that costs most per route (see ARCHITECTURE.md
+//! §7 for the measured split).
+//!
+//! Invalidation (the soundness argument, per input kind):
+//! - **The context** — every input that is not an HTTPRoute or GRPCRoute
+//!   (GatewayClasses, Gateways, ListenerSets, TrafficPolicies,
+//!   GatewayExtensions, Services, EndpointSlices, Secrets, ReferenceGrants,
+//!   Namespaces, HTTPProxies, TLSCertificateDelegations, extension objects)
+//!   and the [`Settings`]. A route's works read the context through the
+//!   index, the Gateway and listener states, its bindings, its effective
+//!   policies and the scopes above it. Any change to the context — compared
+//!   exactly (`PartialEq`), kind by kind through an exhaustive destructuring
+//!   of [`api::Inputs`], so a new input kind cannot be forgotten — drops
+//!   every memo: everything is rebuilt.
+//! - **A route** (HTTPRoute, GRPCRoute) is reused only when the object and
+//!   its unreadable values are equal to the previous call's object of the
+//!   same kind, namespace and name, and that key is unique in both inputs.
+//!   Its source (file and line) is not compared: works never read it (the
+//!   route's diagnostics are rendered after them, on every call). Its works depend on
+//!   other routes in two ways only, both re-applied to reused works: the
+//!   route's index in the sorted route list and its age rank (the
+//!   precedence tie-break), which are patched in.
+//! - **A Gateway's assembly** (merging its works into virtual hosts, scope
+//!   projection, xDS) is reused when all its works were reused and they
+//!   are the same routes on the same listeners in the same relative order
+//!   ([`Gateways`] says why that is all it reads besides the context).
+//! - **Everything else after the works** (STRICT, status, diagnostics,
+//!   policy reports, HTTPProxy) runs in full on every call: those steps
+//!   read all routes at once (attached-route counts, policy target lists,
+//!   FQDN conflicts), so they are not memoised.
+//! - **STRICT**: the validator runs on every call (its verdicts are never
+//!   memoised); the works it does not touch are built before it.
+//! - **Extension hooks**: when hooks are configured, every call is a full
+//!   translation and nothing is kept (a hook's reply may depend on anything,
+//!   and `PostRouteModify` rewrites built routes).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use api::Inputs;
+
+use crate::Seams;
+use crate::gateway::GatewayState;
+use crate::parallel;
+use crate::pipeline::{self, PARALLEL_MIN_ROUTES, Work};
+use crate::policy::scope::ScopeFence;
+use crate::route::model::{Route, RouteKind};
+use crate::{GatewayXds, Output, Settings};
+
+/// Inputs the [`Translator`] may keep until its next call (the caller's
+/// snapshot, shared rather than copied).
+pub trait Held: Send + Sync {
+    fn inputs(&self) -> &Inputs;
+}
+
+impl Held for Inputs {
+    fn inputs(&self) -> &Inputs {
+        self
+    }
+}
+
+/// (kind, namespace, name), as the route model derives them.
+type RouteKey = (RouteKind, String, String);
+
+/// What the last call reused and rebuilt (for tests, benchmarks, logs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Why nothing was reused, if so.
+    pub full: Option<Full>,
+    /// Routes whose works were built.
+    pub routes_built: usize,
+    /// Routes whose works were reused.
+    pub routes_reused: usize,
+    /// Gateways whose assembled xDS was reused.
+    pub gateways_reused: usize,
+}
+
+/// Why a call reused nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Full {
+    /// The first call (or the one after hooks were configured).
+    First,
+    /// Settings or an input other than a route changed.
+    Context,
+    /// Extension hooks are configured: always a full translation.
+    Hooks,
+}
+
+/// The incremental translator (see the module doc). Holds the previous
+/// call's inputs, settings and route works; no globals.
+#[derive(Default)]
+pub struct Translator {
+    prev: Option<Prev>,
+    stats: Stats,
+}
+
+struct Prev {
+    inputs: Arc<dyn Held>,
+    settings: Settings,
+    works: HashMap<RouteKey, Vec<Work>>,
+    gateways: HashMap<String, GatewayMemo>,
+}
+
+impl Translator {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// What the last call reused.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Translates `inputs` as [`crate::translate_seams`] would, reusing the
+    /// works of routes unchanged since the previous call.
+    pub fn translate(&mut self, inputs: Arc<dyn Held>, settings: &Settings, seams: Seams<'_>) -> Output {
+        let prev = self.prev.take();
+        if seams.hooks.is_some() {
+            let out = pipeline::translate_seams(inputs.inputs(), settings, seams);
+            self.stats = Stats {
+                full: Some(Full::Hooks),
+                routes_built: inputs.inputs().http_routes.len() + inputs.inputs().grpc_routes.len(),
+                routes_reused: 0,
+                gateways_reused: 0,
+            };
+            return out;
+        }
+        let new = inputs.inputs();
+        let ambiguous = duplicate_keys(new);
+        let (prior, prior_gateways, full) = match prev {
+            None => (HashMap::new(), HashMap::new(), Some(Full::First)),
+            Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => {
+                (HashMap::new(), HashMap::new(), Some(Full::Context))
+            }
+            Some(mut p) => {
+                let gateways = std::mem::take(&mut p.gateways);
+                (unchanged(p, new, &ambiguous), gateways, None)
+            }
+        };
+        let mut memo = RouteMemo {
+            prior,
+            next: HashMap::new(),
+            ambiguous,
+            built: 0,
+            reused: 0,
+            rebuilt: Vec::new(),
+            prior_gateways,
+            next_gateways: HashMap::new(),
+            gateways_reused: 0,
+        };
+        let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
+        self.stats = Stats {
+            full,
+            routes_built: memo.built,
+            routes_reused: memo.reused,
+            gateways_reused: memo.gateways_reused,
+        };
+        self.prev = Some(Prev {
+            inputs,
+            settings: settings.clone(),
+            works: memo.next,
+            gateways: memo.next_gateways,
+        });
+        out
+    }
+}
+
+/// The pipeline's side of the memo: works to reuse, and every route's
+/// works for the next call.
+pub(crate) struct RouteMemo {
+    prior: HashMap<RouteKey, Vec<Work>>,
+    next: HashMap<RouteKey, Vec<Work>>,
+    /// Keys held by more than one route: never reused nor kept.
+    ambiguous: HashSet<RouteKey>,
+    built: usize,
+    reused: usize,
+    /// Per route (pipeline order): whether its works were built this call.
+    rebuilt: Vec<bool>,
+    prior_gateways: HashMap<String, GatewayMemo>,
+    next_gateways: HashMap<String, GatewayMemo>,
+    gateways_reused: usize,
+}
+
+/// One Gateway's assembly (xDS and the scopes its policies fenced), with
+/// the signature of the works it was assembled from.
+struct GatewayMemo {
+    signature: Signature,
+    built: GatewayXds,
+    fences: Vec<ScopeFence>,
+}
+
+/// What a Gateway's assembly reads of its works besides their content:
+/// per work, in merge order, the route's key and the listener, and the
+/// route's age rank *among this Gateway's routes* (assembly only compares
+/// ages, so a route added elsewhere, which shifts every absolute rank after
+/// it, does not change it).
+type Signature = Vec<(RouteKey, usize, usize)>;
+
+/// The pipeline's side of the Gateway memo: which Gateways' assembly is
+/// reused, and every assembled Gateway kept for the next call.
+///
+/// A Gateway is reused only when every one of its works was reused (the
+/// route object unchanged, so the works' content is the same) and its
+/// signature is equal to last time's: the same routes, in the same order,
+/// on the same listeners, in the same relative age order. Everything else
+/// its assembly reads — scopes, policies, ext_auth providers, the bind
+/// address — is context, unchanged whenever a memo exists. Not reused:
+/// under STRICT or hooks (not given a memo) and the Gateway serving
+/// HTTPProxies (its assembly reads the proxies' routes too).
+pub(crate) struct Gateways<'m> {
+    memo: Option<&'m mut RouteMemo>,
+    keys: Vec<String>,
+    signatures: Vec<Option<Signature>>,
+    reuse: Vec<Option<(GatewayXds, Vec<ScopeFence>)>>,
+}
+
+impl<'m> Gateways<'m> {
+    pub(crate) fn new(
+        memo: Option<&'m mut RouteMemo>,
+        gateways: &[GatewayState<'_>],
+        per_gateway: &[Vec<Work>],
+        routes: &[Route<'_>],
+        age_rank: &[usize],
+        settings: &Settings,
+    ) -> Self {
+        let n = gateways.len();
+        let Some(memo) = memo else {
+            return Self {
+                memo: None,
+                keys: Vec::new(),
+                signatures: vec![None; n],
+                reuse: (0..n).map(|_| None).collect(),
+            };
+        };
+        let served = settings
+            .http_proxy
+            .gateway
+            .as_ref()
+            .map(|(ns, name)| crate::naming::gateway(ns, name));
+        let mut keys = Vec::with_capacity(n);
+        let mut signatures = Vec::with_capacity(n);
+        let mut reuse = Vec::with_capacity(n);
+        for (gw, works) in gateways.iter().zip(per_gateway) {
+            let key = gw.key();
+            let prior = memo.prior_gateways.remove(&key);
+            if served.as_deref() == Some(key.as_str()) {
+                keys.push(key);
+                signatures.push(None);
+                reuse.push(None);
+                continue;
+            }
+            let mut ages: Vec<usize> = works.iter().map(|w| age_rank[w.route]).collect();
+            ages.sort_unstable();
+            ages.dedup();
+            let signature: Signature = works
+                .iter()
+                .map(|w| {
+                    let r = &routes[w.route];
+                    let age = ages.binary_search(&age_rank[w.route]).unwrap_or(usize::MAX);
+                    ((r.kind, r.namespace.clone(), r.name.clone()), w.listener, age)
+                })
+                .collect();
+            let all_reused = works
+                .iter()
+                .all(|w| !memo.rebuilt.get(w.route).copied().unwrap_or(true));
+            let hit = prior
+                .filter(|p| all_reused && p.signature == signature)
+                .map(|p| (p.built, p.fences));
+            if hit.is_some() {
+                memo.gateways_reused += 1;
+            }
+            keys.push(key);
+            signatures.push(Some(signature));
+            reuse.push(hit);
+        }
+        Self {
+            memo: Some(memo),
+            keys,
+            signatures,
+            reuse,
+        }
+    }
+
+    /// Per Gateway: its reused assembly, if any.
+    pub(crate) fn take(&mut self) -> Vec<Option<(GatewayXds, Vec<ScopeFence>)>> {
+        std::mem::take(&mut self.reuse)
+    }
+
+    /// Keeps Gateway `gi`'s assembly for the next call.
+    pub(crate) fn keep(&mut self, gi: usize, built: &GatewayXds, fences: &[ScopeFence]) {
+        let (Some(memo), Some(Some(signature)), Some(key)) = (
+            self.memo.as_deref_mut(),
+            self.signatures.get_mut(gi),
+            self.keys.get(gi),
+        ) else {
+            return;
+        };
+        memo.next_gateways.insert(
+            key.clone(),
+            GatewayMemo {
+                signature: std::mem::take(signature),
+                built: built.clone(),
+                fences: fences.to_vec(),
+            },
+        );
+    }
+}
+
+/// The pipeline's `build_all` with the memo: reused works are patched with
+/// the route's position and age rank in this translation; the others are
+/// built (on `threads`).
+pub(crate) fn build_all<'r>(
+    memo: &mut RouteMemo,
+    routes: &[Route<'r>],
+    age_rank: &[usize],
+    threads: usize,
+    build: impl Fn(usize) -> Vec<Work> + Sync,
+) -> Vec<Vec<Work>> {
+    let keys: Vec<RouteKey> = routes
+        .iter()
+        .map(|r| (r.kind, r.namespace.clone(), r.name.clone()))
+        .collect();
+    let mut out: Vec<Option<Vec<Work>>> = keys
+        .iter()
+        .enumerate()
+        .map(|(ri, k)| {
+            let mut works = memo.prior.remove(k)?;
+            for w in &mut works {
+                w.route = ri;
+                for o in &mut w.orders {
+                    o.route = age_rank[ri];
+                }
+            }
+            Some(works)
+        })
+        .collect();
+    let todo: Vec<usize> = (0..routes.len()).filter(|&ri| out[ri].is_none()).collect();
+    memo.rebuilt = out.iter().map(Option::is_none).collect();
+    memo.reused = routes.len() - todo.len();
+    memo.built = todo.len();
+    let built = parallel::map(todo.clone(), threads, PARALLEL_MIN_ROUTES, build);
+    for (ri, works) in todo.into_iter().zip(built) {
+        out[ri] = Some(works);
+    }
+    memo.next.reserve(routes.len());
+    for (k, works) in keys.into_iter().zip(&out) {
+        if let Some(works) = works
+            && !memo.ambiguous.contains(&k)
+        {
+            memo.next.insert(k, works.clone());
+        }
+    }
+    out.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+fn http_key(r: &api::Sourced<api::gateway_api::experimental::httproutes::HttpRoute>) -> RouteKey {
+    key(RouteKind::Http, &r.object.metadata)
+}
+
+fn key(kind: RouteKind, meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> RouteKey {
+    // As `route::model::meta_common` derives them.
+    (
+        kind,
+        meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Keys held by more than one route of `inputs`.
+fn duplicate_keys(inputs: &Inputs) -> HashSet<RouteKey> {
+    let mut seen = HashSet::with_capacity(inputs.http_routes.len() + inputs.grpc_routes.len());
+    let mut dup = HashSet::new();
+    let keys = inputs.http_routes.iter().map(http_key).chain(
+        inputs
+            .grpc_routes
+            .iter()
+            .map(|r| key(RouteKind::Grpc, &r.object.metadata)),
+    );
+    for k in keys {
+        if let Some(k) = seen.replace(k) {
+            dup.insert(k);
+        }
+    }
+    dup
+}
+
+/// The previous works of the routes of `new` equal to their previous
+/// object (same key, unique in both).
+fn unchanged(mut prev: Prev, new: &Inputs, ambiguous: &HashSet<RouteKey>) -> HashMap<RouteKey, Vec<Work>> {
+    let old = prev.inputs.inputs();
+    let old_dup = duplicate_keys(old);
+    let mut old_http = HashMap::with_capacity(old.http_routes.len());
+    for r in &old.http_routes {
+        old_http.insert(http_key(r), r);
+    }
+    let mut old_grpc = HashMap::with_capacity(old.grpc_routes.len());
+    for r in &old.grpc_routes {
+        old_grpc.insert(key(RouteKind::Grpc, &r.object.metadata), r);
+    }
+    let mut prior = HashMap::with_capacity(new.http_routes.len() + new.grpc_routes.len());
+    let mut take = |k: RouteKey, same: bool| {
+        if same
+            && !ambiguous.contains(&k)
+            && !old_dup.contains(&k)
+            && let Some(w) = prev.works.remove(&k)
+        {
+            prior.insert(k, w);
+        }
+    };
+    for r in &new.http_routes {
+        let k = http_key(r);
+        let same = old_http.get(&k).is_some_and(|o| same_route(o, r));
+        take(k, same);
+    }
+    for r in &new.grpc_routes {
+        let k = key(RouteKind::Grpc, &r.object.metadata);
+        let same = old_grpc.get(&k).is_some_and(|o| same_route(o, r));
+        take(k, same);
+    }
+    prior
+}
+
+/// Whether a route builds the same works: the object and its unreadable
+/// values. Not its source (file and line): works never read it (the
+/// route's diagnostics are rendered from the route model after the works,
+/// on every call), and an edit to one route moves the lines of the routes
+/// after it in its file.
+fn same_route<T: PartialEq>(a: &api::Sourced<T>, b: &api::Sourced<T>) -> bool {
+    a.object == b.object && a.unreadable == b.unreadable
+}
+
+/// Whether two settings build the same works. `transition_time` is
+/// stamped only on status (Gateway, ListenerSet, route, policy and
+/// HTTPProxy conditions), which is rendered in full on every call; `serve`
+/// sets it to the current time on every translation.
+fn same_settings(a: &Settings, b: &Settings) -> bool {
+    let mut a = a.clone();
+    a.transition_time.clone_from(&b.transition_time);
+    a == *b
+}
+
+/// Whether every input other than the routes is equal. Destructured
+/// exhaustively: a new input kind fails to compile here until it is
+/// placed in the context (or shown to be route-local).
+fn context_eq(a: &Inputs, b: &Inputs) -> bool {
+    let Inputs {
+        gateway_classes,
+        gateways,
+        listener_sets,
+        http_routes: _,
+        grpc_routes: _,
+        reference_grants,
+        namespaces,
+        services,
+        endpoint_slices,
+        secrets,
+        traffic_policies,
+        gateway_extensions,
+        http_proxies,
+        tls_certificate_delegations,
+        extension_resources,
+        gateway_parameters,
+        provisioned_addresses,
+    } = a;
+    *gateway_classes == b.gateway_classes
+        && *gateways == b.gateways
+        && *listener_sets == b.listener_sets
+        && *reference_grants == b.reference_grants
+        && *namespaces == b.namespaces
+        && *services == b.services
+        && *endpoint_slices == b.endpoint_slices
+        && *secrets == b.secrets
+        && *traffic_policies == b.traffic_policies
+        && *gateway_extensions == b.gateway_extensions
+        && *http_proxies == b.http_proxies
+        && *tls_certificate_delegations == b.tls_certificate_delegations
+        && *extension_resources == b.extension_resources
+        && *gateway_parameters == b.gateway_parameters
+        && *provisioned_addresses == b.provisioned_addresses
+}
