@@ -616,3 +616,108 @@ spec:
     assert!(ok > 100, "only {ok} requests");
     assert_eq!(failed, 0, "{failed} of {} requests failed", ok + failed);
 }
+
+/// The provisioned Envoy as its pod would run it: the bootstrap ConfigMap
+/// the provisioner wrote and the client Secret the issuer wrote, both read
+/// back from the API. Without a kubelet, a directory stands for the
+/// Secret's mount path and loopback for the xDS Service's DNS name; the
+/// rest is the provisioned bootstrap as written (client certificate and
+/// server CA through file-based SDS, SNI and the server's DNS name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_provisioned_bootstrap_and_the_issued_secret_serve_over_mtls() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube_provider::names;
+    let test = "the_provisioned_bootstrap_and_the_issued_secret_serve_over_mtls";
+    let Some(cluster) = testkit::kube::Cluster::start(test).await else {
+        return;
+    };
+    cluster
+        .apply_crds(&testkit::kube::Cluster::repo_crds())
+        .await
+        .expect("apply CRDs");
+    let client = cluster.client().await.expect("client");
+    let echo = echo_pod("app", "a-pod-1");
+    let backend = testkit::kube::forward_from_host(echo.addr()).expect("forward");
+    let gw_port = free_port();
+    apply(&client, &objects(gw_port, backend)).await;
+    let dir = work_dir(test);
+    let (xds, admin) = (free_port(), free_port());
+    let _controller = controller(&cluster, &dir, xds, admin, &["--service-type", "ClusterIP"]);
+
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "infra");
+    let config_map = eventually("the provisioned bootstrap", Duration::from_secs(60), || async {
+        config_maps
+            .get_opt(&names::provisioned("gw"))
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+    let bootstrap = config_map
+        .data
+        .as_ref()
+        .and_then(|d| d.get(names::BOOTSTRAP_KEY))
+        .cloned()
+        .expect("the bootstrap key");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "infra");
+    let secret = eventually("infra/gw's client Secret", Duration::from_secs(60), || async {
+        secrets
+            .get_opt(&names::xds_client_secret("gw"))
+            .await
+            .ok()
+            .flatten()
+    })
+    .await;
+
+    // "Mount" every key of the Secret, as the Deployment does (no items).
+    let mount = dir.join("xds-cert");
+    std::fs::create_dir_all(&mount).expect("mkdir");
+    let at = mount.display().to_string();
+    let keys: Vec<String> = secret
+        .data
+        .as_ref()
+        .map(|d| d.keys().cloned().collect())
+        .unwrap_or_default();
+    assert!(keys.iter().any(|k| k == "xds-sds-cert.json"), "{keys:?}");
+    for key in &keys {
+        let content = text(&secret, key)
+            .expect("utf-8 key")
+            .replace(names::XDS_CERT_DIR, &at);
+        std::fs::write(mount.join(key), content).expect("write key");
+    }
+    let mut b: Value =
+        serde_json::from_str(&bootstrap.replace(names::XDS_CERT_DIR, &at)).expect("bootstrap JSON");
+    assert_eq!(b["node"]["id"], "infra/gw");
+    let cluster_json = &mut b["static_resources"]["clusters"][0];
+    assert_eq!(
+        cluster_json["transport_socket"]["typed_config"]["sni"],
+        SERVER_NAME
+    );
+    let address = &mut cluster_json["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
+        ["socket_address"];
+    assert_eq!(address["address"], "portcullis-xds.default.svc");
+    address["address"] = "127.0.0.1".into();
+    address["port_value"] = xds.into();
+    cluster_json["type"] = "STATIC".into();
+    b["admin"]["address"]["socket_address"]["port_value"] = free_port().into();
+    let file = dir.join("provisioned-envoy.json");
+    std::fs::write(&file, b.to_string()).expect("write bootstrap");
+    let bin = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
+    let _envoy = Envoy(
+        Command::new(bin)
+            .arg("-c")
+            .arg(&file)
+            .args(["--disable-hot-restart", "--log-level", "warn"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start Envoy"),
+    );
+    tokio::task::block_in_place(|| {
+        wait_for(
+            "the provisioned Envoy to serve /a",
+            Duration::from_secs(60),
+            || http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200 && r.2.contains("a-pod-1")),
+        );
+    });
+}
