@@ -211,6 +211,20 @@ pub struct ReadBothWays {
     pub saphyr: Result<String, String>,
 }
 
+/// How many documents of a YAML stream the fast reader reads, of how many
+/// (for `examples/load_scale.rs`: the bare cost of the fast reader). Not an
+/// API.
+#[doc(hidden)]
+pub fn fast_yaml_documents(text: &str) -> (usize, usize) {
+    let chunks = split::split(text);
+    let documents: Vec<_> = chunks.iter().filter(|c| c.content_line.is_some()).collect();
+    let read = documents
+        .iter()
+        .filter(|c| fast_yaml::read(c.text).is_some())
+        .count();
+    (read, documents.len())
+}
+
 /// Every document of a YAML stream (split as the loader splits it) read
 /// both ways; see [`ReadBothWays`]. Not an API.
 #[doc(hidden)]

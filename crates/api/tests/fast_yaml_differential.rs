@@ -341,6 +341,33 @@ fn tricky_scalars_read_the_same_in_every_position() {
 }
 
 #[test]
+fn comments_and_blank_lines_read_the_same() {
+    let mut tally = Tally::default();
+    for n in [1, 16, 17, 31, 32, 33, 100] {
+        let before = tally.accepted;
+        let comments = "# c\n".repeat(n);
+        let indented = "  # c\n".repeat(n);
+        let blanks = "\n".repeat(n);
+        for doc in [
+            format!("{comments}a: 1\n"),
+            format!("a: 1\n{comments}b: 2\n"),
+            format!("a:\n{indented}  b: 2\n{comments}"),
+            format!("a:\n{blanks}- x\n{blanks}- y # c\n{indented}"),
+            format!("a: |\n  x\n{comments}b: 1\n"),
+        ] {
+            check("comments", &doc, &mut tally);
+            check_load("comments.yaml", &doc);
+        }
+        // Short runs of comments are the fast reader's (serde-saphyr
+        // refuses more than 32 in some places: those are not).
+        if n <= 16 {
+            assert_eq!(tally.accepted - before, 5, "{n} comments");
+        }
+    }
+    eprintln!("comments: {tally:?}");
+}
+
+#[test]
 fn block_scalars_read_the_same() {
     let mut tally = Tally::default();
     for header in ["|", "|-", "|+", ">", ">-", ">+", "|2", "| # c", "|-  # c", ">#c"] {

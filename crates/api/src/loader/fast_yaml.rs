@@ -25,8 +25,9 @@
 //! are not strings (`1:`, `true:`, `null:`), the merge key `<<`, duplicate
 //! keys, scalars over several lines, flow collections over several lines,
 //! tabs, carriage returns, characters YAML does not print, a `---` or `...`
-//! inside the chunk, anything beyond 40 levels, 100,000 nodes or 512-byte
-//! keys, and anything malformed. `crates/api/tests/fast_yaml_differential.rs`
+//! inside the chunk, anything beyond 40 levels, 100,000 nodes, 512-byte
+//! keys, 16 consecutive comment lines or 16 MiB (well inside serde-saphyr's own limits, so that nothing it
+//! refuses is taken), and anything malformed. `crates/api/tests/fast_yaml_differential.rs`
 //! holds the reader to serde-saphyr's result on every document it accepts.
 
 use super::tree::{Entry, Node, NodeValue};
@@ -35,11 +36,15 @@ use super::tree::{Entry, Node, NodeValue};
 const MAX_DEPTH: usize = 40;
 const MAX_NODES: usize = 100_000;
 const MAX_KEY_BYTES: usize = 512;
+const MAX_BYTES: usize = 16 << 20;
+/// Consecutive comment lines (serde-saphyr's limit is 32 buffered).
+const MAX_COMMENT_RUN: usize = 16;
 
 /// Reads one YAML document; `None` when the document is not in the subset
 /// this reader fully understands (see the module docs).
 pub(crate) fn read(text: &str) -> Option<Node> {
-    if !plain_text(text) {
+    // Well inside serde-saphyr's budgets (64 MiB of scalars, of comments).
+    if text.len() > MAX_BYTES || !plain_text(text) {
         return None;
     }
     let mut reader = Reader::new(text)?;
@@ -102,6 +107,7 @@ impl<'a> Reader<'a> {
         let bytes = text.as_bytes();
         let mut lines = Vec::with_capacity(bytes.len() / 24 + 1);
         let mut start = 0usize;
+        let mut comments = 0usize;
         while start < bytes.len() {
             let (end, newline) = match bytes[start..].iter().position(|&b| b == b'\n') {
                 Some(at) => (start + at, true),
@@ -118,6 +124,16 @@ impl<'a> Reader<'a> {
                 Some(b'#') => Kind::Comment,
                 Some(_) => Kind::Content,
             };
+            // serde-saphyr refuses more than 32 comments buffered while it
+            // looks ahead: long runs of comment lines are its business.
+            comments = match kind {
+                Kind::Comment => comments + 1,
+                Kind::Blank => comments,
+                Kind::Content => 0,
+            };
+            if comments > MAX_COMMENT_RUN {
+                return None;
+            }
             lines.push(Line {
                 start,
                 end,
