@@ -296,6 +296,10 @@ fn tricky_scalars_read_the_same_in_every_position() {
             format!("a: {{{scalar}: v}}\n"),
             format!("- k: {scalar}\n  j: 1\n"),
             format!("{scalar}\n"),
+            // JSON-like: a value right after a key's `:`.
+            format!("a: {{{scalar}:1, b:[], \"c\":{{}}, \"d\":[{scalar}]}}\n"),
+            format!("a: {{\"k\":{scalar}}}\n"),
+            format!("a: [{scalar}:1]\n"),
         ];
         for doc in &docs {
             check("tricky scalar", doc, &mut tally);

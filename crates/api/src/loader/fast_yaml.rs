@@ -430,6 +430,11 @@ impl<'a> Reader<'a> {
                     b'[' | b'{' => return None,
                     _ => {
                         let (text, stop) = self.plain_scalar(at, end, true)?;
+                        // After a plain key, serde-saphyr wants `: ` (it
+                        // refuses `{a:[]}`; `{a:}` is left to it too).
+                        if self.byte(stop + 1).filter(|_| stop + 1 < end) != Some(b' ') {
+                            return None;
+                        }
                         (plain_key(text)?, stop)
                     }
                 };
