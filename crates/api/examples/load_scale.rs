@@ -1,10 +1,13 @@
 //! Loader throughput: `cargo run --release -p api --example load_scale -- FILE.yaml [RUNS]`.
 //!
-//! Loads FILE (a YAML stream) with `api::loader::load_str`, then the same
+//! Loads FILE (a YAML stream) with `api::loader::load_str`, and the same
+//! without the fast YAML reader (serde-saphyr reads every document: the old
+//! path; runs interleaved with the new one), then the same
 //! documents written as one JSON `List`, and prints MB/s (median of RUNS,
 //! default 3), and the same documents each as its own `.json` file. As reference points it also times a plain parse of the same
 //! text into `serde_json::Value` without spans (serde-saphyr for YAML,
-//! serde_json for JSON): what the bare parsers cost.
+//! serde_json for JSON, and the fast YAML reader): what the bare parsers
+//! cost; a load minus its bare parse is the typed decode.
 
 use std::time::{Duration, Instant};
 
@@ -97,10 +100,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for d in loaded.diagnostics.iter().chain(&from_json.diagnostics).take(5) {
         println!("  diagnostic: {d:?}");
     }
+    let (read, documents) = api::loader::fast_yaml_documents(&yaml);
+    println!("fast YAML reader: reads {read} of {documents} documents");
+    let old = api::loader::load_str_without_fast_yaml(&path, &yaml);
+    if old != loaded {
+        return Err("loads differ with and without the fast YAML reader".into());
+    }
+    // Interleaved, so that both see the same machine load.
+    let (mut fast, mut saphyr) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        fast.extend(time(1, || api::loader::load_str(&path, &yaml)));
+        saphyr.extend(time(1, || api::loader::load_str_without_fast_yaml(&path, &yaml)));
+    }
+    report("load YAML", yaml.len(), fast);
+    report("load YAML, serde-saphyr only", yaml.len(), saphyr);
     report(
-        "load YAML",
+        "bare read YAML (fast reader)",
         yaml.len(),
-        time(runs, || api::loader::load_str(&path, &yaml)),
+        time(runs, || api::loader::fast_yaml_documents(&yaml)),
     );
     report(
         "load JSON",

@@ -47,12 +47,19 @@
 //! The result is the same either way (`loader/fast_path_tests.rs` compares
 //! both on every translator fixture and on broken inputs).
 //!
+//! The spanless read of a YAML document is itself done by the fast reader
+//! of `loader/fast_yaml.rs` when the document is in the plain subset of YAML
+//! manifests use (several times faster than serde-saphyr), and by
+//! serde-saphyr otherwise; the fast reader never reports anything, so every
+//! diagnostic still comes from serde-saphyr's spanned read.
+//!
 //! Every object's [`Source`] line is the first line of its document that is
 //! not blank, a comment, a directive or a `---` marker (for a `List` item,
 //! the item's first line).
 
 #[cfg(test)]
 mod fast_path_tests;
+mod fast_yaml;
 mod objects;
 mod split;
 mod tree;
@@ -181,8 +188,76 @@ pub fn load_str(file: &str, text: &str) -> Loaded {
 /// [`load_str`] with [`Options`].
 pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
     let mut sink = Sink::with_options(options);
-    on_large_stack(|| load_text_into(&mut sink, file, text, true));
+    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Fast));
     finish(sink)
+}
+
+/// [`load_str`] with serde-saphyr reading every YAML document (no fast
+/// YAML reader): the reference `examples/load_scale.rs` times and
+/// `tests/fast_yaml_differential.rs` compares with. Not an API.
+#[doc(hidden)]
+pub fn load_str_without_fast_yaml(file: &str, text: &str) -> Loaded {
+    let mut sink = Sink::default();
+    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Saphyr));
+    finish(sink)
+}
+
+/// One document of a stream read both ways, for
+/// `tests/fast_yaml_differential.rs`: the fast reader's tree (`None`: not
+/// in its subset) and serde-saphyr's spanless tree (as the loader reads it),
+/// each rendered with `Debug`. Not an API.
+#[doc(hidden)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadBothWays {
+    /// 1-based line of the document's first line.
+    pub first_line: usize,
+    pub fast: Option<String>,
+    /// `Err`: serde-saphyr refuses the document, or reads several.
+    pub saphyr: Result<String, String>,
+}
+
+/// How many documents of a YAML stream the fast reader reads, of how many
+/// (for `examples/load_scale.rs`: the bare cost of the fast reader). Not an
+/// API.
+#[doc(hidden)]
+pub fn fast_yaml_documents(text: &str) -> (usize, usize) {
+    let chunks = split::split(text);
+    let documents: Vec<_> = chunks.iter().filter(|c| c.content_line.is_some()).collect();
+    let read = documents
+        .iter()
+        .filter(|c| fast_yaml::read(c.text).is_some())
+        .count();
+    (read, documents.len())
+}
+
+/// Every document of a YAML stream (split as the loader splits it) read
+/// both ways; see [`ReadBothWays`]. Not an API.
+#[doc(hidden)]
+pub fn read_both_ways(text: &str) -> Vec<ReadBothWays> {
+    on_large_stack(|| {
+        split::split(text)
+            .into_iter()
+            .filter(|chunk| chunk.content_line.is_some())
+            .map(|chunk| {
+                let fast = fast_yaml::read(chunk.text).map(|node| format!("{node:?}"));
+                let saphyr = match serde_saphyr::from_multiple_with_options::<tree::PlainNode>(
+                    chunk.text,
+                    parse_options(),
+                ) {
+                    Ok(mut documents) => match (documents.pop(), documents.pop()) {
+                        (Some(tree::PlainNode(node)), None) => Ok(format!("{node:?}")),
+                        _ => Err("not exactly one document".to_string()),
+                    },
+                    Err(error) => Err(error.to_string()),
+                };
+                ReadBothWays {
+                    first_line: chunk.first_line,
+                    fast,
+                    saphyr,
+                }
+            })
+            .collect()
+    })
 }
 
 /// [`load_str`] through the spanned path only (every document read with
@@ -190,7 +265,7 @@ pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
 #[cfg(test)]
 fn load_str_spanned(file: &str, text: &str) -> Loaded {
     let mut sink = Sink::default();
-    on_large_stack(|| load_text_into(&mut sink, file, text, false));
+    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Spanned));
     finish(sink)
 }
 
@@ -354,7 +429,7 @@ fn load_file_into(sink: &mut Sink, root: &Root, path: &Path) {
 
 fn load_bytes_into(sink: &mut Sink, file: &str, bytes: &[u8]) {
     match std::str::from_utf8(bytes) {
-        Ok(text) => load_text_into(sink, file, text, true),
+        Ok(text) => load_text_into(sink, file, text, Reading::Fast),
         Err(error) => {
             let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
             let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
@@ -367,23 +442,34 @@ fn load_bytes_into(sink: &mut Sink, file: &str, bytes: &[u8]) {
     }
 }
 
-/// `fast`: try [`load_fast`] first (always, but in the test comparing
-/// both paths).
-fn load_text_into(sink: &mut Sink, file: &str, text: &str, fast: bool) {
+/// How documents are read first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reading {
+    /// Spanned only (the reference of `fast_path_tests.rs`).
+    Spanned,
+    /// [`load_fast`] with serde-saphyr only (the reference of the fast
+    /// YAML reader).
+    Saphyr,
+    /// [`load_fast`] with the fast YAML reader first: what loads do.
+    Fast,
+}
+
+/// Tries [`load_fast`] first unless `reading` says spanned only.
+fn load_text_into(sink: &mut Sink, file: &str, text: &str, reading: Reading) {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let is_json = Path::new(file)
         .extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     if is_json {
-        load_json_into(sink, file, text, fast);
+        load_json_into(sink, file, text, reading);
         return;
     }
     for chunk in split::split(text) {
         let Some(content_line) = chunk.content_line else {
             continue; // blank, comments only
         };
-        if fast && load_fast(sink, file, chunk.text, content_line) {
+        if reading != Reading::Spanned && load_fast(sink, file, chunk.text, content_line, reading) {
             continue;
         }
         match parse_yaml(chunk.text, chunk.first_line) {
@@ -402,11 +488,14 @@ fn load_text_into(sink: &mut Sink, file: &str, text: &str, fast: bool) {
 
 /// JSON goes through the YAML parser first (JSON is YAML, and that parser
 /// knows lines); what it cannot read, `serde_json` reads or reports.
-fn load_json_into(sink: &mut Sink, file: &str, text: &str, fast: bool) {
+fn load_json_into(sink: &mut Sink, file: &str, text: &str, reading: Reading) {
     let Some(content_line) = split::first_content_line(text) else {
         return;
     };
-    if fast && (load_fast_json(sink, file, text, content_line) || load_fast(sink, file, text, content_line)) {
+    if reading != Reading::Spanned
+        && (load_fast_json(sink, file, text, content_line)
+            || load_fast(sink, file, text, content_line, reading))
+    {
         return;
     }
     let yaml_error = match parse_yaml(text, 1) {
@@ -468,8 +557,15 @@ fn load_documents(sink: &mut Sink, file: &str, documents: &[Node], content_line:
 /// documents after a `...`, a `List` whose items need their own lines)
 /// returns false and the caller reads the chunk again with spans: the
 /// result is exactly the spanned path's, at the cost of a second parse of
-/// that chunk only.
-fn load_fast(sink: &mut Sink, file: &str, text: &str, content_line: usize) -> bool {
+/// that chunk only. The spanless read is the fast YAML reader's when the
+/// document is in its subset (and `reading` allows it), serde-saphyr's
+/// otherwise: both give the same tree (`tests/fast_yaml_differential.rs`).
+fn load_fast(sink: &mut Sink, file: &str, text: &str, content_line: usize, reading: Reading) -> bool {
+    if reading == Reading::Fast
+        && let Some(root) = fast_yaml::read(text)
+    {
+        return load_root_fast(sink, file, &root, content_line);
+    }
     let Ok(mut documents) =
         serde_saphyr::from_multiple_with_options::<tree::PlainNode>(text, parse_options())
     else {

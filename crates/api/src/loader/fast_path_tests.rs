@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{Sink, load_fast, load_str, load_str_spanned, split};
+use super::{Reading, Sink, load_fast, load_str, load_str_spanned, split};
 
 const MARKER: &str = "# ---- expected output";
 
@@ -58,7 +58,7 @@ fn every_fixture_loads_the_same_both_ways() {
 fn clean_documents_take_the_fast_path_and_broken_ones_do_not() {
     let good = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n";
     let mut sink = Sink::default();
-    assert!(load_fast(&mut sink, "f.yaml", good, 1));
+    assert!(load_fast(&mut sink, "f.yaml", good, 1, Reading::Fast));
     assert_eq!(sink.inputs.namespaces.len(), 1);
     for bad in [
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n  bogus: 1\n",
@@ -66,7 +66,7 @@ fn clean_documents_take_the_fast_path_and_broken_ones_do_not() {
         "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: b\n",
     ] {
         let mut sink = Sink::default();
-        assert!(!load_fast(&mut sink, "f.yaml", bad, 1), "{bad}");
+        assert!(!load_fast(&mut sink, "f.yaml", bad, 1, Reading::Fast), "{bad}");
         assert_eq!(sink.inputs, crate::Inputs::default(), "nothing added for {bad}");
         assert!(sink.diagnostics.is_empty(), "nothing reported for {bad}");
     }
