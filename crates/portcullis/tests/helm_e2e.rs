@@ -188,16 +188,17 @@ fn mtls_grants() -> BTreeSet<(String, String, String)> {
 }
 
 /// Granted rules the RBAC end-to-end run does not exercise: creation and
-/// deletion of provisioned objects (server-side apply creates with
-/// `patch`; deletion happens when a Gateway leaves our class), mTLS
-/// (the run renders `xds.mtls.enabled=false`: its Envoy is local),
-/// HTTPProxy status and the late-CRD watch.
+/// deletion of provisioned objects and client Secrets (server-side apply
+/// creates with `patch`; deletion happens when a Gateway leaves our
+/// class), the CA Secret's rotation (update), HTTPProxy status and the
+/// late-CRD watch.
 fn unexercised() -> BTreeSet<(String, String, String)> {
     let mut skip: BTreeSet<_> = provisioning_grants()
         .into_iter()
         .filter(|(_, _, v)| v == "create" || v == "delete")
         .collect();
-    skip.extend(mtls_grants());
+    skip.insert(g("", "secrets", "delete"));
+    skip.insert(g("", "secrets", "update"));
     // No HTTPProxy in this run's world (controller_kinds_e2e.rs writes
     // their status, with the harness's credentials).
     skip.insert(g("projectcontour.io", "httpproxies/status", "patch"));
@@ -729,13 +730,10 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
 
     // The rendered objects apply (the Deployment only exists: no kubelet).
     // The provisioned Service gets a cluster IP (no load balancer here),
-    // so the Gateway is programmed; xDS stays plaintext: the run's Envoy
-    // is a local one (mTLS xDS has its own test, xds_mtls_e2e.rs).
-    let docs = template(
-        &helm,
-        &["provisioning.serviceType=ClusterIP", "xds.mtls.enabled=false"],
-    )
-    .expect("helm template");
+    // so the Gateway is programmed. xDS is mutually authenticated, as the
+    // chart renders it: the run's Envoy is the provisioned one, from its
+    // bootstrap ConfigMap and its issued client Secret.
+    let docs = template(&helm, &["provisioning.serviceType=ClusterIP"]).expect("helm template");
     apply(
         &admin_client,
         &[json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})],
@@ -792,15 +790,14 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
     apply(&admin_client, &objects[2..]).await;
 
     // The controller with the rendered Deployment's arguments (addresses
-    // moved to free loopback ports; a local Envoy instead of
-    // `--no-envoy`), the chart's ServiceAccount and POD_NAMESPACE.
+    // moved to free loopback ports), the chart's ServiceAccount and
+    // POD_NAMESPACE.
     let (xds, admin, metrics) = (free_port(), free_port(), free_port());
     let rendered = args(&container(&docs, RELEASE));
     let mut cmd_args: Vec<String> = Vec::new();
     for a in &rendered {
         let flag = a.split('=').next().unwrap_or("");
         match flag {
-            "--no-envoy" => {}
             "--xds-address" => cmd_args.push(format!("--xds-address=127.0.0.1:{xds}")),
             "--admin-address" => cmd_args.push(format!("--admin-address=127.0.0.1:{admin}")),
             "--metrics-address" => cmd_args.push(format!("--metrics-address=127.0.0.1:{metrics}")),
@@ -808,7 +805,8 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
             _ => cmd_args.push(a.clone()),
         }
     }
-    assert_eq!(cmd_args.len() + 1, rendered.len(), "{rendered:?}");
+    assert_eq!(cmd_args.len(), rendered.len(), "{rendered:?}");
+    assert!(cmd_args.iter().any(|a| a == "--no-envoy"), "{rendered:?}");
     let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
     let child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .args(&cmd_args)
@@ -825,6 +823,44 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
         child,
         run_dir: dir.join("run"),
     };
+    // The provisioned Envoy (no kubelet: run here from what the API holds).
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(admin_client.clone(), "infra");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(admin_client.clone(), "infra");
+    // A permission missing here shows in the audit check below.
+    let start = Instant::now();
+    let mut provisioned = None;
+    while provisioned.is_none() && start.elapsed() < Duration::from_secs(60) {
+        provisioned = async {
+            let cm = config_maps
+                .get_opt(&kube_provider::names::provisioned("gw"))
+                .await
+                .ok()
+                .flatten()?;
+            let bootstrap = cm.data?.get(kube_provider::names::BOOTSTRAP_KEY)?.clone();
+            let secret = secrets
+                .get_opt(&kube_provider::names::xds_client_secret("gw"))
+                .await
+                .ok()
+                .flatten()?;
+            let files: Vec<(String, String)> = secret
+                .data?
+                .into_iter()
+                .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                .collect();
+            Some((bootstrap, files))
+        }
+        .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _envoy = provisioned.as_ref().map(|(bootstrap, files)| {
+        EnvoyChild(common::provisioned_envoy(
+            &dir.join("xds-cert"),
+            bootstrap,
+            files,
+            xds,
+        ))
+    });
 
     // It lists/watches (the route is served), writes status of every kind
     // it writes, and holds the Lease.
@@ -929,6 +965,10 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
         denied.is_empty(),
         "requests of {user} the chart does not allow: {denied:#?}"
     );
+    assert!(
+        provisioned.is_some(),
+        "no provisioned bootstrap and client Secret for infra/gw"
+    );
     served.expect("served");
     statuses.expect("statuses");
     assert!(
@@ -938,6 +978,7 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
     renewed.expect("Lease");
     let mut granted = grants(find(&docs, "ClusterRole", RELEASE));
     granted.extend(grants(find(&docs, "Role", &format!("{RELEASE}-leader-election"))));
+    granted.extend(grants(find(&docs, "Role", &format!("{RELEASE}-xds-ca"))));
     let pending = unexercised();
     let unused: Vec<_> = granted
         .iter()
@@ -1007,5 +1048,15 @@ async fn helm_installs_the_chart_into_the_real_apiserver() {
             "{} {name} not installed",
             doc["kind"]
         );
+    }
+}
+
+/// Kills the Envoy a test started when the test ends.
+struct EnvoyChild(std::process::Child);
+
+impl Drop for EnvoyChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }

@@ -669,50 +669,34 @@ async fn the_provisioned_bootstrap_and_the_issued_secret_serve_over_mtls() {
     })
     .await;
 
-    // "Mount" every key of the Secret, as the Deployment does (no items).
-    let mount = dir.join("xds-cert");
-    std::fs::create_dir_all(&mount).expect("mkdir");
-    let at = mount.display().to_string();
     let keys: Vec<String> = secret
         .data
         .as_ref()
         .map(|d| d.keys().cloned().collect())
         .unwrap_or_default();
     assert!(keys.iter().any(|k| k == "xds-sds-cert.json"), "{keys:?}");
-    for key in &keys {
-        let content = text(&secret, key)
-            .expect("utf-8 key")
-            .replace(names::XDS_CERT_DIR, &at);
-        std::fs::write(mount.join(key), content).expect("write key");
-    }
-    let mut b: Value =
-        serde_json::from_str(&bootstrap.replace(names::XDS_CERT_DIR, &at)).expect("bootstrap JSON");
+    let b: Value = serde_json::from_str(&bootstrap).expect("bootstrap JSON");
     assert_eq!(b["node"]["id"], "infra/gw");
-    let cluster_json = &mut b["static_resources"]["clusters"][0];
+    let xds_cluster = &b["static_resources"]["clusters"][0];
     assert_eq!(
-        cluster_json["transport_socket"]["typed_config"]["sni"],
+        xds_cluster["transport_socket"]["typed_config"]["sni"],
         SERVER_NAME
     );
-    let address = &mut cluster_json["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]
-        ["socket_address"];
-    assert_eq!(address["address"], "portcullis-xds.default.svc");
-    address["address"] = "127.0.0.1".into();
-    address["port_value"] = xds.into();
-    cluster_json["type"] = "STATIC".into();
-    b["admin"]["address"]["socket_address"]["port_value"] = free_port().into();
-    let file = dir.join("provisioned-envoy.json");
-    std::fs::write(&file, b.to_string()).expect("write bootstrap");
-    let bin = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
-    let _envoy = Envoy(
-        Command::new(bin)
-            .arg("-c")
-            .arg(&file)
-            .args(["--disable-hot-restart", "--log-level", "warn"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start Envoy"),
+    assert_eq!(
+        xds_cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
+            ["address"],
+        "portcullis-xds.default.svc"
     );
+    let files: Vec<(String, String)> = keys
+        .iter()
+        .map(|k| (k.clone(), text(&secret, k).expect("utf-8 key")))
+        .collect();
+    let _envoy = Envoy(common::provisioned_envoy(
+        &dir.join("xds-cert"),
+        &bootstrap,
+        &files,
+        xds,
+    ));
     tokio::task::block_in_place(|| {
         wait_for(
             "the provisioned Envoy to serve /a",

@@ -236,3 +236,40 @@ pub fn envoy_children(parent: u32) -> Vec<u32> {
     }
     out
 }
+
+/// Runs a provisioned Gateway's Envoy as its pod would (Kubernetes mode
+/// part 2, no kubelet here): `bootstrap` is the provisioned ConfigMap's
+/// bootstrap and `secret` the keys of the issued client Secret, both read
+/// back from the API by the caller. `dir` stands for the Secret's mount
+/// path (every key a file, as the Deployment mounts it) and loopback port
+/// `xds` for the xDS Service's DNS name; the admin port moves to a free
+/// one. Everything else is the bootstrap as provisioned (client
+/// certificate and server CA through file-based SDS, SNI, the server's
+/// DNS name).
+pub fn provisioned_envoy(dir: &Path, bootstrap: &str, secret: &[(String, String)], xds: u16) -> Child {
+    let mount = kube_provider::names::XDS_CERT_DIR;
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let at = dir.display().to_string();
+    for (key, content) in secret {
+        std::fs::write(dir.join(key), content.replace(mount, &at)).expect("write key");
+    }
+    let mut b: serde_json::Value =
+        serde_json::from_str(&bootstrap.replace(mount, &at)).expect("bootstrap JSON");
+    let cluster = &mut b["static_resources"]["clusters"][0];
+    let address = &mut cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"];
+    address["address"] = "127.0.0.1".into();
+    address["port_value"] = xds.into();
+    cluster["type"] = "STATIC".into();
+    b["admin"]["address"]["socket_address"]["port_value"] = free_port().into();
+    let file = dir.with_extension("json");
+    std::fs::write(&file, b.to_string()).expect("write bootstrap");
+    let bin = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
+    Command::new(bin)
+        .arg("-c")
+        .arg(&file)
+        .args(["--disable-hot-restart", "--log-level", "warn"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start Envoy")
+}
