@@ -38,4 +38,4 @@ go build -buildvcs=false -ldflags "$ldflags" -o "$bin/" \
 echo "$want" >"$stamp"
 echo "install-kube: built kube-apiserver, kube-controller-manager and etcd in $(($(date +%s) - start)) s"
 "$bin/kube-apiserver" --version
-"$bin/etcd" --version | head -n 1
+"$bin/etcd" --version | sed -n 1p
