@@ -139,12 +139,15 @@ impl World {
         let xds: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
         let source: Vec<String> = match &target {
             Target::Files => vec!["serve".into(), manifest_dir.display().to_string()],
-            // One replica: it writes status without a Lease.
+            // One replica: it writes status without a Lease. No kubelet
+            // runs provisioned Envoys here: the controller runs its own
+            // (`--loopback-per-gateway`), whose addresses status reports.
             Target::Api(kube) => vec![
                 "controller".into(),
                 "--kubeconfig".into(),
                 kube.kubeconfig().display().to_string(),
                 "--no-leader-election".into(),
+                "--provision=false".into(),
             ],
         };
         let mut argv: Vec<String> = source;
