@@ -284,6 +284,8 @@ impl Replica {
             .args(["--xds-address", &format!("127.0.0.1:{xds}")])
             .args(["--admin-address", &format!("127.0.0.1:{admin}")])
             .args(["--listener-address", "127.0.0.1"])
+            // Its Envoys are the test's own (no kubelet for provisioned ones).
+            .arg("--provision=false")
             .arg("--run-dir")
             .arg(dir.join("run"))
             .args(["--lease-duration-seconds", &LEASE_SECONDS.to_string()])
