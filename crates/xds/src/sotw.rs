@@ -1,5 +1,14 @@
-//! State-of-the-world ADS: every response carries all (requested)
-//! resources of a type.
+//! State-of-the-world ADS: a response carries all (requested) resources
+//! of a type — except a pushed change of route configurations, which
+//! carries only those whose content changed.
+//!
+//! The xDS protocol lets SotW responses of every type but Listener and
+//! Cluster hold a subset: Envoy updates the named resources in a response
+//! and leaves the others as they are. At 10,000 routes one edit changes one
+//! route configuration, and resending all of them would cost every Envoy
+//! megabytes per edit. Only RDS is narrowed: EDS and SDS subscriptions are
+//! re-made by cluster and listener updates under the same names, and
+//! Envoy then expects the resource again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +26,18 @@ struct TypeState {
     /// Names asked for (empty = all); None until Envoy subscribes.
     names: Option<Vec<String>>,
     sent_version: Option<String>,
+    /// Name → content hash of what was last sent (RDS only): a pushed
+    /// change carries only the entries that differ.
+    sent_hashes: HashMap<String, String>,
     nonce: String,
+}
+
+/// Whether a response carries every requested resource or, for a pushed
+/// change, only those that changed since they were last sent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Send {
+    All,
+    Changed,
 }
 
 pub(crate) struct Stream {
@@ -114,7 +134,7 @@ impl Stream {
         // an ACK or NACK is not (changes are pushed as they happen, and a
         // NACKed version is not sent again).
         if req.response_nonce.is_empty() || names_changed {
-            return self.send(&req.type_url, snapshot).await;
+            return self.send(&req.type_url, snapshot, Send::All).await;
         }
         true
     }
@@ -124,24 +144,41 @@ impl Stream {
             let Some(st) = self.states.get(t) else { continue };
             let Some(names) = &st.names else { continue };
             let version = snapshot.version(t, Some(names));
-            if st.sent_version.as_deref() != Some(version.as_str()) && !self.send(t, snapshot).await {
+            if st.sent_version.as_deref() != Some(version.as_str())
+                && !self.send(t, snapshot, Send::Changed).await
+            {
                 return false;
             }
         }
         true
     }
 
-    async fn send(&mut self, type_url: &str, snapshot: &Snapshot) -> bool {
+    async fn send(&mut self, type_url: &str, snapshot: &Snapshot, what: Send) -> bool {
         self.nonce += 1;
         let nonce = self.nonce.to_string();
         let st = self.states.entry(type_url.to_string()).or_default();
         let names = st.names.clone().unwrap_or_default();
         let version = snapshot.version(type_url, Some(&names));
-        let resources = snapshot
-            .select(type_url, Some(&names))
-            .into_iter()
-            .map(|(_, e)| e.any.clone())
-            .collect();
+        let selected = snapshot.select(type_url, Some(&names));
+        let narrow = type_url == types::ROUTE;
+        let resources = if narrow {
+            if what == Send::All {
+                // Envoy holds exactly what this response carries (a first
+                // request, a changed subscription).
+                st.sent_hashes.clear();
+            }
+            let mut resources = Vec::new();
+            for (name, entry) in selected {
+                if what == Send::Changed && st.sent_hashes.get(name) == Some(&entry.hash) {
+                    continue;
+                }
+                st.sent_hashes.insert(name.clone(), entry.hash.clone());
+                resources.push(entry.any.clone());
+            }
+            resources
+        } else {
+            selected.into_iter().map(|(_, e)| e.any.clone()).collect()
+        };
         st.sent_version = Some(version.clone());
         st.nonce = nonce.clone();
         let resp = DiscoveryResponse {
