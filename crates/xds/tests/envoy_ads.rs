@@ -4,7 +4,6 @@
 
 mod support;
 
-use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 use support::{Envoy, Recorder, direct, free_port, get, poison, wait_for};
 use translate::GatewayXds;
 
@@ -16,19 +15,7 @@ fn config(port: u16, body: &str, poisoned: bool) -> GatewayXds {
     if poisoned {
         routes.push(poison());
     }
-    gw.routes = vec![
-        (&RouteConfiguration {
-            name: format!("t/gw/{port}"),
-            virtual_hosts: vec![VirtualHost {
-                name: "all".into(),
-                domains: vec!["*".into()],
-                routes,
-                ..Default::default()
-            }],
-            ..Default::default()
-        })
-            .into(),
-    ];
+    gw.routes = vec![support::route_configuration(format!("t/gw/{port}"), routes)];
     gw
 }
 

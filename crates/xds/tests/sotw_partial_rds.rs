@@ -10,7 +10,7 @@ mod support;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use prost::Message;
@@ -38,17 +38,7 @@ fn config(ports: [u16; 2], bodies: [&str; 2], poisoned: bool) -> GatewayXds {
             if poisoned && i == 1 {
                 routes.push(poison());
             }
-            (&RouteConfiguration {
-                name,
-                virtual_hosts: vec![VirtualHost {
-                    name: "all".into(),
-                    domains: vec!["*".into()],
-                    routes,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            })
-                .into()
+            support::route_configuration(name, routes)
         })
         .collect();
     gw

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
 use envoy_types::pb::envoy::config::route::v3::{
-    DirectResponseAction, Route, RouteMatch, route, route_match,
+    DirectResponseAction, Route, RouteConfiguration, RouteMatch, VirtualHost, route, route_match,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
 use translate::GatewayXds;
@@ -123,6 +123,24 @@ pub fn direct(path: &str, text: &str) -> Route {
         })),
         ..Default::default()
     }
+}
+
+/// A route configuration `name` with one catch-all virtual host of `routes`.
+pub fn route_configuration(
+    name: String,
+    routes: Vec<Route>,
+) -> translate::xds::encoded::EncodedRouteConfiguration {
+    (&RouteConfiguration {
+        name,
+        virtual_hosts: vec![VirtualHost {
+            name: "all".into(),
+            domains: vec!["*".into()],
+            routes,
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+        .into()
 }
 
 /// A route Envoy rejects (an RE2 program over its size limit).
