@@ -117,7 +117,7 @@ where
     let api: Api<K> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default().labels(selector))
-        .default_backoff()
+        .backoff(crate::backoff::watch())
         .reflect(writer);
     let shared = shared.clone();
     tasks.push(tokio::spawn(async move {
