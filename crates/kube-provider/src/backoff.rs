@@ -15,11 +15,22 @@
 //! it on every successful event, so each outage starts again at
 //! [`INITIAL`]; it never gives up (a watch that stopped would freeze its
 //! store for good).
+//!
+//! A `410 Gone` is not a failure to back off from but the apiserver saying
+//! "relist" (after an outage it is how every watch learns that its
+//! resourceVersion is gone): [`retried`] starts the delay after it again at
+//! [`INITIAL`], as client-go relists at once, instead of waiting the delay
+//! the outage's connection errors have grown to. A relist that fails grows
+//! the delay again, so a 410 cannot make a busy loop.
 
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
 use kube::runtime::utils::Backoff;
+use kube::runtime::{WatchStreamExt, watcher};
 
 /// The first delay after an error (before jitter).
 pub const INITIAL: Duration = Duration::from_millis(250);
@@ -34,6 +45,9 @@ pub struct WatchBackoff {
     /// Per-instance random state for the jitter.
     seed: std::collections::hash_map::RandomState,
     draws: u64,
+    /// Set by [`retried`] when the error about to be backed off from is a
+    /// `410 Gone`.
+    gone: Arc<AtomicBool>,
 }
 
 /// A fresh policy for one watch.
@@ -42,7 +56,32 @@ pub fn watch() -> WatchBackoff {
         attempt: 0,
         seed: std::collections::hash_map::RandomState::new(),
         draws: 0,
+        gone: Arc::default(),
     }
+}
+
+/// `stream` (a watcher's) retried with the policy: every error is backed
+/// off from, a `410 Gone` from [`INITIAL`] (see the module doc).
+pub fn retried<K>(
+    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
+    retried_with(watch(), stream)
+}
+
+fn retried_with<K>(
+    policy: WatchBackoff,
+    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
+) -> impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send {
+    let gone = policy.gone.clone();
+    stream
+        .inspect(move |item| {
+            if let Err(watcher::Error::WatchError(status)) = item
+                && status.code == 410
+            {
+                gone.store(true, Ordering::Relaxed);
+            }
+        })
+        .backoff(policy)
 }
 
 impl WatchBackoff {
@@ -67,6 +106,9 @@ impl Iterator for WatchBackoff {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
+        if self.gone.swap(false, Ordering::Relaxed) {
+            self.attempt = 0;
+        }
         let ceiling = Self::ceiling(self.attempt);
         self.attempt = self.attempt.saturating_add(1);
         let half = ceiling / 2;
@@ -122,5 +164,41 @@ mod tests {
         assert!(first <= INITIAL && first >= INITIAL / 2, "{first:?}");
         let second = b.next().expect("delay");
         assert!(second <= INITIAL * 2, "{second:?}");
+    }
+
+    fn gone() -> watcher::Error {
+        watcher::Error::WatchError(Box::new(kube::core::Status {
+            code: 410,
+            reason: "Expired".into(),
+            ..Default::default()
+        }))
+    }
+
+    /// After an outage's errors have grown the delay to the cap, the 410
+    /// that ends it is followed by the relist within [`INITIAL`], not the
+    /// grown delay; any other error keeps the grown delay.
+    #[tokio::test]
+    async fn a_410_gone_is_retried_from_the_initial_delay() {
+        let after = |error: watcher::Error| async move {
+            let mut policy = watch();
+            // An outage: enough connection errors to reach the cap.
+            for _ in 0..10 {
+                policy.next();
+            }
+            let items: Vec<watcher::Result<watcher::Event<()>>> =
+                vec![Err(error), Ok(watcher::Event::InitDone)];
+            let mut stream = std::pin::pin!(retried_with(policy, futures::stream::iter(items)));
+            assert!(stream.next().await.is_some_and(|e| e.is_err()));
+            let started = std::time::Instant::now();
+            assert!(stream.next().await.is_some_and(|e| e.is_ok()));
+            started.elapsed()
+        };
+        let waited = after(gone()).await;
+        assert!(
+            waited <= INITIAL + Duration::from_millis(100),
+            "after a 410: {waited:?}"
+        );
+        let waited = after(watcher::Error::NoResourceVersion).await;
+        assert!(waited >= CAP / 2, "after another error: {waited:?}");
     }
 }

@@ -31,7 +31,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, GroupVersionKind};
 use kube::core::PartialObjectMeta;
 use kube::discovery::Scope;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 
 use crate::{Client, Resource, Shared, Stores, Watched};
 
@@ -109,7 +109,7 @@ pub fn crd_may_serve(crd: &str, resource: &Resource) -> bool {
 pub(crate) async fn late_kinds(shared: Shared, stores: Stores, mut missing: Vec<Resource>) {
     // Metadata only (`PartialObjectMeta`): the schemas are never fetched.
     let api: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(shared.client.clone());
-    let stream = watcher(api, watcher::Config::default()).backoff(crate::backoff::watch());
+    let stream = crate::backoff::retried(watcher(api, watcher::Config::default()));
     let mut stream = std::pin::pin!(stream);
     let mut reflectors = tokio::task::JoinSet::new();
     // Missing resources a CRD event named, until when to rediscover them.

@@ -412,8 +412,7 @@ impl Shared {
         }
         let writer = reflector::store::Writer::new(ar.clone());
         let store = writer.as_reader();
-        let stream = watcher(api, config)
-            .backoff(backoff::watch())
+        let stream = backoff::retried(watcher(api, config))
             .modify(slim)
             .reflect(writer);
         let task = tokio::spawn(drive(
@@ -485,8 +484,7 @@ pub async fn start(
             // `Api<PartialObjectMeta<_>>` asks for metadata only.
             let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &ar);
             let config = watcher::Config::default().fields("type=kubernetes.io/tls");
-            let stream = watcher(api, config)
-                .backoff(backoff::watch())
+            let stream = backoff::retried(watcher(api, config))
                 .modify(slim)
                 .reflect(writer);
             tasks.push(tokio::spawn(drive(
