@@ -1,8 +1,9 @@
-//! CustomResourceDefinitions of portcullis's own kinds (TrafficPolicy,
-//! GatewayExtension, GatewayParameters), generated from the Rust types in
-//! [`crate::policy`] and [`crate::gateway_parameters`]
-//! with `schemars`; the checked-in copies in `crds/portcullis/` are kept
-//! equal to these by `crates/api/tests/crds.rs`.
+//! CustomResourceDefinitions generated from the Rust types: portcullis's
+//! own kinds (TrafficPolicy, GatewayExtension, GatewayParameters, from
+//! [`crate::policy`] and [`crate::gateway_parameters`]) and Contour's
+//! `projectcontour.io/v1` HTTPProxy and TLSCertificateDelegation (from
+//! [`crate::httpproxy`]), with `schemars`; the checked-in copies in
+//! `crds/portcullis/` are kept equal to these by `crates/api/tests/crds.rs`.
 //!
 //! The schema checks what the types can say (field types, required
 //! fields, enum values, documentation), with one deliberate loosening:
@@ -13,16 +14,28 @@
 //! serve its routes open. Kept, the unknown field reaches the loader,
 //! which refuses it exactly as in file mode (the policy is invalid and
 //! its targets fail closed, see [`crate::policy`]).
+//!
+//! Contour's kinds are generated the same way and **replace Contour's own
+//! CRDs** (same names, group, version, short names and printer columns, so
+//! Contour manifests and `kubectl get proxy` work unchanged): Contour's
+//! schema prunes every field it does not know — a typo, a field of a newer
+//! Contour — and it describes fields portcullis does not implement as if
+//! they worked. With this schema such a field is kept, the HTTPProxy loader
+//! (which denies unknown fields) reports it, and the proxy is invalid and
+//! fenced instead of served without it. The status schema keeps Contour's
+//! shape (`currentStatus`, `description`, `conditions`, `loadBalancer`; see
+//! the status writer in `kube-provider`).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
-    CustomResourceDefinitionVersion, CustomResourceSubresourceStatus, CustomResourceSubresources,
-    CustomResourceValidation, JSONSchemaProps,
+    CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceSubresourceStatus,
+    CustomResourceSubresources, CustomResourceValidation, JSONSchemaProps,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
-use crate::policy::{GROUP, GatewayExtensionSpec, TrafficPolicySpec, VERSION};
+use crate::httpproxy::{HttpProxySpec, TlsCertificateDelegationSpec};
+use crate::policy::{GatewayExtensionSpec, TrafficPolicySpec};
 
 /// Why a CRD could not be generated (a schema the apiserver's type cannot
 /// hold: a bug in this module, reported instead of panicking).
@@ -40,23 +53,127 @@ pub fn all() -> Result<Vec<(&'static str, CustomResourceDefinition)>, CrdError> 
         ("trafficpolicies.yaml", traffic_policy()?),
         ("gatewayextensions.yaml", gateway_extension()?),
         ("gatewayparameters.yaml", gateway_parameters()?),
+        ("httpproxies.yaml", http_proxy()?),
+        ("tlscertificatedelegations.yaml", tls_certificate_delegation()?),
     ])
 }
 
+/// Names, group and version of one CRD, and what it shows in `kubectl get`.
+struct Definition {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short: &'static [&'static str],
+    categories: &'static [&'static str],
+    /// `(name, jsonPath, description)`, all of type string.
+    columns: &'static [(&'static str, &'static str, &'static str)],
+    /// The schema of `status` (never pruning: the controller writes it).
+    status: Value,
+}
+
+impl Definition {
+    /// One of portcullis's own kinds (`gateway.portcullis.dev/v1alpha1`).
+    fn ours(kind: &'static str, plural: &'static str, short: &'static [&'static str]) -> Self {
+        Self {
+            group: crate::policy::GROUP,
+            version: crate::policy::VERSION,
+            kind,
+            plural,
+            short,
+            categories: &["portcullis"],
+            columns: &[],
+            // Written by the controller; its shape is the Gateway API's
+            // policy status (ancestors), not checked here.
+            status: json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        }
+    }
+}
+
 pub fn traffic_policy() -> Result<CustomResourceDefinition, CrdError> {
-    crd::<TrafficPolicySpec>("TrafficPolicy", "trafficpolicies", &["tp"])
+    crd::<TrafficPolicySpec>(Definition::ours("TrafficPolicy", "trafficpolicies", &["tp"]))
 }
 
 pub fn gateway_extension() -> Result<CustomResourceDefinition, CrdError> {
-    crd::<GatewayExtensionSpec>("GatewayExtension", "gatewayextensions", &["gwext"])
+    crd::<GatewayExtensionSpec>(Definition::ours(
+        "GatewayExtension",
+        "gatewayextensions",
+        &["gwext"],
+    ))
 }
 
 pub fn gateway_parameters() -> Result<CustomResourceDefinition, CrdError> {
-    crd::<crate::gateway_parameters::GatewayParametersSpec>(
+    crd::<crate::gateway_parameters::GatewayParametersSpec>(Definition::ours(
         "GatewayParameters",
         "gatewayparameters",
         &["gwparams"],
-    )
+    ))
+}
+
+/// Contour's status of both of its kinds: `currentStatus`/`description`
+/// (the printer columns read them), `conditions` (Contour's
+/// `DetailedCondition`s with `errors`/`warnings`), and for HTTPProxy
+/// `loadBalancer`. Typed where a printer column reads it; the rest is kept
+/// as written (the writer, not the apiserver, owns its shape).
+fn contour_status() -> Value {
+    let kept = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    json!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {
+            "currentStatus": {"type": "string"},
+            "description": {"type": "string"},
+            "conditions": {"type": "array", "items": kept},
+            "loadBalancer": kept,
+        },
+    })
+}
+
+/// Contour's HTTPProxy (`projectcontour.io/v1`, short names `proxy`,
+/// `proxies`, Contour's printer columns).
+pub fn http_proxy() -> Result<CustomResourceDefinition, CrdError> {
+    crd::<HttpProxySpec>(Definition {
+        group: crate::httpproxy::GROUP,
+        version: crate::httpproxy::VERSION,
+        kind: "HTTPProxy",
+        plural: "httpproxies",
+        short: &["proxy", "proxies"],
+        categories: &[],
+        columns: &[
+            ("FQDN", ".spec.virtualhost.fqdn", "Fully qualified domain name"),
+            (
+                "TLS Secret",
+                ".spec.virtualhost.tls.secretName",
+                "Secret with TLS credentials",
+            ),
+            (
+                "Status",
+                ".status.currentStatus",
+                "The current status of the HTTPProxy",
+            ),
+            (
+                "Status Description",
+                ".status.description",
+                "Description of the current status",
+            ),
+        ],
+        status: contour_status(),
+    })
+}
+
+/// Contour's TLSCertificateDelegation (`projectcontour.io/v1`, short name
+/// `tlscerts`).
+pub fn tls_certificate_delegation() -> Result<CustomResourceDefinition, CrdError> {
+    crd::<TlsCertificateDelegationSpec>(Definition {
+        group: crate::httpproxy::GROUP,
+        version: crate::httpproxy::VERSION,
+        kind: "TLSCertificateDelegation",
+        plural: "tlscertificatedelegations",
+        short: &["tlscerts"],
+        categories: &[],
+        columns: &[],
+        status: contour_status(),
+    })
 }
 
 /// The YAML of one CRD as checked in.
@@ -67,11 +184,8 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> String {
     )
 }
 
-fn crd<Spec: schemars::JsonSchema>(
-    kind: &'static str,
-    plural: &str,
-    short: &[&str],
-) -> Result<CustomResourceDefinition, CrdError> {
+fn crd<Spec: schemars::JsonSchema>(def: Definition) -> Result<CustomResourceDefinition, CrdError> {
+    let kind = def.kind;
     let settings = schemars::generate::SchemaSettings::openapi3().with(|s| {
         s.inline_subschemas = true;
         s.meta_schema = None;
@@ -88,33 +202,44 @@ fn crd<Spec: schemars::JsonSchema>(
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
             "spec": spec,
-            // Written by the controller; its shape is the Gateway API's
-            // policy status (ancestors), not checked here.
-            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "status": def.status,
         },
     });
     let schema: JSONSchemaProps =
         serde_json::from_value(schema).map_err(|source| CrdError { kind, source })?;
+    let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let columns = def
+        .columns
+        .iter()
+        .map(|(name, path, description)| CustomResourceColumnDefinition {
+            name: name.to_string(),
+            json_path: path.to_string(),
+            description: Some(description.to_string()),
+            type_: "string".into(),
+            ..Default::default()
+        })
+        .collect::<Vec<_>>();
     Ok(CustomResourceDefinition {
         metadata: ObjectMeta {
-            name: Some(format!("{plural}.{GROUP}")),
+            name: Some(format!("{}.{}", def.plural, def.group)),
             ..Default::default()
         },
         spec: CustomResourceDefinitionSpec {
-            group: GROUP.into(),
+            group: def.group.into(),
             names: CustomResourceDefinitionNames {
                 kind: kind.into(),
                 list_kind: Some(format!("{kind}List")),
-                plural: plural.into(),
+                plural: def.plural.into(),
                 singular: Some(kind.to_ascii_lowercase()),
-                short_names: Some(short.iter().map(|s| s.to_string()).collect()),
-                categories: Some(vec!["portcullis".into()]),
+                short_names: Some(strings(def.short)),
+                categories: (!def.categories.is_empty()).then(|| strings(def.categories)),
             },
             scope: "Namespaced".into(),
             versions: vec![CustomResourceDefinitionVersion {
-                name: VERSION.into(),
+                name: def.version.into(),
                 served: true,
                 storage: true,
+                additional_printer_columns: (!columns.is_empty()).then_some(columns),
                 schema: Some(CustomResourceValidation {
                     open_api_v3_schema: Some(schema),
                 }),

@@ -129,6 +129,12 @@ pub struct Options {
     /// instead of being reported as unknown kinds. Empty: today's
     /// behaviour (every such document is an unknown kind).
     pub extension_kinds: std::collections::BTreeSet<(String, String)>,
+    /// `(group, kind)` → the version it was registered at
+    /// (`extensionManager.resources[].version`). Not used by the loader (a
+    /// file is read at whatever version it names); Kubernetes mode watches
+    /// each registered kind at exactly this version, the shape its
+    /// extension server expects.
+    pub extension_versions: std::collections::BTreeMap<(String, String), String>,
 }
 
 /// A path that cannot be read at all. Problems inside a directory (an

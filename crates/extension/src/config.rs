@@ -25,7 +25,7 @@
 //! - `hooks.xdsTranslator.pre` is refused: Envoy Gateway declares it but
 //!   calls no pre hook.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -316,6 +316,8 @@ pub struct ManagerConfig {
     pub resources: BTreeSet<GroupKind>,
     pub policy_resources: BTreeSet<GroupKind>,
     pub backend_resources: BTreeSet<GroupKind>,
+    /// The version each registered kind was registered at.
+    pub versions: BTreeMap<GroupKind, String>,
     pub hooks: BTreeSet<Hook>,
     pub translation: TranslationIncludes,
     pub address: ServiceAddress,
@@ -338,6 +340,7 @@ impl ManagerConfig {
             resources: BTreeSet::new(),
             policy_resources: BTreeSet::new(),
             backend_resources: BTreeSet::new(),
+            versions: BTreeMap::new(),
             hooks: hooks.into_iter().collect(),
             translation: TranslationIncludes::default(),
             address,
@@ -355,6 +358,7 @@ impl ManagerConfig {
             resources: self.resources.clone(),
             policy_resources: self.policy_resources.clone(),
             backend_resources: self.backend_resources.clone(),
+            versions: self.versions.clone(),
             hooks: self.hooks.clone(),
             translation: self.translation,
         }
@@ -392,9 +396,13 @@ impl ExtensionConfig {
                 }
                 let mut names = BTreeSet::new();
                 let mut managers = Vec::with_capacity(list.len());
+                let mut versions = BTreeMap::new();
                 for (i, spec) in list.iter().enumerate() {
                     let field = format!("extensionManagers[{i}]");
                     let m = validate_manager(&field, spec, true)?;
+                    for (gk, version) in &m.versions {
+                        one_version(&mut versions, gk, version, || field.clone())?;
+                    }
                     if !names.insert(m.name.clone()) {
                         return Err(ConfigError::Invalid {
                             field: format!("{field}.name"),
@@ -433,6 +441,8 @@ impl ExtensionConfig {
             r.resources.extend(m.resources.iter().cloned());
             r.policy_resources.extend(m.policy_resources.iter().cloned());
             r.backend_resources.extend(m.backend_resources.iter().cloned());
+            r.versions
+                .extend(m.versions.iter().map(|(k, v)| (k.clone(), v.clone())));
             r.hooks.extend(m.hooks.iter().copied());
             if m.hooks.contains(&Hook::Translation) {
                 r.translation.listeners |= m.translation.listeners;
@@ -498,7 +508,8 @@ fn validate_manager(
             field: format!("{at}.name"),
         });
     }
-    let gks = |list: &[GroupVersionKindSpec], key: &str| -> Result<BTreeSet<GroupKind>, ConfigError> {
+    let mut versions = BTreeMap::new();
+    let mut gks = |list: &[GroupVersionKindSpec], key: &str| -> Result<BTreeSet<GroupKind>, ConfigError> {
         let mut out = BTreeSet::new();
         for (i, g) in list.iter().enumerate() {
             let f = format!("{at}.{key}[{i}]");
@@ -512,10 +523,12 @@ fn validate_manager(
                     field: format!("{f}.version"),
                 });
             }
-            out.insert(GroupKind {
+            let gk = GroupKind {
                 group: g.group.clone(),
                 kind: g.kind.clone(),
-            });
+            };
+            one_version(&mut versions, &gk, &g.version, || format!("{f}.version"))?;
+            out.insert(gk);
         }
         Ok(out)
     };
@@ -619,6 +632,7 @@ fn validate_manager(
         resources,
         policy_resources,
         backend_resources,
+        versions,
         hooks,
         translation,
         address,
@@ -628,6 +642,31 @@ fn validate_manager(
         max_message_size,
         timeout,
     })
+}
+
+/// Records the version `gk` is registered at; a second, different version
+/// of one kind is refused: Kubernetes mode watches one version per kind
+/// (the objects would otherwise arrive twice, in two shapes).
+fn one_version(
+    versions: &mut BTreeMap<GroupKind, String>,
+    gk: &GroupKind,
+    version: &str,
+    field: impl FnOnce() -> String,
+) -> Result<(), ConfigError> {
+    match versions.get(gk) {
+        Some(seen) if seen != version => Err(invalid(
+            field(),
+            format!(
+                "{}/{} is registered at version {seen} already; a kind is registered at one version",
+                gk.group, gk.kind
+            ),
+        )),
+        Some(_) => Ok(()),
+        None => {
+            versions.insert(gk.clone(), version.to_string());
+            Ok(())
+        }
+    }
 }
 
 fn port(field: String, p: Option<i64>) -> Result<u16, ConfigError> {

@@ -392,3 +392,57 @@ fn quantities_and_durations() {
     assert!(parse_duration("123456s").is_err(), "at most 5 digits");
     assert!(parse_duration("1s1s1s1s1s").is_err(), "at most 4 parts");
 }
+
+/// The version each kind is registered at reaches the loader options the
+/// providers get (Kubernetes mode watches exactly that version); one kind
+/// at two versions is refused, naming the field, within a manager and
+/// across a chain.
+#[test]
+fn registered_versions_reach_the_providers_and_one_kind_has_one_version() {
+    let c = load(
+        r#"
+extensionManager:
+  resources: [{group: a.io, version: v1beta1, kind: A}]
+  policyResources: [{group: a.io, version: v2, kind: P}, {group: a.io, version: v2, kind: P}]
+  hooks: {xdsTranslator: {post: [Route]}}
+  service: {unix: {path: /run/ext.sock}}
+"#,
+    )
+    .expect("valid: the same kind twice at one version");
+    let options = translate::extension::resources::loader_options(&c.registration());
+    let version = |kind: &str| {
+        options
+            .extension_versions
+            .get(&("a.io".to_string(), kind.to_string()))
+            .cloned()
+    };
+    assert_eq!(version("A").as_deref(), Some("v1beta1"));
+    assert_eq!(version("P").as_deref(), Some("v2"));
+
+    let within = err(r#"
+extensionManager:
+  resources: [{group: a.io, version: v1, kind: A}]
+  policyResources: [{group: a.io, version: v2, kind: A}]
+  hooks: {xdsTranslator: {post: [Route]}}
+  service: {unix: {path: /run/ext.sock}}
+"#);
+    assert!(
+        within.starts_with("extensionManager.policyResources[0].version: a.io/A is registered at version v1"),
+        "{within}"
+    );
+    let across = err(r#"
+extensionManagers:
+- name: first
+  resources: [{group: a.io, version: v1, kind: A}]
+  hooks: {xdsTranslator: {post: [Route]}}
+  service: {unix: {path: /run/first.sock}}
+- name: second
+  resources: [{group: a.io, version: v2, kind: A}]
+  hooks: {xdsTranslator: {post: [Route]}}
+  service: {unix: {path: /run/second.sock}}
+"#);
+    assert!(
+        across.starts_with("extensionManagers[1]: a.io/A is registered at version v1"),
+        "{across}"
+    );
+}

@@ -2,9 +2,11 @@
 //! is installed after the controller started.
 //!
 //! At start every [`Resource`] is discovered once: a built-in [`Kind`] at
-//! its pinned version, an extension kind at the version discovery prefers
-//! that has it. A resource not served then (its CRD is not installed, or
-//! not at our version) is handed to [`late_kinds`], which watches
+//! its pinned version, an extension kind at the version its extension
+//! server registered (never another one the CRD also serves: the hooks
+//! would get objects of a shape their server does not read). A resource
+//! not served then (its CRD is not installed, or not at that version) is
+//! handed to [`late_kinds`], which watches
 //! CustomResourceDefinitions — **metadata only**: a CRD's name is
 //! `<plural>.<group>`, all that is needed to tell whether it can be one of
 //! ours, and the cluster's CRDs (their schemas run to megabytes) are never
@@ -29,7 +31,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, GroupVersionKind};
 use kube::core::PartialObjectMeta;
 use kube::discovery::Scope;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 
 use crate::{Client, Resource, Shared, Stores, Watched};
 
@@ -53,20 +55,32 @@ pub async fn discover(
                 Err(error) => Err(error),
             }
         }
-        Resource::Extension { group, kind } => match kube::discovery::group(client, group).await {
+        Resource::Extension { group, kind, version } => match kube::discovery::group(client, group).await {
             Ok(api_group) => {
-                // The preferred version first, then the others.
-                let preferred = api_group.preferred_version_or_latest().to_string();
-                let versions = std::iter::once(preferred.clone())
-                    .chain(api_group.versions().filter(|v| *v != preferred).map(String::from))
-                    .collect::<Vec<_>>();
-                Ok(versions.iter().find_map(|v| {
+                let find = |v: &str| {
                     api_group
                         .versioned_resources(v)
                         .into_iter()
                         .find(|(ar, _)| ar.kind == *kind)
                         .map(|(ar, caps)| (ar, caps.scope == Scope::Namespaced))
-                }))
+                };
+                let Some(version) = version else {
+                    return Ok(find(api_group.preferred_version_or_latest()));
+                };
+                let found = find(version);
+                if found.is_none() {
+                    let others: Vec<&str> = api_group.versions().filter(|v| find(v).is_some()).collect();
+                    if !others.is_empty() {
+                        tracing::warn!(
+                            kind = %kind,
+                            group = %group,
+                            registered = %version,
+                            served = ?others,
+                            "the apiserver serves this kind, but not at the version its extension server registered: read as empty until that version is served"
+                        );
+                    }
+                }
+                Ok(found)
             }
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
             Err(kube::Error::Discovery(_)) => Ok(None),
@@ -95,7 +109,7 @@ pub fn crd_may_serve(crd: &str, resource: &Resource) -> bool {
 pub(crate) async fn late_kinds(shared: Shared, stores: Stores, mut missing: Vec<Resource>) {
     // Metadata only (`PartialObjectMeta`): the schemas are never fetched.
     let api: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(shared.client.clone());
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    let stream = crate::backoff::retried(watcher(api, watcher::Config::default()));
     let mut stream = std::pin::pin!(stream);
     let mut reflectors = tokio::task::JoinSet::new();
     // Missing resources a CRD event named, until when to rediscover them.
@@ -193,9 +207,186 @@ mod tests {
         let ext = Resource::Extension {
             group: "example.portcullis.dev".into(),
             kind: "BasicAuth".into(),
+            version: Some("v1".into()),
         };
         assert!(crd_may_serve("basicauths.example.portcullis.dev", &ext));
         assert!(!crd_may_serve("basicauths.other.portcullis.dev", &ext));
         assert!(!crd_may_serve("example.portcullis.dev", &ext));
+    }
+}
+
+/// Extension kinds against a mock apiserver whose CRD serves the kind at
+/// two versions, `v2` preferred: the provider watches the version the
+/// extension server registered, never the preferred one instead.
+#[cfg(test)]
+mod version_tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const GROUP: &str = "example.portcullis.dev";
+
+    fn response(status: u16, body: &Value) -> http::Response<kube::client::Body> {
+        http::Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(body.to_string().into_bytes()))
+            .unwrap_or_else(|_| http::Response::new(kube::client::Body::empty()))
+    }
+
+    /// The mock; `paths` records every request path (with `?watch` marked).
+    fn client(paths: Arc<Mutex<Vec<String>>>) -> Client {
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let paths = paths.clone();
+            async move {
+                let path = request.uri().path().to_string();
+                let watch = request.uri().query().unwrap_or("").contains("watch=true");
+                paths
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(format!("{path}{}", if watch { "?watch" } else { "" }));
+                let group_version = |v: &str| json!({"groupVersion": format!("{GROUP}/{v}"), "version": v});
+                let reply = match path.as_str() {
+                    "/apis" => response(
+                        200,
+                        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [{
+                            "name": GROUP,
+                            "versions": [group_version("v2"), group_version("v1")],
+                            "preferredVersion": group_version("v2"),
+                        }]}),
+                    ),
+                    p if p == format!("/apis/{GROUP}/v1") || p == format!("/apis/{GROUP}/v2") => {
+                        let v = p.rsplit('/').next().unwrap_or_default();
+                        response(
+                            200,
+                            &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{GROUP}/{v}"),
+                                "resources": [{"name": "widgets", "singularName": "widget", "namespaced": true,
+                                    "kind": "Widget", "verbs": ["get", "list", "watch"]}]}),
+                        )
+                    }
+                    p if !watch
+                        && (p == format!("/apis/{GROUP}/v1/widgets")
+                            || p == format!("/apis/{GROUP}/v2/widgets")) =>
+                    {
+                        let v = p.split('/').nth(3).unwrap_or_default();
+                        // The object in the shape of the version asked for,
+                        // as the apiserver converts it.
+                        let spec = if v == "v1" {
+                            json!({"header": "x-a"})
+                        } else {
+                            json!({"headers": [{"name": "x-a"}]})
+                        };
+                        response(
+                            200,
+                            &json!({"kind": "WidgetList", "apiVersion": format!("{GROUP}/{v}"),
+                                "metadata": {"resourceVersion": "10"},
+                                "items": [{"apiVersion": format!("{GROUP}/{v}"), "kind": "Widget",
+                                    "metadata": {"name": "w", "namespace": "app", "resourceVersion": "5"},
+                                    "spec": spec}]}),
+                        )
+                    }
+                    _ if watch => {
+                        // A watch that ends without events, after a while.
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        http::Response::new(kube::client::Body::empty())
+                    }
+                    _ => response(
+                        404,
+                        &json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}),
+                    ),
+                };
+                Ok::<_, std::convert::Infallible>(reply)
+            }
+        });
+        Client::new(service, "default")
+    }
+
+    fn widget(version: Option<&str>) -> Resource {
+        Resource::Extension {
+            group: GROUP.into(),
+            kind: "Widget".into(),
+            version: version.map(String::from),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_extension_kind_is_discovered_at_its_registered_version_only() {
+        let client = client(Arc::default());
+        let at = |found: Option<(ApiResource, bool)>| found.map(|(ar, namespaced)| (ar.version, namespaced));
+        assert_eq!(
+            at(discover(&client, &widget(Some("v1"))).await.expect("discover")),
+            Some(("v1".to_string(), true)),
+            "the registered version, not the preferred v2"
+        );
+        assert_eq!(
+            at(discover(&client, &widget(Some("v2"))).await.expect("discover")),
+            Some(("v2".to_string(), true))
+        );
+        // Served at other versions but not this one: missing (late).
+        assert_eq!(
+            at(discover(&client, &widget(Some("v3"))).await.expect("discover")),
+            None
+        );
+        // No version given: the preferred one.
+        assert_eq!(
+            at(discover(&client, &widget(None)).await.expect("discover")),
+            Some(("v2".to_string(), true))
+        );
+    }
+
+    /// Through the whole provider: the registered kind is listed and
+    /// watched at `v1`, and the object the hooks get is `v1`'s.
+    #[tokio::test]
+    async fn the_provider_watches_and_loads_the_registered_version() {
+        let paths: Arc<Mutex<Vec<String>>> = Arc::default();
+        let options = crate::Options {
+            debounce: Duration::from_millis(5),
+            max_delay: Duration::from_millis(50),
+            loader: api::loader::Options {
+                extension_kinds: [(GROUP.to_string(), "Widget".to_string())].into(),
+                extension_versions: [((GROUP.to_string(), "Widget".to_string()), "v1".to_string())].into(),
+            },
+            ..crate::Options::default()
+        };
+        let (provider, snapshots) = crate::start(
+            client(paths.clone()),
+            options,
+            crate::metrics::KubeMetrics::default(),
+        )
+        .await
+        .expect("start");
+        let objects: Vec<(String, String)> = snapshots
+            .borrow()
+            .loaded
+            .inputs
+            .extension_resources
+            .iter()
+            .map(|o| {
+                let json: Value = serde_json::from_slice(&o.object.json).unwrap_or_default();
+                (o.object.api_version.clone(), json["spec"].to_string())
+            })
+            .collect();
+        assert_eq!(
+            objects,
+            [(format!("{GROUP}/v1"), r#"{"header":"x-a"}"#.to_string())]
+        );
+        assert!(provider.stores.watches(&widget(Some("v1"))));
+        let seen = paths
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        assert!(
+            seen.iter().any(|p| *p == format!("/apis/{GROUP}/v1/widgets")),
+            "{seen:?}"
+        );
+        assert!(
+            !seen
+                .iter()
+                .any(|p| p.starts_with(&format!("/apis/{GROUP}/v2/widgets"))),
+            "never the preferred version: {seen:?}"
+        );
     }
 }

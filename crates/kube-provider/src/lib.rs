@@ -10,7 +10,7 @@
 //! One reflector store per [`Resource`] — a built-in [`Kind`], or an
 //! extension server's registered kind (config `extensionManager.resources`
 //! and `policyResources`, watched as unstructured objects at the version
-//! discovery prefers) — holding the objects as the apiserver returned them
+//! they were registered at) — holding the objects as the apiserver returned them
 //! (`DynamicObject`: untyped JSON). A snapshot is built from
 //! the stores by reading each object through the **same loader as file
 //! mode** (`api::loader`): the object's JSON (without `status` and
@@ -36,8 +36,9 @@
 //! - Watch errors (an outage, `410 Gone`, a relist) never shrink the
 //!   snapshot: a reflector keeps its store through errors, and a relist
 //!   replaces the store only once the new list is complete (kube-runtime's
-//!   `InitDone`). The watcher retries with backoff; errors are logged and
-//!   counted ([`metrics::KubeMetrics`]).
+//!   `InitDone`). The watcher retries with [`backoff`] (250 ms doubling,
+//!   capped at 3 s, jittered); errors are logged and counted
+//!   ([`metrics::KubeMetrics`]).
 //! - A kind whose resource the apiserver does not serve (a CRD not
 //!   installed) is read as empty until its CRD appears: [`discovery`]
 //!   watches CustomResourceDefinitions (metadata only) and starts the
@@ -50,6 +51,7 @@
 //! `tls.secretName`, references it, again when its `resourceVersion`
 //! changes. The provider never holds the cluster's other Secrets.
 
+pub mod backoff;
 pub mod discovery;
 pub mod leader;
 mod load;
@@ -117,7 +119,8 @@ impl Kind {
 
     /// `(group, version, kind, plural, namespaced)`: the versions are the
     /// storage versions of Gateway API v1.5.1 (`crds/gateway-api/`) and
-    /// Contour v1.33 (`crds/contour/`).
+    /// Contour v1 (`crds/portcullis/httpproxies.yaml`, generated from
+    /// `api::httpproxy`).
     pub fn resource(self) -> (&'static str, &'static str, &'static str, &'static str, bool) {
         const GW: &str = "gateway.networking.k8s.io";
         match self {
@@ -196,12 +199,20 @@ impl Kind {
 }
 
 /// What one reflector watches: a built-in kind, or a kind an extension
-/// server registered (`(group, kind)` as in [`api::loader::Options`]; its
-/// version and plural come from discovery).
+/// server registered (`(group, kind)` as in [`api::loader::Options`], at
+/// the `version` it was registered at; its plural comes from discovery).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Resource {
     Kind(Kind),
-    Extension { group: String, kind: String },
+    Extension {
+        group: String,
+        kind: String,
+        /// The registered version, watched exactly (Envoy Gateway's
+        /// extension manager does the same: the hooks receive the objects
+        /// in the shape of the version their server registered). `None`
+        /// (no version given, as in tests) takes the one discovery prefers.
+        version: Option<String>,
+    },
 }
 
 impl Resource {
@@ -218,15 +229,16 @@ impl Resource {
         Kind::ALL
             .into_iter()
             .map(Resource::Kind)
-            .chain(
-                loader
-                    .extension_kinds
-                    .iter()
-                    .map(|(group, kind)| Resource::Extension {
-                        group: group.clone(),
-                        kind: kind.clone(),
-                    }),
-            )
+            .chain(loader.extension_kinds.iter().map(|(group, kind)| {
+                Resource::Extension {
+                    group: group.clone(),
+                    kind: kind.clone(),
+                    version: loader
+                        .extension_versions
+                        .get(&(group.clone(), kind.clone()))
+                        .cloned(),
+                }
+            }))
             .collect()
     }
 }
@@ -400,8 +412,7 @@ impl Shared {
         }
         let writer = reflector::store::Writer::new(ar.clone());
         let store = writer.as_reader();
-        let stream = watcher(api, config)
-            .default_backoff()
+        let stream = backoff::retried(watcher(api, config))
             .modify(slim)
             .reflect(writer);
         let task = tokio::spawn(drive(
@@ -447,14 +458,13 @@ pub async fn start(
         // An apiserver that cannot be reached yet (the controller started
         // first, an outage) is waited for: nothing is served before the
         // initial lists anyway.
-        let mut backoff = Duration::from_millis(500);
+        let mut retry = backoff::watch();
         let served = loop {
             match discovery::discover(&client, &resource).await {
                 Ok(served) => break served,
                 Err(error) => {
                     tracing::warn!(kind = resource.name(), %error, "cannot discover this kind; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                    tokio::time::sleep(retry.next().unwrap_or(backoff::CAP)).await;
                 }
             }
         };
@@ -474,8 +484,7 @@ pub async fn start(
             // `Api<PartialObjectMeta<_>>` asks for metadata only.
             let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &ar);
             let config = watcher::Config::default().fields("type=kubernetes.io/tls");
-            let stream = watcher(api, config)
-                .default_backoff()
+            let stream = backoff::retried(watcher(api, config))
                 .modify(slim)
                 .reflect(writer);
             tasks.push(tokio::spawn(drive(

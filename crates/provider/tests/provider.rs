@@ -724,6 +724,7 @@ async fn registered_extension_kinds_load_as_extension_resources() {
     let options = Options {
         loader: api::loader::Options {
             extension_kinds: [("example.dev".to_string(), "BasicAuth".to_string())].into(),
+            ..Default::default()
         },
         ..Options::default()
     };

@@ -421,14 +421,12 @@ impl Cluster {
     }
 
     /// The repository's CRDs: Gateway API (experimental channel, a superset
-    /// of standard), Contour's HTTPProxy/TLSCertificateDelegation and
-    /// portcullis's own.
+    /// of standard) and the ones generated from the Rust types
+    /// (`crds/portcullis/`: portcullis's own kinds and Contour's
+    /// HTTPProxy/TLSCertificateDelegation).
     pub fn repo_crds() -> Vec<PathBuf> {
         let root = crate::envoy::workspace_root().join("crds");
-        let mut files = vec![
-            root.join("gateway-api/experimental-install.yaml"),
-            root.join("contour/httpproxies.yaml"),
-        ];
+        let mut files = vec![root.join("gateway-api/experimental-install.yaml")];
         let mut ours: Vec<PathBuf> = std::fs::read_dir(root.join("portcullis"))
             .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
             .unwrap_or_default();

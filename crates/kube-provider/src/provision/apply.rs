@@ -116,9 +116,8 @@ where
 {
     let api: Api<K> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default().labels(selector))
-        .default_backoff()
-        .reflect(writer);
+    let stream =
+        crate::backoff::retried(watcher(api, watcher::Config::default().labels(selector))).reflect(writer);
     let shared = shared.clone();
     tasks.push(tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);

@@ -27,7 +27,7 @@ pub mod pgv;
 pub mod resources;
 pub mod run;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -122,6 +122,9 @@ pub struct Registration {
     pub resources: BTreeSet<GroupKind>,
     pub policy_resources: BTreeSet<GroupKind>,
     pub backend_resources: BTreeSet<GroupKind>,
+    /// The version each kind above was registered at (one per kind; the
+    /// configuration refuses two): Kubernetes mode watches that version.
+    pub versions: BTreeMap<GroupKind, String>,
     pub hooks: BTreeSet<Hook>,
     pub translation: TranslationIncludes,
 }

@@ -224,6 +224,11 @@ pub fn loader_options(registration: &Registration) -> api::loader::Options {
             .chain(&registration.backend_resources)
             .map(|gk| (gk.group.clone(), gk.kind.clone()))
             .collect(),
+        extension_versions: registration
+            .versions
+            .iter()
+            .map(|(gk, v)| ((gk.group.clone(), gk.kind.clone()), v.clone()))
+            .collect(),
     }
 }
 
