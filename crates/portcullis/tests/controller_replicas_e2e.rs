@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::kube::{GATEWAY_API, apply, condition, eventually, forward, try_get};
-use common::{echo_pod, free_port, http, service_at, wait_for, work_dir};
+use common::kube::{GATEWAY_API, apply, condition, eventually, forward, routes_world, try_get};
+use common::{echo_pod, free_port, http, wait_for, work_dir};
 use serde_json::{Value, json};
 
 const FENCED: &str = "invalid route configuration detected and replaced with a direct response.";
@@ -44,7 +44,8 @@ fn retry_period() -> Duration {
     (Duration::from_secs(LEASE_SECONDS) / 7).max(Duration::from_millis(200))
 }
 
-/// Route `r`: /a and /b, plus `extra` (a path prefix to `a`) when given.
+/// Route `r` as `routes_world` has it (/a and /b), plus `extra` (a path
+/// prefix to `a`) when given.
 fn route_r(extra: Option<&str>) -> String {
     let mut rules = vec![
         json!({"matches": [{"path": {"type": "PathPrefix", "value": "/a"}}], "backendRefs": [{"name": "a", "port": 80}]}),
@@ -61,40 +62,6 @@ fn route_r(extra: Option<&str>) -> String {
         "spec": {"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": rules},
     })
     .to_string()
-}
-
-fn objects(gw_port: u16, a: std::net::SocketAddr, b: std::net::SocketAddr) -> String {
-    format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata: {{name: infra}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {{name: app}}
----
-{gateway}{route}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: bad, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: RegularExpression, value: "/api/v(1)\\1"}}}}]
-    backendRefs: [{{name: a, port: 80}}]
-  - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
-    backendRefs: [{{name: a, port: 80}}]
----
-{svc_a}
----
-{svc_b}
-"#,
-        gateway = common::gateway(gw_port),
-        route = route_r(None),
-        svc_a = service_at("app", "a", a),
-        svc_b = service_at("app", "b", b),
-    )
 }
 
 /// Every object we write status on here.
@@ -423,7 +390,7 @@ async fn cluster_with_objects(
     let a = echo_pod("app", "a-pod-1");
     let b = echo_pod("app", "b-pod-1");
     let gw_port = free_port();
-    apply(&client, &objects(gw_port, forward(&a), forward(&b))).await;
+    apply(&client, &routes_world(gw_port, forward(&a), forward(&b))).await;
     Some((cluster, client, gw_port, (a, b)))
 }
 

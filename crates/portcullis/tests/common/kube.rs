@@ -176,6 +176,37 @@ pub fn namespaces(names: &[&str]) -> String {
         .collect()
 }
 
+/// The world of the controller tests, followed by `---`: Namespaces
+/// `infra` and `app`, [`super::gateway`] on `gw_port`, HTTPRoute `app/r`
+/// (`/a` to Service `a`, `/b` to `b`), HTTPRoute `app/bad` (a regular
+/// expression RE2 refuses, fenced, beside `/api` to `a`), and Services `a`
+/// and `b` on `a` and `b` (addresses from [`forward`]).
+pub fn routes_world(gw_port: u16, a: SocketAddr, b: SocketAddr) -> String {
+    format!(
+        r#"{namespaces}{gateway}{r}apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: bad, namespace: app}}
+spec:
+  parentRefs: [{{name: gw, namespace: infra}}]
+  rules:
+  - matches: [{{path: {{type: RegularExpression, value: "/api/v(1)\\1"}}}}]
+    backendRefs: [{{name: a, port: 80}}]
+  - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
+    backendRefs: [{{name: a, port: 80}}]
+---
+{svc_a}
+---
+{svc_b}
+---
+"#,
+        namespaces = namespaces(&["infra", "app"]),
+        gateway = super::gateway(gw_port),
+        r = super::prefix_route("r", &[("/a", "a"), ("/b", "b")]),
+        svc_a = super::service_at("app", "a", a),
+        svc_b = super::service_at("app", "b", b),
+    )
+}
+
 /// `portcullis controller` against `kubeconfig` with xDS and the admin
 /// API on loopback ports `xds` and `admin`, its run directory `run_dir`,
 /// then `args` and `env`; Envoy (when it starts one) is the tests' own.

@@ -188,6 +188,23 @@ pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
+/// HTTPRoute `app/NAME` on Gateway `infra/gw`: a rule per `(path prefix,
+/// Service)` of `rules` (the Service's port 80); followed by `---`.
+pub fn prefix_route(name: &str, rules: &[(&str, &str)]) -> String {
+    let rules: String = rules
+        .iter()
+        .map(|(path, svc)| {
+            format!(
+                "  - matches: [{{path: {{type: PathPrefix, value: {path}}}}}]\n    backendRefs: [{{name: {svc}, port: 80}}]\n"
+            )
+        })
+        .collect();
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: app}}\n\
+         spec:\n  parentRefs: [{{name: gw, namespace: infra}}]\n  rules:\n{rules}---\n"
+    )
+}
+
 /// Service `app/NAME` (port 80) and its EndpointSlice on loopback `port`.
 pub fn service(name: &str, port: u16) -> String {
     service_at("app", name, loopback(port))
