@@ -8,8 +8,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::kube::{GATEWAY_API, api_for, apply, apply_docs, condition, create, eventually, forward, get};
-use common::{echo_pod, free_port, http, service_at, wait_for, work_dir};
+use common::kube::{
+    GATEWAY_API, api_for, apply, apply_docs, condition, create, eventually, forward, get, routes_world,
+};
+use common::{echo_pod, free_port, http, wait_for, work_dir};
 use kube::api::DeleteParams;
 use serde_json::{Value, json};
 
@@ -43,59 +45,15 @@ fn translations(admin: u16) -> u64 {
 
 fn objects(gw_port: u16, a: std::net::SocketAddr, b: std::net::SocketAddr) -> String {
     format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata: {{name: infra}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {{name: app}}
----
-{gateway}apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: r, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]
-    backendRefs: [{{name: a, port: 80}}]
-  - matches: [{{path: {{type: PathPrefix, value: /b}}}}]
-    backendRefs: [{{name: b, port: 80}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: bad, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: RegularExpression, value: "/api/v(1)\\1"}}}}]
-    backendRefs: [{{name: a, port: 80}}]
-  - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
-    backendRefs: [{{name: a, port: 80}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: p, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: PathPrefix, value: /p}}}}]
-    backendRefs: [{{name: a, port: 80}}]
----
-apiVersion: gateway.portcullis.dev/v1alpha1
+        r#"{world}{p}apiVersion: gateway.portcullis.dev/v1alpha1
 kind: TrafficPolicy
 metadata: {{name: typo, namespace: app}}
 spec:
   targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: p}}]
   rbca: {{matchExpressions: ["true"]}}
----
-{svc_a}
----
-{svc_b}
 "#,
-        gateway = common::gateway(gw_port),
-        svc_a = service_at("app", "a", a),
-        svc_b = service_at("app", "b", b),
+        world = routes_world(gw_port, a, b),
+        p = common::prefix_route("p", &[("/p", "a")]),
     )
 }
 
