@@ -603,16 +603,7 @@ spec:
     tls: {{mode: Terminate, certificateRefs: [{{name: tls}}]}}
     allowedRoutes: {{namespaces: {{from: All}}}}
 ---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: r, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]
-    backendRefs: [{{name: a, port: 80}}]
----
-apiVersion: gateway.networking.k8s.io/v1
+{route}apiVersion: gateway.networking.k8s.io/v1
 kind: GRPCRoute
 metadata: {{name: g, namespace: app}}
 spec:
@@ -632,6 +623,7 @@ spec:
 {service}
 "#,
         namespaces = namespaces(&["infra", "app"]),
+        route = common::prefix_route("r", &[("/a", "a")]),
         service = service_at("app", "a", backend),
     )
 }

@@ -34,20 +34,12 @@ spec:
   gatewayClassName: someone-else
   listeners: [{{name: http, protocol: HTTP, port: 80}}]
 ---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: r, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]
-    backendRefs: [{{name: a, port: 80}}]
----
-{service}
+{route}{service}
 "#,
         namespaces = namespaces(&["infra", "app"]),
         service = service_at("app", "a", backend),
         gateway = common::gateway(gw_port),
+        route = common::prefix_route("r", &[("/a", "a")]),
     )
 }
 
