@@ -76,33 +76,26 @@ fn controller(
     common::kube::controller(&cluster.kubeconfig, &dir.join("run"), xds, admin, &args, &[])
 }
 
-/// A cluster with the CRDs and [`objects`] applied, their echo backend,
-/// the Gateway's port, a work directory and free xDS and admin ports for
-/// the controller.
-struct World {
-    cluster: testkit::kube::Cluster,
-    client: kube::Client,
-    _echo: echo::Handle,
-    gw_port: u16,
-    dir: std::path::PathBuf,
-    xds: u16,
-    admin: u16,
-}
+/// A cluster with the CRDs and [`objects`] applied, and its client; their
+/// echo backend, the Gateway's port, a work directory and free xDS and
+/// admin ports for the controller.
+type World = (
+    testkit::kube::Cluster,
+    kube::Client,
+    echo::Handle,
+    u16,
+    std::path::PathBuf,
+    u16,
+    u16,
+);
 
 async fn world(test: &str) -> Option<World> {
     let (cluster, client) = common::kube::cluster(test).await?;
     let echo = echo_pod("app", "a-pod-1");
     let gw_port = free_port();
     apply(&client, &objects(gw_port, forward(&echo))).await;
-    Some(World {
-        cluster,
-        client,
-        _echo: echo,
-        gw_port,
-        dir: work_dir(test),
-        xds: free_port(),
-        admin: free_port(),
-    })
+    let dir = work_dir(test);
+    Some((cluster, client, echo, gw_port, dir, free_port(), free_port()))
 }
 
 /// The client side of mTLS with the certificate, key and CA files in `dir`.
@@ -163,16 +156,7 @@ fn envoy(dir: &Path, node: &str, secret: &Secret, xds: u16) -> Envoy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controllers_ca_issues_gateway_certificates_that_envoy_uses() {
     let test = "the_controllers_ca_issues_gateway_certificates_that_envoy_uses";
-    let Some(World {
-        cluster,
-        client,
-        _echo,
-        gw_port,
-        dir,
-        xds,
-        admin,
-    }) = world(test).await
-    else {
+    let Some((cluster, client, _echo, gw_port, dir, xds, admin)) = world(test).await else {
         return;
     };
     // Short-lived certificates: one is issued again within seconds.
@@ -414,16 +398,7 @@ fn projected(secret: &Secret, dir: &Path) -> Vec<(&'static str, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ca_rotation_keeps_envoy_served_through_a_reconnect() {
     let test = "a_ca_rotation_keeps_envoy_served_through_a_reconnect";
-    let Some(World {
-        cluster,
-        client,
-        _echo,
-        gw_port,
-        dir,
-        xds,
-        admin,
-    }) = world(test).await
-    else {
+    let Some((cluster, client, _echo, gw_port, dir, xds, admin)) = world(test).await else {
         return;
     };
     // A CA of 60 s renewed 40 s ahead: a next CA after ~20 s, promoted
@@ -568,16 +543,7 @@ async fn the_provisioned_bootstrap_and_the_issued_secret_serve_over_mtls() {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube_provider::names;
     let test = "the_provisioned_bootstrap_and_the_issued_secret_serve_over_mtls";
-    let Some(World {
-        cluster,
-        client,
-        _echo,
-        gw_port,
-        dir,
-        xds,
-        admin,
-    }) = world(test).await
-    else {
+    let Some((cluster, client, _echo, gw_port, dir, xds, admin)) = world(test).await else {
         return;
     };
     let _controller = controller(&cluster, &dir, xds, admin, &["--service-type", "ClusterIP"]);
