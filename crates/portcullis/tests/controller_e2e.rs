@@ -8,65 +8,29 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::kube::{
+    GATEWAY_API, api_for, apply, apply_docs, condition, create, eventually, forward, get, routes_world,
+};
 use common::{echo_pod, free_port, http, wait_for, work_dir};
-use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::DeleteParams;
 use serde_json::{Value, json};
 
 const CONTROLLER: &str = "portcullis.dev/gateway-controller";
 const FENCED: &str = "invalid route configuration detected and replaced with a direct response.";
 
-/// Applies every document of `yaml` with server-side apply (manager `test`).
-async fn apply(client: &kube::Client, yaml: &str) {
+/// Applies `yaml` as `kube::apply` does, except that a TrafficPolicy is
+/// created plainly, as a client that does not ask for strict field
+/// validation sends it: a schema without our kept unknown fields would
+/// prune the misspelled field here, silently.
+async fn apply_objects(client: &kube::Client, yaml: &str) {
     let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("test YAML");
-    for doc in docs.into_iter().filter(|d| !d.is_null()) {
-        let api = api_for(client, &doc).await;
-        let name = doc["metadata"]["name"].as_str().expect("name").to_string();
+    for doc in docs.iter().filter(|d| !d.is_null()) {
         if doc["kind"] == "TrafficPolicy" {
-            // A plain create, as a client that does not ask for strict
-            // field validation sends it: a schema without our kept unknown
-            // fields would prune the misspelled field here, silently.
-            let object: DynamicObject = serde_json::from_value(doc.clone()).expect("object");
-            api.create(&PostParams::default(), &object)
-                .await
-                .unwrap_or_else(|e| panic!("create {} {name}: {e}", doc["kind"]));
-            continue;
+            create(client, doc).await;
+        } else {
+            apply_docs(client, std::slice::from_ref(doc)).await;
         }
-        api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&doc))
-            .await
-            .unwrap_or_else(|e| panic!("apply {} {name}: {e}", doc["kind"]));
     }
-}
-
-async fn api_for(client: &kube::Client, doc: &Value) -> Api<DynamicObject> {
-    let api_version = doc["apiVersion"].as_str().expect("apiVersion");
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let kind = doc["kind"].as_str().expect("kind");
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
-    match doc["metadata"]["namespace"].as_str() {
-        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-            Api::namespaced_with(client.clone(), ns, &ar)
-        }
-        _ => Api::all_with(client.clone(), &ar),
-    }
-}
-
-async fn get(
-    client: &kube::Client,
-    api_version: &str,
-    kind: &str,
-    ns: Option<&str>,
-    name: &str,
-) -> Option<Value> {
-    let mut doc = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
-    if let Some(ns) = ns {
-        doc["metadata"]["namespace"] = ns.into();
-    }
-    let api = api_for(client, &doc).await;
-    let obj: Option<DynamicObject> = api.get_opt(name).await.expect("get");
-    obj.map(|o| serde_json::to_value(o).expect("json"))
 }
 
 /// `portcullis_translations_total` from the admin API.
@@ -79,104 +43,17 @@ fn translations(admin: u16) -> u64 {
         .unwrap_or_else(|| panic!("no portcullis_translations_total in {metrics}"))
 }
 
-fn condition<'a>(conditions: &'a Value, type_: &str) -> Option<&'a Value> {
-    conditions.as_array()?.iter().find(|c| c["type"] == type_)
-}
-
-/// Polls `f` (an async check) until it returns `Some`, or panics.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// A Service and its EndpointSlice (the apiserver refuses loopback
-/// endpoint addresses: the backend is reached through the host's address).
-fn service(name: &str, backend: std::net::SocketAddr) -> String {
-    let (ip, port) = (backend.ip(), backend.port());
-    format!(
-        r#"apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: app}}
-spec:
-  ports: [{{name: http, port: 80, targetPort: {port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}-1, namespace: app, labels: {{kubernetes.io/service-name: {name}}}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: ["{ip}"]}}]"#
-    )
-}
-
 fn objects(gw_port: u16, a: std::net::SocketAddr, b: std::net::SocketAddr) -> String {
     format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata: {{name: infra}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {{name: app}}
----
-{gateway}apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: r, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]
-    backendRefs: [{{name: a, port: 80}}]
-  - matches: [{{path: {{type: PathPrefix, value: /b}}}}]
-    backendRefs: [{{name: b, port: 80}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: bad, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: RegularExpression, value: "/api/v(1)\\1"}}}}]
-    backendRefs: [{{name: a, port: 80}}]
-  - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
-    backendRefs: [{{name: a, port: 80}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: p, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: PathPrefix, value: /p}}}}]
-    backendRefs: [{{name: a, port: 80}}]
----
-apiVersion: gateway.portcullis.dev/v1alpha1
+        r#"{world}{p}apiVersion: gateway.portcullis.dev/v1alpha1
 kind: TrafficPolicy
 metadata: {{name: typo, namespace: app}}
 spec:
   targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: p}}]
   rbca: {{matchExpressions: ["true"]}}
----
-{svc_a}
----
-{svc_b}
 "#,
-        gateway = common::gateway(gw_port),
-        svc_a = service("a", a),
-        svc_b = service("b", b),
+        world = routes_world(gw_port, a, b),
+        p = common::prefix_route("p", &[("/p", "a")]),
     )
 }
 
@@ -204,30 +81,11 @@ fn start_controller(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> common::Serve {
-    let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("controller")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--xds-address", &format!("127.0.0.1:{xds}")])
-        .args(["--admin-address", &format!("127.0.0.1:{admin}")])
-        .args(["--listener-address", "127.0.0.1"])
-        // Part 1's tests: the local Envoy, no provisioned objects.
-        .arg("--provision=false")
-        .arg("--run-dir")
-        .arg(run_dir)
-        .args(LEASE)
-        .args(extra)
-        .envs(env.iter().copied())
-        .env("ENVOY_BIN", envoy)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("start portcullis controller");
-    common::Serve {
-        child,
-        run_dir: run_dir.to_path_buf(),
-    }
+    // Part 1's tests: the local Envoy, no provisioned objects.
+    let mut args = vec!["--listener-address", "127.0.0.1", "--provision=false"];
+    args.extend(LEASE);
+    args.extend(extra);
+    common::kube::controller(kubeconfig, run_dir, xds, admin, &args, env)
 }
 
 async fn world(test: &str) -> Option<World> {
@@ -235,22 +93,14 @@ async fn world(test: &str) -> Option<World> {
 }
 
 async fn world_with(test: &str, env: &[(&str, &str)]) -> Option<World> {
-    let cluster = testkit::kube::Cluster::start(test).await?;
     let started = Instant::now();
-    cluster
-        .apply_crds(&testkit::kube::Cluster::repo_crds())
-        .await
-        .expect("apply CRDs");
-    let client = cluster.client().await.expect("client");
+    let (cluster, client) = common::kube::cluster(test).await?;
     let a = echo_pod("app", "a-pod-1");
     let b = echo_pod("app", "b-pod-1");
     let dir = work_dir(test);
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
-    let forward = |h: &echo::Handle| {
-        testkit::kube::forward_from_host(h.addr()).expect("forward from the host's address")
-    };
-    apply(&client, &objects(gw_port, forward(&a), forward(&b))).await;
+    apply_objects(&client, &objects(gw_port, forward(&a), forward(&b))).await;
     let controller = start_controller(&cluster.kubeconfig, &dir.join("run"), xds, admin, &[], env);
     tokio::task::block_in_place(|| {
         wait_for("Envoy to serve /a", Duration::from_secs(60), || {
@@ -300,14 +150,7 @@ async fn controller_serves_and_writes_status_through_the_api() {
 
     // Status, read back through the API.
     let gc = eventually("GatewayClass status", Duration::from_secs(20), || async {
-        let gc = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "GatewayClass",
-            None,
-            "portcullis",
-        )
-        .await?;
+        let gc = get(&client, GATEWAY_API, "GatewayClass", None, "portcullis").await?;
         condition(&gc["status"]["conditions"], "Accepted")
             .is_some()
             .then_some(gc)
@@ -322,14 +165,7 @@ async fn controller_serves_and_writes_status_through_the_api() {
     );
 
     let gw = eventually("Gateway Programmed", Duration::from_secs(20), || async {
-        let gw = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "Gateway",
-            Some("infra"),
-            "gw",
-        )
-        .await?;
+        let gw = get(&client, GATEWAY_API, "Gateway", Some("infra"), "gw").await?;
         (condition(&gw["status"]["conditions"], "Programmed")?["status"] == "True").then_some(gw)
     })
     .await;
@@ -371,14 +207,7 @@ async fn controller_serves_and_writes_status_through_the_api() {
     );
 
     let route = eventually("HTTPRoute r status", Duration::from_secs(20), || async {
-        let r = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "HTTPRoute",
-            Some("app"),
-            "r",
-        )
-        .await?;
+        let r = get(&client, GATEWAY_API, "HTTPRoute", Some("app"), "r").await?;
         r["status"]["parents"]
             .as_array()
             .is_some_and(|p| !p.is_empty())
@@ -399,14 +228,7 @@ async fn controller_serves_and_writes_status_through_the_api() {
     );
 
     let bad = eventually("HTTPRoute bad status", Duration::from_secs(20), || async {
-        let r = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "HTTPRoute",
-            Some("app"),
-            "bad",
-        )
-        .await?;
+        let r = get(&client, GATEWAY_API, "HTTPRoute", Some("app"), "bad").await?;
         r["status"]["parents"]
             .as_array()
             .is_some_and(|p| !p.is_empty())
@@ -463,14 +285,7 @@ async fn controller_serves_and_writes_status_through_the_api() {
         });
     });
     let route = eventually("observedGeneration 2", Duration::from_secs(20), || async {
-        let r = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "HTTPRoute",
-            Some("app"),
-            "r",
-        )
-        .await?;
+        let r = get(&client, GATEWAY_API, "HTTPRoute", Some("app"), "r").await?;
         (condition(&r["status"]["parents"][0]["conditions"], "Accepted")?["observedGeneration"] == 2)
             .then_some(r)
     })
@@ -502,14 +317,7 @@ async fn controller_serves_and_writes_status_through_the_api() {
     });
     // ... and the Gateway counts one route.
     eventually("attachedRoutes 2", Duration::from_secs(20), || async {
-        let gw = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "Gateway",
-            Some("infra"),
-            "gw",
-        )
-        .await?;
+        let gw = get(&client, GATEWAY_API, "Gateway", Some("infra"), "gw").await?;
         (gw["status"]["listeners"][0]["attachedRoutes"] == 2).then_some(())
     })
     .await;
@@ -607,14 +415,7 @@ async fn set_path(client: &kube::Client, path: &str) {
 }
 
 async fn observed_generation(client: &kube::Client) -> Option<(i64, i64)> {
-    let r = get(
-        client,
-        "gateway.networking.k8s.io/v1",
-        "HTTPRoute",
-        Some("app"),
-        "r",
-    )
-    .await?;
+    let r = get(client, GATEWAY_API, "HTTPRoute", Some("app"), "r").await?;
     let observed =
         condition(&r["status"]["parents"][0]["conditions"], "Accepted")?["observedGeneration"].as_i64()?;
     Some((r["metadata"]["generation"].as_i64()?, observed))
@@ -732,14 +533,7 @@ async fn controller_writes_a_nack_as_programmed_false() {
     };
     let client = world.client.clone();
     let programmed = |client: kube::Client| async move {
-        let gw = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "Gateway",
-            Some("infra"),
-            "gw",
-        )
-        .await?;
+        let gw = get(&client, GATEWAY_API, "Gateway", Some("infra"), "gw").await?;
         let c = condition(&gw["status"]["conditions"], "Programmed")?.clone();
         Some((
             c["status"].as_str()?.to_string(),
@@ -841,14 +635,7 @@ async fn controller_status_churn_one_edit_one_write() {
     let before = all(admin);
     apply(&client, &route(7, "/churn/edited")).await;
     eventually("the edited route's status", Duration::from_secs(30), || async {
-        let r = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "HTTPRoute",
-            Some("app"),
-            "churn-7",
-        )
-        .await?;
+        let r = get(&client, GATEWAY_API, "HTTPRoute", Some("app"), "churn-7").await?;
         (condition(&r["status"]["parents"][0]["conditions"], "Accepted")?["observedGeneration"] == 2)
             .then_some(())
     })
@@ -884,19 +671,13 @@ async fn controller_status_churn_one_edit_one_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_started_before_the_apiserver_waits_for_it() {
     let test = "controller_started_before_the_apiserver_waits_for_it";
-    let Some(mut cluster) = testkit::kube::Cluster::start(test).await else {
+    let Some((mut cluster, client)) = common::kube::cluster(test).await else {
         return;
     };
-    cluster
-        .apply_crds(&testkit::kube::Cluster::repo_crds())
-        .await
-        .expect("apply CRDs");
-    let client = cluster.client().await.expect("client");
     let a = echo_pod("app", "a-pod-1");
     let b = echo_pod("app", "b-pod-1");
-    let forward = |h: &echo::Handle| testkit::kube::forward_from_host(h.addr()).expect("forward");
     let gw_port = free_port();
-    apply(&client, &objects(gw_port, forward(&a), forward(&b))).await;
+    apply_objects(&client, &objects(gw_port, forward(&a), forward(&b))).await;
     cluster.stop_apiserver();
     let dir = work_dir(test);
     let (xds, admin) = (free_port(), free_port());
@@ -1000,14 +781,7 @@ async fn controller_serves_https_with_a_tls_secret_from_the_api() {
         );
     });
     let gw = eventually("the https listener's status", Duration::from_secs(20), || async {
-        let gw = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "Gateway",
-            Some("infra"),
-            "gw",
-        )
-        .await?;
+        let gw = get(&client, GATEWAY_API, "Gateway", Some("infra"), "gw").await?;
         let listeners = gw["status"]["listeners"].as_array()?.clone();
         listeners.into_iter().find(|l| l["name"] == "https")
     })

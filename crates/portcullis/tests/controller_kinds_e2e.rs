@@ -11,47 +11,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{echo_pod, free_port, http, request, wait_for, work_dir};
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use common::httpproxy::{certificate, delegated_tls_root, https_gateway, tls_get, tls_secret};
+use common::kube::{api_for, apply, forward, get, namespaces};
+use common::{echo_pod, free_port, http, request, service_at, wait_for, work_dir};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// Applies every document of `yaml` with server-side apply (manager `test`).
-async fn apply(client: &kube::Client, yaml: &str) {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("test YAML");
-    for doc in docs.into_iter().filter(|d| !d.is_null()) {
-        let api = api_for(client, &doc).await;
-        let name = doc["metadata"]["name"].as_str().expect("name").to_string();
-        api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&doc))
-            .await
-            .unwrap_or_else(|e| panic!("apply {} {name}: {e}", doc["kind"]));
-    }
-}
-
-async fn api_for(client: &kube::Client, doc: &Value) -> Api<DynamicObject> {
-    let api_version = doc["apiVersion"].as_str().expect("apiVersion");
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let kind = doc["kind"].as_str().expect("kind");
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
-    match doc["metadata"]["namespace"].as_str() {
-        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-            Api::namespaced_with(client.clone(), ns, &ar)
-        }
-        _ => Api::all_with(client.clone(), &ar),
-    }
-}
-
-/// The object as JSON, if it exists.
-async fn get(client: &kube::Client, api_version: &str, kind: &str, ns: &str, name: &str) -> Option<Value> {
-    let doc = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": ns}});
-    let api = api_for(client, &doc).await;
-    let obj: Option<DynamicObject> = api.get_opt(name).await.expect("get");
-    obj.map(|o| serde_json::to_value(o).expect("json"))
-}
 
 /// One sample of the controller's metrics (0 when absent).
 fn metric(admin: u16, series: &str) -> f64 {
@@ -63,37 +28,6 @@ fn metric(admin: u16, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// A Service and its EndpointSlice (the apiserver refuses loopback
-/// endpoint addresses: the backend is reached through the host's address).
-fn service(ns: &str, name: &str, backend: &echo::Handle) -> String {
-    let forwarded =
-        testkit::kube::forward_from_host(backend.addr()).expect("forward from the host's address");
-    let (ip, port) = (forwarded.ip(), forwarded.port());
-    format!(
-        r#"apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, targetPort: {port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}-1, namespace: {ns}, labels: {{kubernetes.io/service-name: {name}}}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: ["{ip}"]}}]
----
-"#
-    )
-}
-
-fn namespaces(names: &[&str]) -> String {
-    names
-        .iter()
-        .map(|n| format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {n}}}\n---\n"))
-        .collect()
-}
-
 fn start_controller(
     kubeconfig: &Path,
     run_dir: &Path,
@@ -101,27 +35,9 @@ fn start_controller(
     admin: u16,
     extra: &[&str],
 ) -> common::Serve {
-    let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("controller")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--xds-address", &format!("127.0.0.1:{xds}")])
-        .args(["--admin-address", &format!("127.0.0.1:{admin}")])
-        .args(["--listener-address", "127.0.0.1"])
-        .arg("--run-dir")
-        .arg(run_dir)
-        .arg("--no-leader-election")
-        .args(extra)
-        .env("ENVOY_BIN", envoy)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("start portcullis controller");
-    common::Serve {
-        child,
-        run_dir: run_dir.to_path_buf(),
-    }
+    let mut args = vec!["--listener-address", "127.0.0.1", "--no-leader-election"];
+    args.extend(extra);
+    common::kube::controller(kubeconfig, run_dir, xds, admin, &args, &[])
 }
 
 /// Whether `p` is the CRD of one of Contour's kinds (generated from the
@@ -147,101 +63,11 @@ fn crds_without_contour() -> Vec<PathBuf> {
         .collect()
 }
 
-#[derive(Debug)]
-struct AnyCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// (status, body, DER of the certificate presented) of a GET over TLS
-/// with SNI `sni`, or None if the connection or handshake failed.
-fn tls_get(port: u16, sni: &str, path: &str) -> Option<(u16, String, Vec<u8>)> {
-    use std::io::{Read, Write};
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .ok()?
-        .dangerous()
-        .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate(provider)))
-        .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from(sni.to_string()).ok()?;
-    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).ok()?;
-    let mut sock = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    sock.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let mut buf = Vec::new();
-    {
-        let mut tls = rustls::Stream::new(&mut conn, &mut sock);
-        tls.write_all(format!("GET {path} HTTP/1.1\r\nHost: {sni}\r\nConnection: close\r\n\r\n").as_bytes())
-            .ok()?;
-        // Envoy may close without close_notify: keep what was read.
-        let _ = tls.read_to_end(&mut buf);
-    }
-    let cert = conn.peer_certificates()?.first()?.as_ref().to_vec();
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body.to_string(), cert))
-}
-
-/// A self-signed certificate for `name`: (PEM, key PEM, DER).
-fn certificate(name: &str) -> (String, String, Vec<u8>) {
-    let key = rcgen::KeyPair::generate().expect("key");
-    let params = rcgen::CertificateParams::new(vec![name.to_string()]).expect("params");
-    let cert = params.self_signed(&key).expect("self-signed");
-    (cert.pem(), key.serialize_pem(), cert.der().to_vec())
-}
-
-fn tls_secret(ns: &str, name: &str, cert: &str, key: &str) -> String {
-    let indent = |pem: &str| pem.lines().map(|l| format!("    {l}\n")).collect::<String>();
-    format!(
-        "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {ns}}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
-        indent(cert),
-        indent(key)
-    )
-}
-
-fn gateway_class() -> &'static str {
-    "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: portcullis}\n\
-     spec: {controllerName: portcullis.dev/gateway-controller}\n---\n"
-}
-
 /// The HTTPProxy's status, once its `Valid` condition is at `generation`.
 async fn proxy_status(client: &kube::Client, name: &str, generation: i64) -> Value {
     let start = Instant::now();
     loop {
-        let p = get(client, "projectcontour.io/v1", "HTTPProxy", "team", name).await;
+        let p = get(client, "projectcontour.io/v1", "HTTPProxy", Some("team"), name).await;
         let status = p.as_ref().map(|p| p["status"].clone()).unwrap_or_default();
         if status["conditions"][0]["observedGeneration"] == generation {
             return status;
@@ -263,14 +89,9 @@ async fn proxy_status(client: &kube::Client, name: &str, generation: i64) -> Val
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_serves_httpproxies_and_writes_their_status() {
     let test = "controller_serves_httpproxies_and_writes_their_status";
-    let Some(cluster) = testkit::kube::Cluster::start(test).await else {
+    let Some((cluster, client)) = common::kube::cluster(test).await else {
         return;
     };
-    cluster
-        .apply_crds(&testkit::kube::Cluster::repo_crds())
-        .await
-        .expect("apply CRDs");
-    let client = cluster.client().await.expect("client");
     let backend = echo_pod("team", "team-pod");
     let dir = work_dir(test);
     let (http_port, https_port, xds, admin) = (free_port(), free_port(), free_port(), free_port());
@@ -278,27 +99,7 @@ async fn controller_serves_httpproxies_and_writes_their_status() {
     let (cert, key, der) = certificate("secure.example.com");
     let (unused_cert, unused_key, _) = certificate("unused.example.com");
     let manifests = format!(
-        r#"{namespaces}{class}apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - {{name: http, protocol: HTTP, port: {http_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
-  - name: https
-    protocol: HTTPS
-    port: {https_port}
-    tls: {{certificateRefs: [{{name: listener-cert}}]}}
-    allowedRoutes: {{namespaces: {{from: All}}}}
-{gw_secret}{secret}{unused}---
-apiVersion: projectcontour.io/v1
-kind: TLSCertificateDelegation
-metadata: {{name: wildcard, namespace: certs}}
-spec:
-  delegations:
-  - {{secretName: secure, targetNamespaces: [team]}}
----
-apiVersion: projectcontour.io/v1
+        r#"{namespaces}{gateway}{gw_secret}{secret}{unused}{tls_root}apiVersion: projectcontour.io/v1
 kind: HTTPProxy
 metadata: {{name: root, namespace: team}}
 spec:
@@ -323,24 +124,15 @@ spec:
   routes:
   - services: [{{name: s, port: 80}}]
 ---
-apiVersion: projectcontour.io/v1
-kind: HTTPProxy
-metadata: {{name: secure, namespace: team}}
-spec:
-  virtualhost:
-    fqdn: secure.example.com
-    tls: {{secretName: certs/secure}}
-  routes:
-  - services: [{{name: s, port: 80}}]
----
 {svc}"#,
         namespaces = namespaces(&["infra", "team", "certs"]),
-        class = gateway_class(),
+        gateway = https_gateway(http_port, https_port),
         gw_secret = tls_secret("infra", "listener-cert", &gw_cert, &gw_key),
         secret = tls_secret("certs", "secure", &cert, &key),
         // A TLS Secret no spec names: its data must not be held.
         unused = tls_secret("certs", "unused", &unused_cert, &unused_key),
-        svc = service("team", "s", &backend),
+        tls_root = delegated_tls_root(""),
+        svc = service_at("team", "s", forward(&backend)),
     );
     apply(&client, &manifests).await;
     let controller = start_controller(
@@ -486,10 +278,10 @@ async fn controller_watches_extension_kinds_from_the_config() {
         "    filters:\n    - type: ExtensionRef\n      extensionRef: {{group: {EXT_GROUP}, kind: RouteHeader, name: hdr}}\n"
     );
     let manifests = format!(
-        "{}{}apiVersion: {EXT_GROUP}/v1\nkind: RouteHeader\nmetadata: {{name: hdr, namespace: app}}\nspec: {{}}\n---\n{}{}{}",
+        "{}{}apiVersion: {EXT_GROUP}/v1\nkind: RouteHeader\nmetadata: {{name: hdr, namespace: app}}\nspec: {{}}\n---\n{}\n---\n{}{}",
         namespaces(&["infra", "app"]),
         common::gateway(gw_port),
-        service("app", "a", &backend),
+        service_at("app", "a", forward(&backend)),
         route("ext", "/ext", &filter),
         route("plain", "/plain", ""),
     );
@@ -557,12 +349,12 @@ async fn controller_picks_up_a_crd_installed_after_it_started() {
     let dir = work_dir(test);
     let (gw_port, xds, admin) = (free_port(), free_port(), free_port());
     let manifests = format!(
-        "{}{}{}apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: team}}\n\
+        "{}{}{}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r, namespace: team}}\n\
          spec:\n  parentRefs: [{{name: gw, namespace: infra}}]\n  rules:\n  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]\n    \
          backendRefs: [{{name: s, port: 80}}]\n",
         namespaces(&["infra", "team"]),
         common::gateway(gw_port),
-        service("team", "s", &backend),
+        service_at("team", "s", forward(&backend)),
     );
     apply(&client, &manifests).await;
     let controller = start_controller(

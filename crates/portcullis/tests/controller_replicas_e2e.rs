@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::kube::{GATEWAY_API, apply, condition, eventually, forward, routes_world, try_get};
 use common::{echo_pod, free_port, http, wait_for, work_dir};
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 
 const FENCED: &str = "invalid route configuration detected and replaced with a direct response.";
@@ -44,93 +44,8 @@ fn retry_period() -> Duration {
     (Duration::from_secs(LEASE_SECONDS) / 7).max(Duration::from_millis(200))
 }
 
-async fn api_for(client: &kube::Client, doc: &Value) -> Api<DynamicObject> {
-    let api_version = doc["apiVersion"].as_str().expect("apiVersion");
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let kind = doc["kind"].as_str().expect("kind");
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
-    match doc["metadata"]["namespace"].as_str() {
-        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-            Api::namespaced_with(client.clone(), ns, &ar)
-        }
-        _ => Api::all_with(client.clone(), &ar),
-    }
-}
-
-/// Server-side apply of every document of `yaml` (manager `test`).
-async fn apply(client: &kube::Client, yaml: &str) {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("test YAML");
-    for doc in docs.into_iter().filter(|d| !d.is_null()) {
-        let api = api_for(client, &doc).await;
-        let name = doc["metadata"]["name"].as_str().expect("name").to_string();
-        api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&doc))
-            .await
-            .unwrap_or_else(|e| panic!("apply {} {name}: {e}", doc["kind"]));
-    }
-}
-
-async fn get(
-    client: &kube::Client,
-    api_version: &str,
-    kind: &str,
-    ns: Option<&str>,
-    name: &str,
-) -> Option<Value> {
-    let mut doc = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
-    if let Some(ns) = ns {
-        doc["metadata"]["namespace"] = ns.into();
-    }
-    let api = api_for(client, &doc).await;
-    let obj: Option<DynamicObject> = api.get_opt(name).await.ok()?;
-    obj.map(|o| serde_json::to_value(o).expect("json"))
-}
-
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn condition<'a>(conditions: &'a Value, type_: &str) -> Option<&'a Value> {
-    conditions.as_array()?.iter().find(|c| c["type"] == type_)
-}
-
-/// A Service and its EndpointSlice on `backend` (reached through the
-/// host's address: the apiserver refuses loopback endpoints).
-fn service(name: &str, backend: std::net::SocketAddr) -> String {
-    let (ip, port) = (backend.ip(), backend.port());
-    format!(
-        r#"apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: app}}
-spec:
-  ports: [{{name: http, port: 80, targetPort: {port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}-1, namespace: app, labels: {{kubernetes.io/service-name: {name}}}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: ["{ip}"]}}]"#
-    )
-}
-
-/// Route `r`: /a and /b, plus `extra` (a path prefix to `a`) when given.
+/// Route `r` as `routes_world` has it (/a and /b), plus `extra` (a path
+/// prefix to `a`) when given.
 fn route_r(extra: Option<&str>) -> String {
     let mut rules = vec![
         json!({"matches": [{"path": {"type": "PathPrefix", "value": "/a"}}], "backendRefs": [{"name": "a", "port": 80}]}),
@@ -147,40 +62,6 @@ fn route_r(extra: Option<&str>) -> String {
         "spec": {"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": rules},
     })
     .to_string()
-}
-
-fn objects(gw_port: u16, a: std::net::SocketAddr, b: std::net::SocketAddr) -> String {
-    format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata: {{name: infra}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {{name: app}}
----
-{gateway}{route}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: bad, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: RegularExpression, value: "/api/v(1)\\1"}}}}]
-    backendRefs: [{{name: a, port: 80}}]
-  - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
-    backendRefs: [{{name: a, port: 80}}]
----
-{svc_a}
----
-{svc_b}
-"#,
-        gateway = common::gateway(gw_port),
-        route = route_r(None),
-        svc_a = service("a", a),
-        svc_b = service("b", b),
-    )
 }
 
 /// Every object we write status on here.
@@ -216,8 +97,12 @@ fn conditions_of(prefix: &str, conditions: &Value, out: &mut BTreeMap<String, (V
 async fn status_prints(client: &kube::Client) -> BTreeMap<String, StatusPrint> {
     let mut out = BTreeMap::new();
     for (api_version, kind, ns, name) in OBJECTS {
-        let o = get(client, api_version, kind, ns, name)
+        // An API error is a gone object here too (the apiserver restarts
+        // under some of these tests).
+        let o = try_get(client, api_version, kind, ns, name)
             .await
+            .ok()
+            .flatten()
             .unwrap_or_else(|| panic!("{kind} {name} is gone"));
         let mut conditions = BTreeMap::new();
         let status = &o["status"];
@@ -277,31 +162,18 @@ impl Replica {
     fn start(cluster: &testkit::kube::Cluster, name: &str, xds: u16, extra: &[&str]) -> Replica {
         let admin = free_port();
         let dir = work_dir(name);
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
-            .arg("controller")
-            .arg("--kubeconfig")
-            .arg(&cluster.kubeconfig)
-            .args(["--xds-address", &format!("127.0.0.1:{xds}")])
-            .args(["--admin-address", &format!("127.0.0.1:{admin}")])
-            .args(["--listener-address", "127.0.0.1"])
+        let lease = LEASE_SECONDS.to_string();
+        let mut args = vec![
+            "--listener-address",
+            "127.0.0.1",
             // Its Envoys are the test's own (no kubelet for provisioned ones).
-            .arg("--provision=false")
-            .arg("--run-dir")
-            .arg(dir.join("run"))
-            .args(["--lease-duration-seconds", &LEASE_SECONDS.to_string()])
-            .args(extra)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .expect("start portcullis controller");
-        let replica = Replica {
-            serve: common::Serve {
-                child,
-                run_dir: dir.join("run"),
-            },
-            xds,
-            admin,
-        };
+            "--provision=false",
+            "--lease-duration-seconds",
+            &lease,
+        ];
+        args.extend(extra);
+        let serve = common::kube::controller(&cluster.kubeconfig, &dir.join("run"), xds, admin, &args, &[]);
+        let replica = Replica { serve, xds, admin };
         wait_for(&format!("{name} to be ready"), Duration::from_secs(60), || {
             http(admin, "admin", "/readyz").is_some_and(|r| r.0 == 200)
         });
@@ -464,14 +336,16 @@ impl Traffic {
 
 /// The Lease's holder and its `spec`.
 async fn lease(client: &kube::Client) -> Option<(String, Value)> {
-    let l = get(
+    let l = try_get(
         client,
         "coordination.k8s.io/v1",
         "Lease",
         Some("default"),
         "portcullis-controller",
     )
-    .await?;
+    .await
+    .ok()
+    .flatten()?;
     Some((
         l["spec"]["holderIdentity"].as_str()?.to_string(),
         l["spec"].clone(),
@@ -495,14 +369,10 @@ fn micro_time_gap(a: &Value, b: &Value) -> Option<Duration> {
 
 /// Route `r`'s Accepted condition at generation `g`, written.
 async fn route_observed(client: &kube::Client, g: i64) -> Option<Value> {
-    let r = get(
-        client,
-        "gateway.networking.k8s.io/v1",
-        "HTTPRoute",
-        Some("app"),
-        "r",
-    )
-    .await?;
+    let r = try_get(client, GATEWAY_API, "HTTPRoute", Some("app"), "r")
+        .await
+        .ok()
+        .flatten()?;
     let accepted = condition(&r["status"]["parents"][0]["conditions"], "Accepted")?.clone();
     (accepted["observedGeneration"] == g).then_some(accepted)
 }
@@ -516,17 +386,11 @@ async fn cluster_with_objects(
     u16,
     (echo::Handle, echo::Handle),
 )> {
-    let cluster = testkit::kube::Cluster::start(test).await?;
-    cluster
-        .apply_crds(&testkit::kube::Cluster::repo_crds())
-        .await
-        .expect("apply CRDs");
-    let client = cluster.client().await.expect("client");
+    let (cluster, client) = common::kube::cluster(test).await?;
     let a = echo_pod("app", "a-pod-1");
     let b = echo_pod("app", "b-pod-1");
-    let forward = |h: &echo::Handle| testkit::kube::forward_from_host(h.addr()).expect("forward");
     let gw_port = free_port();
-    apply(&client, &objects(gw_port, forward(&a), forward(&b))).await;
+    apply(&client, &routes_world(gw_port, forward(&a), forward(&b))).await;
     Some((cluster, client, gw_port, (a, b)))
 }
 

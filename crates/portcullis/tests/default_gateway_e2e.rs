@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{echo_pod, free_port, http, start, wait_for};
+use common::{GATEWAY_CLASS, echo_pod, free_port, http, start, wait_for};
 
 mod pb {
     #[derive(Clone, PartialEq, prost::Message)]
@@ -76,12 +76,7 @@ fn gateway(name: &str, port: u16, from: &str) -> String {
 
 fn routes(web: u16, grpc: u16) -> String {
     format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: portcullis}}
-spec: {{controllerName: portcullis.dev/gateway-controller}}
----
-apiVersion: v1
+        r#"{GATEWAY_CLASS}apiVersion: v1
 kind: Namespace
 metadata: {{name: app, labels: {{tier: trusted}}}}
 ---

@@ -17,7 +17,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use common::{echo_pod, free_port, gateway, http, service, start, start_with, wait_for, work_dir};
+use common::{
+    echo_pod, free_port, gateway, gateway_with, http, service, start, start_with, wait_for, work_dir,
+};
 
 fn route(name: &str, prefix: &str, backend: &str) -> String {
     format!(
@@ -134,25 +136,7 @@ fn key_spellings() -> Vec<String> {
 
 fn https_manifests(port: u16) -> String {
     format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: portcullis}}
-spec: {{controllerName: portcullis.dev/gateway-controller}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - name: https
-    protocol: HTTPS
-    port: {port}
-    hostname: "*.example.com"
-    tls: {{mode: Terminate, certificateRefs: [{{name: tls}}]}}
-    allowedRoutes: {{namespaces: {{from: All}}}}
----
-apiVersion: v1
+        r#"{gateway}apiVersion: v1
 kind: Secret
 metadata: {{name: tls, namespace: infra}}
 type: kubernetes.io/tls
@@ -168,7 +152,11 @@ spec:
   hostnames: ["foo.example.com"]
   rules:
   - backendRefs: [{{name: web, port: 80}}]
-"#
+"#,
+        gateway = gateway_with(&format!(
+            "  - name: https\n    protocol: HTTPS\n    port: {port}\n    hostname: \"*.example.com\"\n    \
+             tls: {{mode: Terminate, certificateRefs: [{{name: tls}}]}}\n    allowedRoutes: {{namespaces: {{from: All}}}}\n"
+        )),
     )
 }
 

@@ -12,16 +12,9 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{echo_pod, free_port, http, request, service, start, wait_for, work_dir};
-
-fn class() -> &'static str {
-    "apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portcullis}
-spec: {controllerName: portcullis.dev/gateway-controller}
----
-"
-}
+use common::{
+    GATEWAY_CLASS, echo_pod, free_port, gateway, http, request, service, start, wait_for, work_dir,
+};
 
 /// The JSON status document of `kind`/`name` in `/api/status`.
 fn status_of(doc: &str, kind: &str, name: &str) -> serde_json::Value {
@@ -51,7 +44,7 @@ fn an_unreadable_listener_value_refuses_that_listener_and_the_others_serve() {
     let (gw_port, ls_port, typo_port, from_port) = (free_port(), free_port(), free_port(), free_port());
     let (xds, admin) = (free_port(), free_port());
     let manifests = format!(
-        r#"{class}apiVersion: gateway.networking.k8s.io/v1
+        r#"{GATEWAY_CLASS}apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {{name: gw, namespace: infra}}
 spec:
@@ -93,7 +86,6 @@ spec:
 ---
 {svc}
 "#,
-        class = class(),
         svc = service("a", a.port())
     );
     std::fs::write(dir.join("manifests/all.yaml"), manifests).expect("write");
@@ -183,15 +175,7 @@ fn unreadable_route_hostnames_and_parent_refs_lose_only_themselves() {
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     let manifests = format!(
-        r#"{class}apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - {{name: http, protocol: HTTP, port: {gw_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
----
-apiVersion: gateway.networking.k8s.io/v1
+        r#"{gateway}apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: partly, namespace: app}}
 spec:
@@ -223,7 +207,7 @@ spec:
 ---
 {svc}
 "#,
-        class = class(),
+        gateway = gateway(gw_port),
         svc = service("a", a.port())
     );
     std::fs::write(dir.join("manifests/all.yaml"), manifests).expect("write");
@@ -264,15 +248,7 @@ fn credential_header_values_reach_the_backend_and_never_the_admin_views() {
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     let manifests = format!(
-        r#"{class}apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - {{name: http, protocol: HTTP, port: {gw_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
----
-apiVersion: gateway.networking.k8s.io/v1
+        r#"{gateway}apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: r, namespace: app}}
 spec:
@@ -296,7 +272,7 @@ spec:
 ---
 {svc}
 "#,
-        class = class(),
+        gateway = gateway(gw_port),
         svc = service("a", a.port())
     );
     std::fs::write(dir.join("manifests/all.yaml"), manifests).expect("write");

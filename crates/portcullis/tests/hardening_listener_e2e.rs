@@ -14,7 +14,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{echo_pod, free_port, gateway, http, service, start, wait_for, work_dir};
+use common::{
+    echo_pod, free_port, gateway, gateway_with, http, http_listener, service, start, wait_for, work_dir,
+};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
@@ -210,21 +212,7 @@ fn fenced_paths_answer_500_under_every_normalization_variant() {
 
 fn tenants(gw_port: u16, a: u16, b: u16, good_header: &str) -> String {
     format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: portcullis}}
-spec: {{controllerName: portcullis.dev/gateway-controller}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - {{name: http, protocol: HTTP, port: {gw_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
-  - {{name: bad, protocol: HTTP, port: {gw_port}, hostname: "l\nb.example.com", allowedRoutes: {{namespaces: {{from: All}}}}}}
----
-apiVersion: gateway.networking.k8s.io/v1
+        r#"{gateway}apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: good, namespace: app}}
 spec:
@@ -266,6 +254,11 @@ spec:
 ---
 {svc_b}
 "#,
+        gateway = gateway_with(&format!(
+            r#"{}  - {{name: bad, protocol: HTTP, port: {gw_port}, hostname: "l\nb.example.com", allowedRoutes: {{namespaces: {{from: All}}}}}}
+"#,
+            http_listener("http", gw_port)
+        )),
         svc_a = service("a", a),
         svc_b = service("b", b).replace("namespace: app", "namespace: other"),
     )

@@ -25,8 +25,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{echo_pod, free_port, http, work_dir};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use common::kube::{api_for, apply_docs, condition_true, get, namespaces, try_eventually};
+use common::{echo_pod, free_port, http, service_at, work_dir};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
 const NS: &str = "portcullis-system";
@@ -557,33 +558,7 @@ fn other_values_render_what_they_say() {
     assert!(e.contains("leaderElection.enabled"), "{e}");
 }
 
-/// Server-side applies every document (CRDs are the harness's).
-async fn apply(client: &kube::Client, docs: &[Value]) {
-    for doc in docs {
-        let api = api_for(client, doc).await;
-        let name = doc["metadata"]["name"].as_str().expect("name");
-        api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(doc))
-            .await
-            .unwrap_or_else(|e| panic!("apply {} {name}: {e}", doc["kind"]));
-    }
-}
-
-async fn api_for(client: &kube::Client, doc: &Value) -> Api<DynamicObject> {
-    let api_version = doc["apiVersion"].as_str().expect("apiVersion");
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let kind = doc["kind"].as_str().expect("kind");
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
-    match doc["metadata"]["namespace"].as_str() {
-        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-            Api::namespaced_with(client.clone(), ns, &ar)
-        }
-        _ => Api::all_with(client.clone(), &ar),
-    }
-}
-
+/// The object's `status` (null when the object or its status is missing).
 async fn status_of(
     client: &kube::Client,
     api_version: &str,
@@ -591,28 +566,17 @@ async fn status_of(
     ns: Option<&str>,
     name: &str,
 ) -> Value {
-    let mut doc = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
-    if let Some(ns) = ns {
-        doc["metadata"]["namespace"] = ns.into();
-    }
-    let obj = api_for(client, &doc).await.get_opt(name).await.expect("get");
-    obj.map(|o| o.data["status"].clone()).unwrap_or(Value::Null)
+    get(client, api_version, kind, ns, name)
+        .await
+        .map(|o| o["status"].clone())
+        .unwrap_or(Value::Null)
 }
 
 /// What a Gateway API world needs of every kind whose status the
 /// controller writes, and a listener that references a TLS Secret.
 fn world(http_port: u16, https_port: u16, backend: std::net::SocketAddr) -> String {
-    let (ip, port) = (backend.ip(), backend.port());
     format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata: {{name: infra}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {{name: app}}
----
-apiVersion: gateway.networking.k8s.io/v1
+        r#"{namespaces}apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {{name: portcullis}}
 spec: {{controllerName: portcullis.dev/gateway-controller}}
@@ -639,16 +603,7 @@ spec:
     tls: {{mode: Terminate, certificateRefs: [{{name: tls}}]}}
     allowedRoutes: {{namespaces: {{from: All}}}}
 ---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: r, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]
-    backendRefs: [{{name: a, port: 80}}]
----
-apiVersion: gateway.networking.k8s.io/v1
+{route}apiVersion: gateway.networking.k8s.io/v1
 kind: GRPCRoute
 metadata: {{name: g, namespace: app}}
 spec:
@@ -665,43 +620,12 @@ spec:
     response:
       set: [{{name: x-policy, value: "yes"}}]
 ---
-apiVersion: v1
-kind: Service
-metadata: {{name: a, namespace: app}}
-spec:
-  ports: [{{name: http, port: 80, targetPort: {port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: a-1, namespace: app, labels: {{kubernetes.io/service-name: a}}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: ["{ip}"]}}]
-"#
+{service}
+"#,
+        namespaces = namespaces(&["infra", "app"]),
+        route = common::prefix_route("r", &[("/a", "a")]),
+        service = service_at("app", "a", backend),
     )
-}
-
-fn condition_true(conditions: &Value, type_: &str) -> bool {
-    conditions
-        .as_array()
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == type_ && c["status"] == "True"))
-}
-
-/// Polls `f` until it holds; `Err(what)` after `timeout` (asserted after
-/// the audit log is read, which says why when a permission is missing).
-async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<(), String>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !f().await {
-        if start.elapsed() > timeout {
-            return Err(format!("timed out after {timeout:?} waiting for {what}"));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -732,12 +656,12 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
     // chart renders it: the run's Envoy is the provisioned one, from its
     // bootstrap ConfigMap and its issued client Secret.
     let docs = template(&helm, &["provisioning.serviceType=ClusterIP"]).expect("helm template");
-    apply(
+    apply_docs(
         &admin_client,
         &[json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})],
     )
     .await;
-    apply(&admin_client, &docs).await;
+    apply_docs(&admin_client, &docs).await;
 
     // A token of the chart's ServiceAccount, and a kubeconfig holding it.
     let sa = ApiResource::from_gvk_with_plural(
@@ -783,9 +707,9 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
         .into_iter()
         .find(|d| d["kind"] == "Secret")
         .expect("the fixture's TLS Secret");
-    apply(&admin_client, &objects[..2]).await;
-    apply(&admin_client, &[secret]).await;
-    apply(&admin_client, &objects[2..]).await;
+    apply_docs(&admin_client, &objects[..2]).await;
+    apply_docs(&admin_client, &[secret]).await;
+    apply_docs(&admin_client, &objects[2..]).await;
 
     // The controller with the rendered Deployment's arguments (addresses
     // moved to free loopback ports), the chart's ServiceAccount and
@@ -862,20 +786,23 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
 
     // It lists/watches (the route is served), writes status of every kind
     // it writes, and holds the Lease.
-    let served = eventually(
+    // Failures are asserted after the audit log is read, which says why
+    // when a permission is missing.
+    let served = try_eventually(
         "Envoy to serve /a with the policy's header",
         Duration::from_secs(60),
         || async {
             tokio::task::block_in_place(|| {
                 http(http_port, "x", "/a").is_some_and(|r| r.0 == 200 && r.1.contains("x-policy: yes"))
             })
+            .then_some(())
         },
     )
     .await;
     let gw = "gateway.networking.k8s.io/v1";
     let c = &admin_client;
-    let statuses = eventually("statuses", Duration::from_secs(30), || async {
-        condition_true(
+    let statuses = try_eventually("statuses", Duration::from_secs(30), || async {
+        (condition_true(
             &status_of(c, gw, "GatewayClass", None, "portcullis").await["conditions"],
             "Accepted",
         ) && condition_true(
@@ -899,7 +826,8 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
         )
         .await["ancestors"]
             .as_array()
-            .is_some_and(|a| !a.is_empty())
+            .is_some_and(|a| !a.is_empty()))
+        .then_some(())
     })
     .await;
     // The HTTPS listener resolved its Secret (read with `get`).
@@ -912,13 +840,14 @@ async fn chart_applies_and_its_rbac_is_enough_and_all_used() {
         NS,
         &ApiResource::from_gvk_with_plural(&lease_gvk, "leases"),
     );
-    let renewed = eventually("the Lease renewed", Duration::from_secs(30), || async {
+    let renewed = try_eventually("the Lease renewed", Duration::from_secs(30), || async {
         leases
             .get_opt("portcullis-controller")
             .await
             .ok()
             .flatten()
             .is_some_and(|l| l.data["spec"]["renewTime"] != l.data["spec"]["acquireTime"])
+            .then_some(())
     })
     .await;
     drop(controller);

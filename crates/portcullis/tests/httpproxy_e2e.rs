@@ -15,28 +15,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{echo_pod, free_port, gateway, http, start_with, wait_for, work_dir};
+use common::httpproxy::{certificate, delegated_tls_root, https_gateway, tls_get, tls_secret};
+use common::{echo_pod, free_port, gateway, http, loopback, service_at, start_with, wait_for, work_dir};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
-/// A Service `default/NAME` on the echo backend at `port`.
+/// A Service `default/NAME` on the echo backend at `port`, after `---`.
 fn service(name: &str, port: u16) -> String {
-    format!(
-        r#"---
-apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: default}}
-spec:
-  ports: [{{name: http, port: 80, targetPort: {port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}-1, namespace: default, labels: {{kubernetes.io/service-name: {name}}}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: ["127.0.0.1"]}}]
-"#
-    )
+    format!("---\n{}\n", service_at("default", name, loopback(port)))
 }
 
 /// The seed's first example (`split: false`: both children under `/foo`
@@ -249,93 +235,6 @@ fn include_tree_duplicates_missing_includes_and_invalid_children_through_envoy()
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Accepts any server certificate (signatures still checked) and lets the
-/// test compare the one presented with the one expected.
-#[derive(Debug)]
-struct AnyCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// (status, body, DER of the certificate presented) of a GET over TLS
-/// with SNI `sni`, or None if the connection or handshake failed.
-fn tls_get(port: u16, sni: &str, path: &str) -> Option<(u16, String, Vec<u8>)> {
-    use std::io::{Read, Write};
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .ok()?
-        .dangerous()
-        .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate(provider)))
-        .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from(sni.to_string()).ok()?;
-    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).ok()?;
-    let mut sock = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    sock.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let mut buf = Vec::new();
-    {
-        let mut tls = rustls::Stream::new(&mut conn, &mut sock);
-        tls.write_all(format!("GET {path} HTTP/1.1\r\nHost: {sni}\r\nConnection: close\r\n\r\n").as_bytes())
-            .ok()?;
-        // Envoy may close without close_notify: keep what was read.
-        let _ = tls.read_to_end(&mut buf);
-    }
-    let cert = conn.peer_certificates()?.first()?.as_ref().to_vec();
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body.to_string(), cert))
-}
-
-/// A self-signed certificate for `name`: (PEM, key PEM, DER).
-fn certificate(name: &str) -> (String, String, Vec<u8>) {
-    let key = rcgen::KeyPair::generate().expect("key");
-    let params = rcgen::CertificateParams::new(vec![name.to_string()]).expect("params");
-    let cert = params.self_signed(&key).expect("self-signed");
-    (cert.pem(), key.serialize_pem(), cert.der().to_vec())
-}
-
-fn tls_secret(ns: &str, name: &str, cert: &str, key: &str) -> String {
-    let indent = |pem: &str| pem.lines().map(|l| format!("    {l}\n")).collect::<String>();
-    format!(
-        "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {ns}}}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
-        indent(cert),
-        indent(key)
-    )
-}
-
 /// A TLS root through the real Envoy: its own SNI filter chain on the
 /// Gateway's HTTPS listener presents the delegated Secret's certificate
 /// (not the listener's own), serves the tree over TLS; on the HTTP
@@ -349,60 +248,14 @@ fn tls_root_gets_its_own_sni_chain_and_http_redirects() {
     let (gw_cert, gw_key, gw_der) = certificate("listener.example.net");
     let (cert, key, der) = certificate("secure.example.com");
     let manifests = format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: portcullis}}
-spec: {{controllerName: portcullis.dev/gateway-controller}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - {{name: http, protocol: HTTP, port: {http_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
-  - name: https
-    protocol: HTTPS
-    port: {https_port}
-    tls: {{certificateRefs: [{{name: listener-cert}}]}}
-    allowedRoutes: {{namespaces: {{from: All}}}}
-{gw_secret}{secret}---
-apiVersion: projectcontour.io/v1
-kind: TLSCertificateDelegation
-metadata: {{name: wildcard, namespace: certs}}
-spec:
-  delegations:
-  - {{secretName: secure, targetNamespaces: [team]}}
----
-apiVersion: projectcontour.io/v1
-kind: HTTPProxy
-metadata: {{name: secure, namespace: team}}
-spec:
-  virtualhost:
-    fqdn: secure.example.com
-    tls: {{secretName: certs/secure}}
-  routes:
-  - services: [{{name: s, port: 80}}]
-  - conditions: [{{prefix: /.well-known}}]
-    permitInsecure: true
-    services: [{{name: s, port: 80}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: s, namespace: team}}
-spec:
-  ports: [{{name: http, port: 80, targetPort: {port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: s-1, namespace: team, labels: {{kubernetes.io/service-name: s}}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: ["127.0.0.1"]}}]
-"#,
+        "{gateway}{gw_secret}{secret}{root}{svc}",
+        gateway = https_gateway(http_port, https_port),
         gw_secret = tls_secret("infra", "listener-cert", &gw_cert, &gw_key),
         secret = tls_secret("certs", "secure", &cert, &key),
-        port = backend.port(),
+        root = delegated_tls_root(
+            "  - conditions: [{prefix: /.well-known}]\n    permitInsecure: true\n    services: [{name: s, port: 80}]\n"
+        ),
+        svc = service_at("team", "s", backend.addr()),
     );
     std::fs::write(dir.join("manifests/all.yaml"), manifests).expect("write");
     let _serve = start_with(&dir, xds, admin, &["--httpproxy-gateway", "infra/gw"], &[]);

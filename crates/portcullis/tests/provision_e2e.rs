@@ -7,66 +7,12 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::kube::{GATEWAY_API, apply, condition, delete, eventually, get};
 use common::{free_port, work_dir};
-use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
-
-/// Applies every document of `yaml` with server-side apply (manager `test`).
-async fn apply(client: &kube::Client, yaml: &str) {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("test YAML");
-    for doc in docs.into_iter().filter(|d| !d.is_null()) {
-        let api = api_for(client, &doc).await;
-        let name = doc["metadata"]["name"].as_str().expect("name").to_string();
-        api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&doc))
-            .await
-            .unwrap_or_else(|e| panic!("apply {} {name}: {e}", doc["kind"]));
-    }
-}
-
-async fn api_for(client: &kube::Client, doc: &Value) -> Api<DynamicObject> {
-    let api_version = doc["apiVersion"].as_str().expect("apiVersion");
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let kind = doc["kind"].as_str().expect("kind");
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
-    match doc["metadata"]["namespace"].as_str() {
-        Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-            Api::namespaced_with(client.clone(), ns, &ar)
-        }
-        _ => Api::all_with(client.clone(), &ar),
-    }
-}
-
-fn doc(api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> Value {
-    let mut doc = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
-    if let Some(ns) = ns {
-        doc["metadata"]["namespace"] = ns.into();
-    }
-    doc
-}
-
-async fn get(
-    client: &kube::Client,
-    api_version: &str,
-    kind: &str,
-    ns: Option<&str>,
-    name: &str,
-) -> Option<Value> {
-    let api = api_for(client, &doc(api_version, kind, ns, name)).await;
-    let obj: Option<DynamicObject> = api.get_opt(name).await.expect("get");
-    obj.map(|o| serde_json::to_value(o).expect("json"))
-}
-
-async fn delete(client: &kube::Client, api_version: &str, kind: &str, ns: Option<&str>, name: &str) {
-    let api = api_for(client, &doc(api_version, kind, ns, name)).await;
-    api.delete(name, &DeleteParams::background())
-        .await
-        .unwrap_or_else(|e| panic!("delete {kind} {name}: {e}"));
-}
 
 /// The three provisioned objects of Gateway `infra/<gw>`, when all exist.
 async fn provisioned(client: &kube::Client, gw: &str) -> Option<(Value, Value, Value)> {
@@ -88,29 +34,6 @@ async fn none_provisioned(client: &kube::Client, gw: &str) -> bool {
         && get(client, "apps/v1", "Deployment", Some("infra"), &name)
             .await
             .is_none()
-}
-
-fn condition<'a>(conditions: &'a Value, type_: &str) -> Option<&'a Value> {
-    conditions.as_array()?.iter().find(|c| c["type"] == type_)
-}
-
-/// Polls `f` (an async check) until it returns `Some`, or panics.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -181,27 +104,17 @@ spec:
 "#;
 
 fn start_controller(kubeconfig: &std::path::Path, dir: &std::path::Path, admin: u16) -> common::Serve {
-    let xds = free_port();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("controller")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--xds-address", &format!("127.0.0.1:{xds}")])
-        .args(["--admin-address", &format!("127.0.0.1:{admin}")])
-        .args(["--xds-service-host", XDS_HOST, "--xds-service-port", "18000"])
+    let args = [
+        "--xds-service-host",
+        XDS_HOST,
+        "--xds-service-port",
+        "18000",
         // Provisioning is what is tested: no local Envoy.
-        .arg("--no-envoy")
-        .arg("--run-dir")
-        .arg(dir.join("run"))
-        .args(["--lease-duration-seconds", "3"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("start portcullis controller");
-    common::Serve {
-        child,
-        run_dir: dir.join("run"),
-    }
+        "--no-envoy",
+        "--lease-duration-seconds",
+        "3",
+    ];
+    common::kube::controller(kubeconfig, &dir.join("run"), free_port(), admin, &args, &[])
 }
 
 /// The sum over kinds of a `portcullis_provision_*_total` family.
@@ -251,15 +164,9 @@ async fn provisioning_through_the_api() {
 
     // 1. Objects exist, owned by the Gateway, with the parameters applied.
     let (cm, svc, dep) = eventually("gw's objects", WAIT, || provisioned(&client, "gw")).await;
-    let gw = get(
-        &client,
-        "gateway.networking.k8s.io/v1",
-        "Gateway",
-        Some("infra"),
-        "gw",
-    )
-    .await
-    .expect("gw");
+    let gw = get(&client, GATEWAY_API, "Gateway", Some("infra"), "gw")
+        .await
+        .expect("gw");
     for o in [&cm, &svc, &dep] {
         let owner = &o["metadata"]["ownerReferences"][0];
         assert_eq!(owner["kind"], "Gateway", "{o}");
@@ -343,14 +250,7 @@ async fn provisioning_through_the_api() {
     // (AddressNotAssigned) until the Service gets an ingress address.
     let cluster_ip = svc["spec"]["clusterIP"].as_str().expect("clusterIP").to_string();
     eventually("gw Programmed with its cluster IP", WAIT, || async {
-        let gw = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "Gateway",
-            Some("infra"),
-            "gw",
-        )
-        .await?;
+        let gw = get(&client, GATEWAY_API, "Gateway", Some("infra"), "gw").await?;
         let programmed = condition(&gw["status"]["conditions"], "Programmed")?;
         (programmed["status"] == "True"
             && gw["status"]["addresses"] == json!([{"type": "IPAddress", "value": cluster_ip}]))
@@ -358,14 +258,7 @@ async fn provisioning_through_the_api() {
     })
     .await;
     eventually("lb AddressNotAssigned", WAIT, || async {
-        let gw = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "Gateway",
-            Some("infra"),
-            "lb",
-        )
-        .await?;
+        let gw = get(&client, GATEWAY_API, "Gateway", Some("infra"), "lb").await?;
         let programmed = condition(&gw["status"]["conditions"], "Programmed")?;
         let empty = gw["status"]["addresses"].as_array().is_none_or(Vec::is_empty);
         (programmed["status"] == "False" && programmed["reason"] == "AddressNotAssigned" && empty)
@@ -389,7 +282,7 @@ async fn provisioning_through_the_api() {
         .await
         .expect("set the load balancer's address");
     eventually("lb Programmed with the load balancer's addresses", WAIT, || async {
-        let gw = get(&client, "gateway.networking.k8s.io/v1", "Gateway", Some("infra"), "lb").await?;
+        let gw = get(&client, GATEWAY_API, "Gateway", Some("infra"), "lb").await?;
         let programmed = condition(&gw["status"]["conditions"], "Programmed")?;
         (programmed["status"] == "True"
             && gw["status"]["addresses"]
@@ -418,14 +311,7 @@ spec:
     )
     .await;
     eventually("the route's status (a translation ran)", WAIT, || async {
-        let r = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "HTTPRoute",
-            Some("infra"),
-            "r",
-        )
-        .await?;
+        let r = get(&client, GATEWAY_API, "HTTPRoute", Some("infra"), "r").await?;
         r["status"]["parents"]
             .as_array()
             .filter(|p| !p.is_empty())
@@ -493,14 +379,7 @@ spec:
     )
     .await;
     let message = eventually("GatewayClass InvalidParameters", WAIT, || async {
-        let gc = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "GatewayClass",
-            None,
-            "portcullis",
-        )
-        .await?;
+        let gc = get(&client, GATEWAY_API, "GatewayClass", None, "portcullis").await?;
         let accepted = condition(&gc["status"]["conditions"], "Accepted")?;
         (accepted["status"] == "False" && accepted["reason"] == "InvalidParameters")
             .then(|| accepted["message"].as_str().unwrap_or_default().to_string())
@@ -526,14 +405,7 @@ spec:
     )
     .await;
     eventually("GatewayClass InvalidParameters (missing)", WAIT, || async {
-        let gc = get(
-            &client,
-            "gateway.networking.k8s.io/v1",
-            "GatewayClass",
-            None,
-            "portcullis",
-        )
-        .await?;
+        let gc = get(&client, GATEWAY_API, "GatewayClass", None, "portcullis").await?;
         let accepted = condition(&gc["status"]["conditions"], "Accepted")?;
         accepted["message"]
             .as_str()
@@ -544,15 +416,9 @@ spec:
 
     // 7. A Gateway that is no longer ours (its class changed to one we do
     // not have) loses its objects.
-    let mut moved = get(
-        &client,
-        "gateway.networking.k8s.io/v1",
-        "Gateway",
-        Some("infra"),
-        "gw",
-    )
-    .await
-    .expect("gw");
+    let mut moved = get(&client, GATEWAY_API, "Gateway", Some("infra"), "gw")
+        .await
+        .expect("gw");
     moved["spec"]["gatewayClassName"] = "someone-else".into();
     apply(
         &client,
@@ -577,14 +443,7 @@ spec:
     // collector (the controller is stopped first, so only the owner
     // references can do it).
     drop(controller);
-    delete(
-        &client,
-        "gateway.networking.k8s.io/v1",
-        "Gateway",
-        Some("infra"),
-        "lb",
-    )
-    .await;
+    delete(&client, GATEWAY_API, "Gateway", Some("infra"), "lb").await;
     eventually(
         "lb's objects garbage-collected",
         Duration::from_secs(60),

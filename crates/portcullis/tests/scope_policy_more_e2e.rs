@@ -23,36 +23,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{echo_pod, free_port, http, request, start, wait_for, work_dir};
+use common::{
+    GATEWAY_CLASS, echo_pod, free_port, gateway_with, host_listener, http, loopback, request, service_at,
+    start, wait_for, work_dir,
+};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
 /// A Service `ns/name` whose one endpoint is `127.0.0.1:port`.
 fn service_in(ns: &str, name: &str, port: u16) -> String {
-    format!(
-        r#"apiVersion: v1
-kind: Service
-metadata: {{name: {name}, namespace: {ns}}}
-spec:
-  ports: [{{name: http, port: 80, targetPort: {port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: {name}-1, namespace: {ns}, labels: {{kubernetes.io/service-name: {name}}}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: ["127.0.0.1"]}}]
----
-"#
-    )
+    format!("{}\n---\n", service_at(ns, name, loopback(port)))
 }
-
-const CLASS: &str = r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: portcullis}
-spec: {controllerName: portcullis.dev/gateway-controller}
----
-"#;
 
 /// An HTTPRoute `app/name` to Service `app/backend`, with `parent` (a flow
 /// mapping) as its one parentRef.
@@ -120,16 +101,7 @@ fn metric_lines(admin: u16, prefix: &str) -> Vec<String> {
 
 fn ext_auth_manifests(port: u16, web: u16, authz: u16, with_extension: bool) -> String {
     let mut m = format!(
-        r#"{CLASS}apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - {{name: a, protocol: HTTP, port: {port}, hostname: a.example.com, allowedRoutes: {{namespaces: {{from: All}}}}}}
-  - {{name: b, protocol: HTTP, port: {port}, hostname: b.example.com, allowedRoutes: {{namespaces: {{from: All}}}}}}
----
-{web}{authz}{a}{b}apiVersion: gateway.portcullis.dev/v1alpha1
+        r#"{gateway}{web}{authz}{a}{b}apiVersion: gateway.portcullis.dev/v1alpha1
 kind: TrafficPolicy
 metadata: {{name: needs-auth, namespace: infra}}
 spec:
@@ -137,6 +109,11 @@ spec:
   extAuth: {{extensionRef: {{name: auth}}}}
 ---
 "#,
+        gateway = gateway_with(&format!(
+            "{}{}",
+            host_listener("a", port),
+            host_listener("b", port)
+        )),
         web = service_in("app", "web", web),
         authz = service_in("infra", "authz", authz),
         a = route("a", "{name: gw, namespace: infra, sectionName: a}", "web"),
@@ -221,7 +198,7 @@ fn e_listener_ext_auth_fails_closed_until_its_provider_exists_then_authorizes() 
 
 fn listener_set_manifests(port: u16, pods: &[(&str, u16)], invalid_on_n: bool) -> String {
     let mut m = format!(
-        r#"{CLASS}apiVersion: gateway.networking.k8s.io/v1
+        r#"{GATEWAY_CLASS}apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {{name: gw, namespace: infra}}
 spec:

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{free_port, http, service, start, wait_for};
+use common::{free_port, gateway_with, host_listener, http, service, start, wait_for};
 
 const BODY: &str = "invalid route configuration detected and replaced with a direct response.";
 
@@ -39,21 +39,7 @@ fn manifests(
     listener_policy: &str,
 ) -> String {
     let mut m = format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: portcullis}}
-spec: {{controllerName: portcullis.dev/gateway-controller}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - {{name: a, protocol: HTTP, port: {port}, hostname: a.example.com, allowedRoutes: {{namespaces: {{from: All}}}}}}
-  - {{name: b, protocol: HTTP, port: {port}, hostname: b.example.com, allowedRoutes: {{namespaces: {{from: All}}}}}}
----
-apiVersion: gateway.networking.k8s.io/v1
+        r#"{gateway}apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {{name: other, namespace: infra}}
 spec:
@@ -64,6 +50,11 @@ spec:
 {svc}
 ---
 "#,
+        gateway = gateway_with(&format!(
+            "{}{}",
+            host_listener("a", port),
+            host_listener("b", port)
+        )),
         svc = service("web", backend),
     );
     for (name, gw) in [("a", "gw"), ("b", "gw"), ("c", "other")] {

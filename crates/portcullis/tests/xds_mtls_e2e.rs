@@ -11,49 +11,18 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{echo_pod, free_port, http, wait_for, work_dir};
+use common::kube::{apply, eventually, forward, namespaces};
+use common::{echo_pod, free_port, http, service_at, wait_for, work_dir};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube_provider::xds_ca::{Ca, inspect};
 use serde_json::Value;
 
 const SERVER_NAME: &str = "xds.portcullis.test";
 
-async fn apply(client: &kube::Client, yaml: &str) {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("test YAML");
-    for doc in docs.into_iter().filter(|d| !d.is_null()) {
-        let api_version = doc["apiVersion"].as_str().expect("apiVersion");
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let kind = doc["kind"].as_str().expect("kind");
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-        let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-            .await
-            .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
-        let api: Api<kube::api::DynamicObject> = match doc["metadata"]["namespace"].as_str() {
-            Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-                Api::namespaced_with(client.clone(), ns, &ar)
-            }
-            _ => Api::all_with(client.clone(), &ar),
-        };
-        let name = doc["metadata"]["name"].as_str().expect("name").to_string();
-        api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&doc))
-            .await
-            .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
-    }
-}
-
 fn objects(gw_port: u16, backend: std::net::SocketAddr) -> String {
-    let (ip, port) = (backend.ip(), backend.port());
     format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata: {{name: infra}}
----
-apiVersion: v1
-kind: Namespace
-metadata: {{name: app}}
----
-{gateway}apiVersion: gateway.networking.k8s.io/v1
+        r#"{namespaces}{gateway}apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {{name: someone-else}}
 spec: {{controllerName: example.com/another-controller}}
@@ -65,29 +34,12 @@ spec:
   gatewayClassName: someone-else
   listeners: [{{name: http, protocol: HTTP, port: 80}}]
 ---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {{name: r, namespace: app}}
-spec:
-  parentRefs: [{{name: gw, namespace: infra}}]
-  rules:
-  - matches: [{{path: {{type: PathPrefix, value: /a}}}}]
-    backendRefs: [{{name: a, port: 80}}]
----
-apiVersion: v1
-kind: Service
-metadata: {{name: a, namespace: app}}
-spec:
-  ports: [{{name: http, port: 80, targetPort: {port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{name: a-1, namespace: app, labels: {{kubernetes.io/service-name: a}}}}
-addressType: IPv4
-ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: ["{ip}"]}}]
+{route}{service}
 "#,
+        namespaces = namespaces(&["infra", "app"]),
+        service = service_at("app", "a", backend),
         gateway = common::gateway(gw_port),
+        route = common::prefix_route("r", &[("/a", "a")]),
     )
 }
 
@@ -98,24 +50,6 @@ fn text(s: &Secret, key: &str) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
 }
 
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// `portcullis controller --xds-ca --no-envoy` with `extra` flags.
 fn controller(
     cluster: &testkit::kube::Cluster,
@@ -124,28 +58,70 @@ fn controller(
     admin: u16,
     extra: &[&str],
 ) -> common::Serve {
-    let child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("controller")
-        .arg("--kubeconfig")
-        .arg(&cluster.kubeconfig)
-        .args(["--xds-address", &format!("127.0.0.1:{xds}")])
-        .args(["--admin-address", &format!("127.0.0.1:{admin}")])
-        .args(["--listener-address", "127.0.0.1", "--no-envoy"])
-        .args(["--lease-duration-seconds", "3"])
-        .args(["--leader-election-namespace", "default"])
-        .args(["--xds-ca", "--xds-server-name", SERVER_NAME])
-        .args(["--xds-cert-check-seconds", "1"])
-        .args(extra)
-        .arg("--run-dir")
-        .arg(dir.join("run"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start portcullis controller");
-    common::Serve {
-        child,
-        run_dir: dir.join("run"),
+    let mut args = vec![
+        "--listener-address",
+        "127.0.0.1",
+        "--no-envoy",
+        "--lease-duration-seconds",
+        "3",
+        "--leader-election-namespace",
+        "default",
+        "--xds-ca",
+        "--xds-server-name",
+        SERVER_NAME,
+        "--xds-cert-check-seconds",
+        "1",
+    ];
+    args.extend(extra);
+    common::kube::controller(&cluster.kubeconfig, &dir.join("run"), xds, admin, &args, &[])
+}
+
+/// A cluster with the CRDs and [`objects`] applied, and its client; their
+/// echo backend, the Gateway's port, a work directory and free xDS and
+/// admin ports for the controller.
+type World = (
+    testkit::kube::Cluster,
+    kube::Client,
+    echo::Handle,
+    u16,
+    std::path::PathBuf,
+    u16,
+    u16,
+);
+
+async fn world(test: &str) -> Option<World> {
+    let (cluster, client) = common::kube::cluster(test).await?;
+    let echo = echo_pod("app", "a-pod-1");
+    let gw_port = free_port();
+    apply(&client, &objects(gw_port, forward(&echo))).await;
+    let dir = work_dir(test);
+    Some((cluster, client, echo, gw_port, dir, free_port(), free_port()))
+}
+
+/// The client side of mTLS with the certificate, key and CA files in `dir`.
+fn client_tls(dir: &Path) -> translate::output::bootstrap::XdsClientTls {
+    let path = |f: &str| dir.join(f).display().to_string();
+    translate::output::bootstrap::XdsClientTls {
+        cert_chain_file: path("tls.crt"),
+        private_key_file: path("tls.key"),
+        ca_file: path("ca.crt"),
+        server_name: SERVER_NAME.into(),
     }
+}
+
+/// Envoy with the bootstrap `file`, stopped when dropped.
+fn run_envoy(file: &Path) -> Envoy {
+    let bin = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
+    Envoy(
+        Command::new(bin)
+            .arg("-c")
+            .arg(file)
+            .args(["--disable-hot-restart", "--log-level", "warn"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start Envoy"),
+    )
 }
 
 struct Envoy(Child);
@@ -163,13 +139,7 @@ fn envoy(dir: &Path, node: &str, secret: &Secret, xds: u16) -> Envoy {
     for key in ["tls.crt", "tls.key", "ca.crt"] {
         std::fs::write(dir.join(key), text(secret, key).expect(key)).expect("write");
     }
-    let path = |f: &str| dir.join(f).display().to_string();
-    let tls = translate::output::bootstrap::XdsClientTls {
-        cert_chain_file: path("tls.crt"),
-        private_key_file: path("tls.key"),
-        ca_file: path("ca.crt"),
-        server_name: SERVER_NAME.into(),
-    };
+    let tls = client_tls(dir);
     let bootstrap = translate::output::bootstrap::try_ads_bootstrap_tls(
         node,
         "portcullis",
@@ -180,37 +150,15 @@ fn envoy(dir: &Path, node: &str, secret: &Secret, xds: u16) -> Envoy {
     )
     .expect("bootstrap");
     std::fs::write(dir.join("envoy.json"), bootstrap.to_string()).expect("write bootstrap");
-    let bin = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
-    Envoy(
-        Command::new(bin)
-            .arg("-c")
-            .arg(dir.join("envoy.json"))
-            .args(["--disable-hot-restart", "--log-level", "warn"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start Envoy"),
-    )
+    run_envoy(&dir.join("envoy.json"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controllers_ca_issues_gateway_certificates_that_envoy_uses() {
     let test = "the_controllers_ca_issues_gateway_certificates_that_envoy_uses";
-    let Some(cluster) = testkit::kube::Cluster::start(test).await else {
+    let Some((cluster, client, _echo, gw_port, dir, xds, admin)) = world(test).await else {
         return;
     };
-    cluster
-        .apply_crds(&testkit::kube::Cluster::repo_crds())
-        .await
-        .expect("apply CRDs");
-    let client = cluster.client().await.expect("client");
-    let echo = echo_pod("app", "a-pod-1");
-    let backend = testkit::kube::forward_from_host(echo.addr()).expect("forward");
-    let gw_port = free_port();
-    apply(&client, &objects(gw_port, backend)).await;
-
-    let dir = work_dir(test);
-    let (xds, admin) = (free_port(), free_port());
     // Short-lived certificates: one is issued again within seconds.
     let timing = [
         "--xds-cert-validity-seconds",
@@ -411,13 +359,7 @@ impl SecretVolume {
 /// An Envoy whose client certificate and CA come through file-based SDS
 /// from a [`SecretVolume`] (as the provisioned Deployment mounts it).
 fn envoy_sds(dir: &Path, node: &str, xds: u16, admin: u16) -> Envoy {
-    let path = |f: &str| dir.join(f).display().to_string();
-    let tls = translate::output::bootstrap::XdsClientTls {
-        cert_chain_file: path("tls.crt"),
-        private_key_file: path("tls.key"),
-        ca_file: path("ca.crt"),
-        server_name: SERVER_NAME.into(),
-    };
+    let tls = client_tls(dir);
     let watched = dir.display().to_string();
     let bootstrap =
         translate::output::json::message_to_json(&translate::output::bootstrap::ads_bootstrap_tls_sds_proto(
@@ -435,30 +377,14 @@ fn envoy_sds(dir: &Path, node: &str, xds: u16, admin: u16) -> Envoy {
         .expect("bootstrap");
     let file = dir.with_extension("json");
     std::fs::write(&file, bootstrap.to_string()).expect("write bootstrap");
-    let bin = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
-    Envoy(
-        Command::new(bin)
-            .arg("-c")
-            .arg(&file)
-            .args(["--disable-hot-restart", "--log-level", "warn"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start Envoy"),
-    )
+    run_envoy(&file)
 }
 
 /// The files the kubelet would project from the client Secret, with the
 /// SDS documents rewritten for `dir` (the Secret's name the mount path
 /// the Deployment uses, `names::XDS_CERT_DIR`).
 fn projected(secret: &Secret, dir: &Path) -> Vec<(&'static str, String)> {
-    let path = |f: &str| dir.join(f).display().to_string();
-    let tls = translate::output::bootstrap::XdsClientTls {
-        cert_chain_file: path("tls.crt"),
-        private_key_file: path("tls.key"),
-        ca_file: path("ca.crt"),
-        server_name: SERVER_NAME.into(),
-    };
+    let tls = client_tls(dir);
     let mut files: Vec<(&'static str, String)> = ["tls.crt", "tls.key", "ca.crt"]
         .into_iter()
         .map(|k| (k, text(secret, k).unwrap_or_default()))
@@ -472,20 +398,9 @@ fn projected(secret: &Secret, dir: &Path) -> Vec<(&'static str, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ca_rotation_keeps_envoy_served_through_a_reconnect() {
     let test = "a_ca_rotation_keeps_envoy_served_through_a_reconnect";
-    let Some(cluster) = testkit::kube::Cluster::start(test).await else {
+    let Some((cluster, client, _echo, gw_port, dir, xds, admin)) = world(test).await else {
         return;
     };
-    cluster
-        .apply_crds(&testkit::kube::Cluster::repo_crds())
-        .await
-        .expect("apply CRDs");
-    let client = cluster.client().await.expect("client");
-    let echo = echo_pod("app", "a-pod-1");
-    let backend = testkit::kube::forward_from_host(echo.addr()).expect("forward");
-    let gw_port = free_port();
-    apply(&client, &objects(gw_port, backend)).await;
-    let dir = work_dir(test);
-    let (xds, admin) = (free_port(), free_port());
     // A CA of 60 s renewed 40 s ahead: a next CA after ~20 s, promoted
     // ~20 s later; certificates of 10 s renewed 5 s ahead.
     let timing = [
@@ -628,20 +543,9 @@ async fn the_provisioned_bootstrap_and_the_issued_secret_serve_over_mtls() {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube_provider::names;
     let test = "the_provisioned_bootstrap_and_the_issued_secret_serve_over_mtls";
-    let Some(cluster) = testkit::kube::Cluster::start(test).await else {
+    let Some((cluster, client, _echo, gw_port, dir, xds, admin)) = world(test).await else {
         return;
     };
-    cluster
-        .apply_crds(&testkit::kube::Cluster::repo_crds())
-        .await
-        .expect("apply CRDs");
-    let client = cluster.client().await.expect("client");
-    let echo = echo_pod("app", "a-pod-1");
-    let backend = testkit::kube::forward_from_host(echo.addr()).expect("forward");
-    let gw_port = free_port();
-    apply(&client, &objects(gw_port, backend)).await;
-    let dir = work_dir(test);
-    let (xds, admin) = (free_port(), free_port());
     let _controller = controller(&cluster, &dir, xds, admin, &["--service-type", "ClusterIP"]);
 
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "infra");

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use common::{echo_pod, free_port, http, start_with, wait_for, work_dir};
+use common::{
+    echo_pod, free_port, gateway_with, http, http_listener, https_listener, start_with, wait_for, work_dir,
+};
 use kube_provider::names::xds_identity;
 use kube_provider::xds_ca::{Ca, Issued};
 use serde_json::Value;
@@ -40,19 +42,13 @@ fn replace(path: &Path, content: &str) {
 }
 
 /// The server's files: certificate and key for [`SERVER_NAME`], client CA.
-fn server_files(dir: &Path, ca: &Ca) -> (PathBuf, PathBuf, PathBuf) {
+fn server_files(dir: &Path, ca: &Ca) {
     let s = ca
         .issue_server(&[SERVER_NAME.to_string()], SystemTime::now(), HOUR)
         .expect("server certificate");
-    let (cert, key, client_ca) = (
-        dir.join("server.crt"),
-        dir.join("server.key"),
-        dir.join("client-ca.crt"),
-    );
-    replace(&cert, &s.cert_pem);
-    replace(&key, &s.key_pem);
-    replace(&client_ca, &ca.cert_pem);
-    (cert, key, client_ca)
+    replace(&dir.join("server.crt"), &s.cert_pem);
+    replace(&dir.join("server.key"), &s.key_pem);
+    replace(&dir.join("client-ca.crt"), &ca.cert_pem);
 }
 
 fn indent(pem: &str) -> String {
@@ -69,19 +65,6 @@ fn manifests(http_port: u16, https_port: u16, other_port: u16, backend: u16, ext
         .expect("listener certificate");
     format!(
         r#"{gateway}apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: gw, namespace: infra}}
-spec:
-  gatewayClassName: portcullis
-  listeners:
-  - {{name: http, protocol: HTTP, port: {http_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
-  - name: https
-    protocol: HTTPS
-    port: {https_port}
-    tls: {{certificateRefs: [{{name: gw-tls}}]}}
-    allowedRoutes: {{namespaces: {{from: All}}}}
----
-apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {{name: other, namespace: infra}}
 spec:
@@ -110,7 +93,11 @@ spec:
 ---
 {svc}
 "#,
-        gateway = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: portcullis}\nspec: {controllerName: portcullis.dev/gateway-controller}\n---\n",
+        gateway = gateway_with(&format!(
+            "{}{}",
+            http_listener("http", http_port),
+            https_listener(https_port, "gw-tls")
+        )),
         crt = indent(&listener_cert.cert_pem),
         key = indent(&listener_cert.key_pem),
         svc = common::service("a", backend),
@@ -376,29 +363,72 @@ struct Setup {
 fn setup(name: &str) -> (Setup, common::Serve) {
     let dir = work_dir(name);
     let ca = ca();
-    let (cert, key, client_ca) = server_files(&dir, &ca);
+    server_files(&dir, &ca);
     let echo = echo_pod("app", "a");
     let backend = echo.addr().port();
     let (http_port, https_port, other_port) = (free_port(), free_port(), free_port());
-    std::fs::write(
-        dir.join("manifests/all.yaml"),
-        manifests(http_port, https_port, other_port, backend, "/first"),
-    )
-    .expect("write manifests");
-    let (xds, admin) = (free_port(), free_port());
-    let serve = start(&dir, xds, admin, &cert, &key, &client_ca);
     let s = Setup {
         dir,
         ca,
-        xds,
-        admin,
+        xds: free_port(),
+        admin: free_port(),
         http_port,
         https_port,
         other_port,
         _echo: echo,
         backend,
     };
+    s.write("/first");
+    let serve = s.start();
     (s, serve)
+}
+
+impl Setup {
+    /// The manifests, with `extra_path` as the extra route's path.
+    fn write(&self, extra_path: &str) {
+        std::fs::write(
+            self.dir.join("manifests/all.yaml"),
+            manifests(
+                self.http_port,
+                self.https_port,
+                self.other_port,
+                self.backend,
+                extra_path,
+            ),
+        )
+        .expect("write manifests");
+    }
+
+    /// `serve` with the server files [`server_files`] wrote (as they are now).
+    fn start(&self) -> common::Serve {
+        start(
+            &self.dir,
+            self.xds,
+            self.admin,
+            &self.dir.join("server.crt"),
+            &self.dir.join("server.key"),
+            &self.dir.join("client-ca.crt"),
+        )
+    }
+
+    /// The Envoy of infra/gw with a fresh certificate of infra/gw from the
+    /// CA, trusting the CA.
+    fn gw_envoy(&self, mode: Mode) -> Envoy {
+        envoy_with(
+            &self.dir,
+            "gw",
+            "infra/gw",
+            &client_cert(&self.ca, "infra", "gw"),
+            &self.ca.cert_pem,
+            self.xds,
+            mode,
+        )
+    }
+
+    /// Whether infra/gw's HTTP listener answers `path` with 200.
+    fn serves(&self, path: &str) -> bool {
+        http(self.http_port, "x", path).is_some_and(|r| r.0 == 200)
+    }
 }
 
 fn start(dir: &Path, xds: u16, admin: u16, cert: &Path, key: &Path, client_ca: &Path) -> common::Serve {
@@ -430,16 +460,9 @@ fn an_envoy_gets_only_the_gateway_its_certificate_names() {
 
     // The Envoy of infra/gw, with infra/gw's certificate: configured,
     // serving, and holding its listener certificate (over SDS).
-    let gw = envoy(
-        &s.dir,
-        "gw",
-        "infra/gw",
-        &client_cert(&s.ca, "infra", "gw"),
-        &s.ca.cert_pem,
-        s.xds,
-    );
+    let gw = s.gw_envoy(Mode::Files);
     wait_for("infra/gw's Envoy to serve /a", Duration::from_secs(60), || {
-        http(s.http_port, "x", "/a").is_some_and(|r| r.0 == 200)
+        s.serves("/a")
     });
     let dump = config_dump(gw.admin);
     assert_eq!(
@@ -591,17 +614,8 @@ impl Load {
 #[test]
 fn server_certificate_rotation_keeps_envoy_serving() {
     let (s, serve) = setup("xds-tls-server-rotation");
-    let gw = envoy(
-        &s.dir,
-        "gw",
-        "infra/gw",
-        &client_cert(&s.ca, "infra", "gw"),
-        &s.ca.cert_pem,
-        s.xds,
-    );
-    wait_for("Envoy to serve /a", Duration::from_secs(60), || {
-        http(s.http_port, "x", "/a").is_some_and(|r| r.0 == 200)
-    });
+    let gw = s.gw_envoy(Mode::Files);
+    wait_for("Envoy to serve /a", Duration::from_secs(60), || s.serves("/a"));
     let load = Load::start(s.http_port);
     let client = client_cert(&s.ca, "infra", "gw");
     let old = probe(s.xds, &s.ca.cert_pem, Some(&client)).expect("probe");
@@ -621,34 +635,20 @@ fn server_certificate_rotation_keeps_envoy_serving() {
     assert_ne!(old, der(&rotated.cert_pem));
 
     // The established xDS connection still carries updates.
-    let write = |path: &str| {
-        std::fs::write(
-            s.dir.join("manifests/all.yaml"),
-            manifests(s.http_port, s.https_port, s.other_port, s.backend, path),
-        )
-        .expect("write manifests")
-    };
-    write("/second");
+    s.write("/second");
     wait_for(
         "an update over the established connection",
         Duration::from_secs(30),
-        || http(s.http_port, "x", "/second").is_some_and(|r| r.0 == 200),
+        || s.serves("/second"),
     );
 
     // The control plane restarts: Envoy reconnects, now verifying the new
     // certificate (the only one served), and gets what changed meanwhile.
     drop(serve);
-    write("/third");
-    let _serve = start(
-        &s.dir,
-        s.xds,
-        s.admin,
-        &s.dir.join("server.crt"),
-        &s.dir.join("server.key"),
-        &s.dir.join("client-ca.crt"),
-    );
+    s.write("/third");
+    let _serve = s.start();
     wait_for("the update after the reconnect", Duration::from_secs(60), || {
-        http(s.http_port, "x", "/third").is_some_and(|r| r.0 == 200)
+        s.serves("/third")
     });
     let (ok, failed) = load.finish();
     assert!(ok > 50, "only {ok} requests");
@@ -659,11 +659,8 @@ fn server_certificate_rotation_keeps_envoy_serving() {
 #[test]
 fn client_certificate_rotation_is_picked_up_by_a_running_envoy() {
     let (s, serve) = setup("xds-tls-client-rotation");
-    let first = client_cert(&s.ca, "infra", "gw");
-    let gw = envoy_with(&s.dir, "gw", "infra/gw", &first, &s.ca.cert_pem, s.xds, Mode::Sds);
-    wait_for("Envoy to serve /a", Duration::from_secs(60), || {
-        http(s.http_port, "x", "/a").is_some_and(|r| r.0 == 200)
-    });
+    let gw = s.gw_envoy(Mode::Sds);
+    wait_for("Envoy to serve /a", Duration::from_secs(60), || s.serves("/a"));
     let load = Load::start(s.http_port);
 
     // A new client certificate from a new CA, moved into the Envoy's
@@ -689,23 +686,12 @@ fn client_certificate_rotation_is_picked_up_by_a_running_envoy() {
     // reaches the running Envoy.
     drop(serve);
     replace(&s.dir.join("client-ca.crt"), &next_ca.cert_pem);
-    std::fs::write(
-        s.dir.join("manifests/all.yaml"),
-        manifests(s.http_port, s.https_port, s.other_port, s.backend, "/after"),
-    )
-    .expect("write manifests");
-    let _serve = start(
-        &s.dir,
-        s.xds,
-        s.admin,
-        &s.dir.join("server.crt"),
-        &s.dir.join("server.key"),
-        &s.dir.join("client-ca.crt"),
-    );
+    s.write("/after");
+    let _serve = s.start();
     wait_for(
         "the update over the rotated certificate",
         Duration::from_secs(60),
-        || http(s.http_port, "x", "/after").is_some_and(|r| r.0 == 200),
+        || s.serves("/after"),
     );
     assert_eq!(metric(s.admin, "portcullis_xds_tls_handshake_failures_total"), 0);
     let (ok, failed) = load.finish();
@@ -749,19 +735,11 @@ fn serial(pem: &str) -> String {
 #[test]
 fn delta_ads_is_bound_to_the_certificate_too() {
     let (s, _serve) = setup("xds-tls-delta");
-    let gw = envoy_with(
-        &s.dir,
-        "gw",
-        "infra/gw",
-        &client_cert(&s.ca, "infra", "gw"),
-        &s.ca.cert_pem,
-        s.xds,
-        Mode::Delta,
-    );
+    let gw = s.gw_envoy(Mode::Delta);
     wait_for(
         "infra/gw's Envoy (delta) to serve /a",
         Duration::from_secs(60),
-        || http(s.http_port, "x", "/a").is_some_and(|r| r.0 == 200),
+        || s.serves("/a"),
     );
     assert!(!dynamic_secrets(&config_dump(gw.admin)).is_empty());
     let before = metric(s.admin, "portcullis_xds_refused_streams_total");

@@ -2,8 +2,11 @@
 //! Envoy, manifests for one Gateway with echo backends, raw HTTP.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod httpproxy;
+pub mod kube;
+
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -96,25 +99,60 @@ impl Drop for Serve {
     }
 }
 
-/// The GatewayClass and Gateway `infra/gw` (one HTTP listener on
-/// `gw_port`, routes from all namespaces) that the end-to-end tests share.
-pub fn gateway(gw_port: u16) -> String {
-    format!(
-        r#"apiVersion: gateway.networking.k8s.io/v1
+/// GatewayClass `portcullis` of our controller, followed by `---`.
+pub const GATEWAY_CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
-metadata: {{name: portcullis}}
-spec: {{controllerName: portcullis.dev/gateway-controller}}
+metadata: {name: portcullis}
+spec: {controllerName: portcullis.dev/gateway-controller}
 ---
-apiVersion: gateway.networking.k8s.io/v1
+";
+
+/// [`GATEWAY_CLASS`] and Gateway `infra/gw` with `listeners` (the items
+/// of its `listeners:`, each line indented by two and ending in a
+/// newline), followed by `---`.
+pub fn gateway_with(listeners: &str) -> String {
+    format!(
+        r#"{GATEWAY_CLASS}apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {{name: gw, namespace: infra}}
 spec:
   gatewayClassName: portcullis
   listeners:
-  - {{name: http, protocol: HTTP, port: {gw_port}, allowedRoutes: {{namespaces: {{from: All}}}}}}
----
+{listeners}---
 "#
     )
+}
+
+/// A listener item for [`gateway_with`]: HTTP on `port`, routes from all
+/// namespaces.
+pub fn http_listener(name: &str, port: u16) -> String {
+    format!(
+        "  - {{name: {name}, protocol: HTTP, port: {port}, allowedRoutes: {{namespaces: {{from: All}}}}}}\n"
+    )
+}
+
+/// A listener item for [`gateway_with`]: `https`, HTTPS on `port`
+/// terminating with the TLS Secret `cert` of the Gateway's namespace,
+/// routes from all namespaces.
+pub fn https_listener(port: u16, cert: &str) -> String {
+    format!(
+        "  - name: https\n    protocol: HTTPS\n    port: {port}\n    \
+         tls: {{certificateRefs: [{{name: {cert}}}]}}\n    allowedRoutes: {{namespaces: {{from: All}}}}\n"
+    )
+}
+
+/// A listener item for [`gateway_with`]: HTTP on `port` for host
+/// `<name>.example.com`, routes from all namespaces.
+pub fn host_listener(name: &str, port: u16) -> String {
+    format!(
+        "  - {{name: {name}, protocol: HTTP, port: {port}, hostname: {name}.example.com, allowedRoutes: {{namespaces: {{from: All}}}}}}\n"
+    )
+}
+
+/// The GatewayClass and Gateway `infra/gw` (one HTTP listener on
+/// `gw_port`, routes from all namespaces) that the end-to-end tests share.
+pub fn gateway(gw_port: u16) -> String {
+    gateway_with(&http_listener("http", gw_port))
 }
 
 pub fn manifests(gw_port: u16, a: u16, b: u16) -> String {
@@ -145,20 +183,51 @@ spec:
     )
 }
 
+/// `127.0.0.1:port`.
+pub fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// HTTPRoute `app/NAME` on Gateway `infra/gw`: a rule per `(path prefix,
+/// Service)` of `rules` (the Service's port 80); followed by `---`.
+pub fn prefix_route(name: &str, rules: &[(&str, &str)]) -> String {
+    let rules: String = rules
+        .iter()
+        .map(|(path, svc)| {
+            format!(
+                "  - matches: [{{path: {{type: PathPrefix, value: {path}}}}}]\n    backendRefs: [{{name: {svc}, port: 80}}]\n"
+            )
+        })
+        .collect();
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: app}}\n\
+         spec:\n  parentRefs: [{{name: gw, namespace: infra}}]\n  rules:\n{rules}---\n"
+    )
+}
+
+/// Service `app/NAME` (port 80) and its EndpointSlice on loopback `port`.
 pub fn service(name: &str, port: u16) -> String {
+    service_at("app", name, loopback(port))
+}
+
+/// Service `ns/name` (port 80) and its EndpointSlice on `backend` (in
+/// Kubernetes mode an address from `kube::forward`: the apiserver refuses
+/// loopback endpoints); no `---` after it.
+pub fn service_at(ns: &str, name: &str, backend: SocketAddr) -> String {
+    let (ip, port) = (backend.ip(), backend.port());
     format!(
         r#"apiVersion: v1
 kind: Service
-metadata: {{name: {name}, namespace: app}}
+metadata: {{name: {name}, namespace: {ns}}}
 spec:
   ports: [{{name: http, port: 80, targetPort: {port}}}]
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
-metadata: {{name: {name}-1, namespace: app, labels: {{kubernetes.io/service-name: {name}}}}}
+metadata: {{name: {name}-1, namespace: {ns}, labels: {{kubernetes.io/service-name: {name}}}}}
 addressType: IPv4
 ports: [{{name: http, port: {port}}}]
-endpoints: [{{addresses: ["127.0.0.1"]}}]"#
+endpoints: [{{addresses: ["{ip}"]}}]"#
     )
 }
 
