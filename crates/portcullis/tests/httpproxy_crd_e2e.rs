@@ -11,11 +11,11 @@
 
 mod common;
 
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{echo_pod, free_port, http, wait_for, work_dir};
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use common::kube::{apply, controller, eventually, forward, namespaces};
+use common::{echo_pod, free_port, http, service_at, wait_for, work_dir};
+use kube::api::{Api, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -26,68 +26,6 @@ fn proxies(client: &kube::Client, kind: &str, plural: &str) -> Api<DynamicObject
         plural,
     );
     Api::namespaced_with(client.clone(), "team", &ar)
-}
-
-/// Applies every document of `yaml` with server-side apply (manager `test`).
-async fn apply(client: &kube::Client, yaml: &str) {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("test YAML");
-    for doc in docs.into_iter().filter(|d| !d.is_null()) {
-        let api_version = doc["apiVersion"].as_str().expect("apiVersion");
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let kind = doc["kind"].as_str().expect("kind");
-        let (ar, caps) = kube::discovery::pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-            .await
-            .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
-        let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
-            Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-                Api::namespaced_with(client.clone(), ns, &ar)
-            }
-            _ => Api::all_with(client.clone(), &ar),
-        };
-        let name = doc["metadata"]["name"].as_str().expect("name").to_string();
-        api.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&doc))
-            .await
-            .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
-    }
-}
-
-/// A Service and its EndpointSlice (the apiserver refuses loopback
-/// endpoint addresses: the backend is reached through the host's address).
-fn service(ns: &str, name: &str, backend: &echo::Handle) -> String {
-    let forwarded =
-        testkit::kube::forward_from_host(backend.addr()).expect("forward from the host's address");
-    let (ip, port) = (forwarded.ip(), forwarded.port());
-    format!(
-        "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {ns}}}\n\
-         spec:\n  ports: [{{name: http, port: 80, targetPort: {port}}}]\n---\n\
-         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
-         metadata: {{name: {name}-1, namespace: {ns}, labels: {{kubernetes.io/service-name: {name}}}}}\n\
-         addressType: IPv4\nports: [{{name: http, port: {port}}}]\nendpoints: [{{addresses: [\"{ip}\"]}}]\n---\n"
-    )
-}
-
-fn start_controller(kubeconfig: &Path, run_dir: &Path, xds: u16, admin: u16) -> common::Serve {
-    let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_portcullis"))
-        .arg("controller")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["--xds-address", &format!("127.0.0.1:{xds}")])
-        .args(["--admin-address", &format!("127.0.0.1:{admin}")])
-        .args(["--listener-address", "127.0.0.1"])
-        .arg("--run-dir")
-        .arg(run_dir)
-        .args(["--no-leader-election", "--provision=false"])
-        .args(["--httpproxy-gateway", "infra/gw"])
-        .env("ENVOY_BIN", envoy)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("start portcullis controller");
-    common::Serve {
-        child,
-        run_dir: run_dir.to_path_buf(),
-    }
 }
 
 /// A valid HTTPProxy using most of what portcullis implements: stored
@@ -150,10 +88,10 @@ async fn generated_httpproxy_crd_keeps_unknown_fields_and_the_proxy_fails_closed
     apply(
         &client,
         &format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: infra}}\n---\n\
-             apiVersion: v1\nkind: Namespace\nmetadata: {{name: team}}\n---\n{}{}",
+            "{}{}{}",
+            namespaces(&["infra", "team"]),
             common::gateway(gw_port),
-            service("team", "s", &backend)
+            service_at("team", "s", forward(&backend))
         ),
     )
     .await;
@@ -253,7 +191,21 @@ async fn generated_httpproxy_crd_keeps_unknown_fields_and_the_proxy_fails_closed
     // field is invalid, says which field, and its FQDN is fenced.
     let dir = work_dir(test);
     let (xds, admin) = (free_port(), free_port());
-    let controller = start_controller(&cluster.kubeconfig, &dir.join("run"), xds, admin);
+    let controller = controller(
+        &cluster.kubeconfig,
+        &dir.join("run"),
+        xds,
+        admin,
+        &[
+            "--listener-address",
+            "127.0.0.1",
+            "--no-leader-election",
+            "--provision=false",
+            "--httpproxy-gateway",
+            "infra/gw",
+        ],
+        &[],
+    );
     tokio::task::block_in_place(|| {
         wait_for("the valid HTTPProxy through Envoy", WAIT, || {
             http(gw_port, "ok.example.com", "/child/x")
@@ -272,16 +224,12 @@ async fn generated_httpproxy_crd_keeps_unknown_fields_and_the_proxy_fails_closed
         }
     });
     for (name, field, _) in &unknown {
-        let started = Instant::now();
-        let status = loop {
-            let p = api.get(name).await.expect("read back");
+        let status = eventually(&format!("{name}: status written"), WAIT, || async {
+            let p = api.get(name).await.ok()?;
             let status = p.data["status"].clone();
-            if status["currentStatus"].is_string() {
-                break status;
-            }
-            assert!(started.elapsed() < WAIT, "{name}: no status written: {}", p.data);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+            status["currentStatus"].is_string().then_some(status)
+        })
+        .await;
         assert_eq!(status["currentStatus"], "invalid", "{name}: {status}");
         let last = field.rsplit('.').next().unwrap_or(field);
         assert!(
