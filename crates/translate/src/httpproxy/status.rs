@@ -28,6 +28,30 @@ pub struct Found {
     pub fqdn: Option<String>,
 }
 
+/// Findings in the order one tree's walk, duplicate detection or build
+/// found them, on any proxy of the tree. Kept per tree (owned, so the
+/// incremental memo can hold it past the inputs it came from) and replayed
+/// into [`Statuses`] in the order a full translation finds them, so that a
+/// reused tree yields the same status as a recomputed one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Events(Vec<(ProxyId, Severity, ProxyError)>);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Events {
+    pub fn error(&mut self, proxy: &ProxyId, error: ProxyError) {
+        self.0.push((proxy.clone(), Severity::Error, error));
+    }
+
+    pub fn warning(&mut self, proxy: &ProxyId, warning: ProxyError) {
+        self.0.push((proxy.clone(), Severity::Warning, warning));
+    }
+}
+
 /// Findings per proxy. A finding recorded twice (a child included by two
 /// roots, or twice by one) is kept once.
 #[derive(Clone, Debug, Default)]
@@ -47,6 +71,16 @@ impl Statuses {
         let found = self.proxies.entry(proxy.clone()).or_default();
         if !found.warnings.contains(&warning) {
             found.warnings.push(warning);
+        }
+    }
+
+    /// Records `events` in the order they were found.
+    pub fn replay(&mut self, events: &Events) {
+        for (proxy, severity, e) in &events.0 {
+            match severity {
+                Severity::Error => self.error(proxy, e.clone()),
+                Severity::Warning => self.warning(proxy, e.clone()),
+            }
         }
     }
 
