@@ -63,10 +63,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1000);
-    let runs: usize = std::env::args()
-        .nth(2)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(9);
+    let runs: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(9);
     let settings = translate::Settings {
         http_proxy: translate::httpproxy::HttpProxySettings {
             root_namespaces: Vec::new(),

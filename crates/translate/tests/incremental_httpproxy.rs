@@ -78,7 +78,9 @@ struct World {
 impl World {
     fn new(rng: &mut Rng) -> Self {
         let (crt, key) = tls_pair();
-        let mut w = World { files: BTreeMap::new() };
+        let mut w = World {
+            files: BTreeMap::new(),
+        };
         w.files.insert(
             "base.yaml".into(),
             format!(
@@ -335,12 +337,18 @@ fn compare(what: &str, full: &translate::Output, inc: &translate::Output) {
         let i = &inc.gateways[k];
         let f_routes: Vec<(&str, &[u8])> = f.routes.iter().map(|r| (r.name.as_str(), r.bytes())).collect();
         let i_routes: Vec<(&str, &[u8])> = i.routes.iter().map(|r| (r.name.as_str(), r.bytes())).collect();
-        assert!(f_routes == i_routes, "{what}: route configuration bytes of {k} differ");
+        assert!(
+            f_routes == i_routes,
+            "{what}: route configuration bytes of {k} differ"
+        );
         assert_eq!(f, i, "{what}: xDS of {k} differs");
     }
     assert_eq!(full.status, inc.status, "{what}: status differs");
     assert_eq!(full.diagnostics, inc.diagnostics, "{what}: diagnostics differ");
-    assert_eq!(full.http_proxies, inc.http_proxies, "{what}: HTTPProxy reports differ");
+    assert_eq!(
+        full.http_proxies, inc.http_proxies,
+        "{what}: HTTPProxy reports differ"
+    );
     assert!(full == inc, "{what}: outputs differ");
 }
 
@@ -361,7 +369,11 @@ fn incremental_httpproxy_equals_full_after_every_edit() {
         let mut world = World::new(&mut rng);
         // One seed in two limits roots to `apps` (a root in another
         // namespace is refused): children in `team` are never roots anyway.
-        let roots = if seed % 2 == 0 { vec!["apps".to_string()] } else { Vec::new() };
+        let roots = if seed % 2 == 0 {
+            vec!["apps".to_string()]
+        } else {
+            Vec::new()
+        };
         let mut translator = Translator::new();
         for step in 0..steps {
             let what = if step == 0 {
@@ -430,7 +442,10 @@ fn an_edit_of_one_child_recomputes_exactly_its_trees() {
     let settings = settings(0, Vec::new());
     let mut t = Translator::new();
     let first = t.translate(Arc::new(fixed(None)), &settings, translate::Seams::default());
-    assert_eq!(t.httpproxy_trees().recomputed, ids(&["r0", "r1", "r2", "r3", "r4"]));
+    assert_eq!(
+        t.httpproxy_trees().recomputed,
+        ids(&["r0", "r1", "r2", "r3", "r4"])
+    );
 
     // (edited proxy, the trees that contain it)
     let cases: [(&str, &[&str]); 3] = [

@@ -199,14 +199,14 @@ fn reports(inputs: &api::Inputs, statuses: &Statuses, trees: &[Arc<Tree>]) -> Ve
                 "child"
             };
             let current = statuses.current_status(&id);
-            let rendered = statuses.render(&id, 0, "", None);
+
             ProxyReport {
                 namespace: id.namespace.clone(),
                 name: id.name.clone(),
                 role: role.to_string(),
                 fqdn: found.and_then(|f| f.fqdn.clone()),
                 current_status: current.to_string(),
-                description: rendered.description,
+                description: statuses.description(&id),
                 include_paths,
                 routes: lines.remove(&id).unwrap_or_default(),
                 duplicate_routes: duplicates.get(&id).copied().unwrap_or(0),

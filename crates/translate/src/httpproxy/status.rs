@@ -97,6 +97,21 @@ impl Statuses {
         }
     }
 
+    /// `status.description`: the orphan message for an orphan, else the
+    /// `Valid` condition's message.
+    pub fn description(&self, proxy: &ProxyId) -> String {
+        let found = self.proxies.get(proxy);
+        let errors = found.map_or(&[][..], |f| f.errors.as_slice());
+        if let Some(e) = errors.iter().find(|e| e.type_ == type_::ORPHANED) {
+            return truncate(&e.message);
+        }
+        if errors.is_empty() {
+            "Valid HTTPProxy".to_string()
+        } else {
+            "At least one error present, see Errors for details".to_string()
+        }
+    }
+
     /// The `status` stanza of `proxy`.
     pub fn render(
         &self,
@@ -125,13 +140,7 @@ impl Statuses {
             )
         };
         let current = self.current_status(proxy);
-        let description = match current {
-            "orphaned" => errors
-                .iter()
-                .find(|e| e.type_ == type_::ORPHANED)
-                .map_or_else(|| message.to_string(), |e| e.message.clone()),
-            _ => message.to_string(),
-        };
+        let description = self.description(proxy);
         ProxyStatus {
             current_status: current,
             description,
