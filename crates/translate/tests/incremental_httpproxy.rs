@@ -401,10 +401,15 @@ fn incremental_httpproxy_equals_full_after_every_edit() {
 }
 
 /// A fixed world: roots `r0`..`r4` each include their own child `c<i>`;
-/// `shared` is included by `r1` and `r3` (and includes `leaf`). Which
-/// trees contain which child is known from the manifests, not from the
-/// implementation.
+/// `shared` is included by `r1` and `r3` (and includes `leaf`); `r4`
+/// includes `ghost`, which exists only with `ghost` set (else a 502).
+/// Which trees contain which child is known from the manifests, not from
+/// the implementation.
 fn fixed(edited: Option<(&str, &str)>) -> api::Inputs {
+    fixed_with(edited, false)
+}
+
+fn fixed_with(edited: Option<(&str, &str)>, ghost: bool) -> api::Inputs {
     let mut s = String::from(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: portcullis}\nspec: {controllerName: portcullis.dev/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: edge, namespace: infra}\nspec:\n  gatewayClassName: portcullis\n  listeners:\n  - {name: http, protocol: HTTP, port: 80}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: apps}\nspec:\n  ports: [{name: http, port: 80}]\n",
     );
@@ -415,10 +420,10 @@ fn fixed(edited: Option<(&str, &str)>) -> api::Inputs {
         }
     };
     for i in 0..5 {
-        let shared = if i == 1 || i == 3 {
-            "  - {name: shared, conditions: [{prefix: /shared}]}\n"
-        } else {
-            ""
+        let shared = match i {
+            1 | 3 => "  - {name: shared, conditions: [{prefix: /shared}]}\n",
+            4 => "  - {name: ghost, conditions: [{prefix: /ghost}]}\n",
+            _ => "",
         };
         s.push_str(&format!(
             "---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: r{i}, namespace: apps}}\nspec:\n  virtualhost: {{fqdn: r{i}.example.com}}\n  includes:\n  - {{name: c{i}, conditions: [{{prefix: /c}}]}}\n{shared}---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {{name: c{i}, namespace: apps}}\nspec:\n  routes:\n  - conditions: [{{prefix: {}}}]\n    services: [{{name: s, port: 80}}]\n",
@@ -430,6 +435,9 @@ fn fixed(edited: Option<(&str, &str)>) -> api::Inputs {
         route("shared", "/s"),
         route("leaf", "/x"),
     ));
+    if ghost {
+        s.push_str("---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: {name: ghost, namespace: apps}\nspec:\n  routes:\n  - services: [{name: s, port: 80}]\n");
+    }
     api::loader::load_str("fixed.yaml", &s).inputs
 }
 
@@ -468,6 +476,22 @@ fn an_edit_of_one_child_recomputes_exactly_its_trees() {
         // Back to the original: the same trees again.
         let _ = t.translate(Arc::new(fixed(None)), &settings, translate::Seams::default());
         assert_eq!(t.httpproxy_trees().recomputed, ids(trees), "restoring {proxy}");
+    }
+
+    // A missing include created, then deleted again: only the tree that
+    // names it (its 502 becomes the child's route, and back).
+    for ghost in [true, false] {
+        let inc = t.translate(
+            Arc::new(fixed_with(None, ghost)),
+            &settings,
+            translate::Seams::default(),
+        );
+        assert_eq!(t.httpproxy_trees().recomputed, ids(&["r4"]), "ghost {ghost}");
+        compare(
+            &format!("ghost {ghost}"),
+            &translate::translate(&fixed_with(None, ghost), &settings),
+            &inc,
+        );
     }
 
     // Nothing changed: nothing recomputed.
