@@ -200,10 +200,15 @@ pub(crate) fn translate_memo(
 
     // HTTPProxy trees (README "HTTPProxy"): resolved once; their routes
     // built for the configured Gateway, installed during its assembly.
-    let mut proxies = crate::httpproxy::analyze(inputs, &index, &settings.http_proxy);
-    let served = settings.http_proxy.gateway.as_ref().map(|(ns, name)| {
-        crate::httpproxy::serve::build(&index, &mut proxies, &crate::naming::gateway(ns, name))
-    });
+    // With the incremental translator's memo, trees no edit touched are
+    // reused (`incremental/httpproxy.rs`).
+    let mut proxies = crate::httpproxy::stage::run(
+        inputs,
+        &index,
+        &settings.http_proxy,
+        memo.as_deref_mut().map(|m| &mut m.proxies),
+    );
+    let served = proxies.served.take();
 
     // IR, xDS and STRICT's checks per Gateway, in parallel; findings are
     // absorbed in Gateway order.
@@ -327,7 +332,8 @@ pub(crate) fn translate_memo(
                 &installed,
                 &routes,
                 &bindings,
-                &mut proxies,
+                &mut proxies.statuses,
+                &mut reports,
                 &mut out,
             );
         }

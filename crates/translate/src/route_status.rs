@@ -21,6 +21,11 @@ pub struct RouteReport {
     pub replaced: BTreeMap<usize, RuleError>,
     pub unresolved: Vec<(&'static str, String)>,
     pub warnings: Vec<String>,
+    /// Per binding (index into the route's bindings): a hostname this
+    /// route keeps on a listener that an HTTPProxy root claims too
+    /// (`httpproxy::serve::report_conflicts`), as the condition
+    /// `Conflicted=True`, reason `HostnameConflict`.
+    pub hostname_conflicts: Vec<(usize, String)>,
 }
 
 impl RouteReport {
@@ -125,7 +130,8 @@ pub fn render(
     }
     let parents = bindings
         .iter()
-        .map(|b| {
+        .enumerate()
+        .map(|(bi, b)| {
             let p = &route.parent_refs[b.parent_index];
             let accepted = match (&b.refused, &unsupported) {
                 (None, Some(message)) => {
@@ -144,6 +150,20 @@ pub fn render(
             };
             let mut conditions = vec![accepted, resolved.clone()];
             conditions.extend(partially_invalid.clone());
+            let conflicts: Vec<&str> = report
+                .hostname_conflicts
+                .iter()
+                .filter(|(i, _)| *i == bi)
+                .map(|(_, m)| m.as_str())
+                .collect();
+            if !conflicts.is_empty() {
+                conditions.push(stamp.condition(
+                    "Conflicted",
+                    true,
+                    "HostnameConflict",
+                    conflicts.join("; "),
+                ));
+            }
             RouteParentStatus {
                 parent_ref: ParentReference {
                     group: p.group.clone(),

@@ -25,13 +25,13 @@
 use std::collections::HashMap;
 
 use super::conditions::{Merged, PathMatch};
-use super::status::Statuses;
+use super::status::Events;
 use super::tree::VirtualHostPlan;
 use super::{ProxyError, reason, type_};
 
 /// Marks duplicates in `vh` (unprogrammed, `duplicate_of` set) and records
 /// the errors and warnings.
-pub fn detect(vh: &mut VirtualHostPlan<'_>, statuses: &mut Statuses) {
+pub fn detect(vh: &mut VirtualHostPlan<'_>, statuses: &mut Events) {
     let keys: Vec<Merged> = vh.entries.iter().map(|e| key(&e.conditions)).collect();
     let mut winners: HashMap<&Merged, usize> = HashMap::new();
     let mut duplicates: Vec<(usize, usize)> = Vec::new();

@@ -28,6 +28,7 @@ pub mod duplicates;
 pub mod report;
 pub mod routes;
 pub mod serve;
+pub mod stage;
 pub mod status;
 pub mod strict;
 pub mod tree;
@@ -200,7 +201,9 @@ pub fn analyze<'a>(
     let mut statuses = status::Statuses::default();
     let mut virtual_hosts = tree::resolve(inputs, index, settings, &mut statuses);
     for vh in &mut virtual_hosts {
-        duplicates::detect(vh, &mut statuses);
+        let mut found = status::Events::default();
+        duplicates::detect(vh, &mut found);
+        statuses.replay(&found);
     }
     Analysis {
         virtual_hosts,

@@ -4,19 +4,25 @@
 //! paths, merged conditions, duplicates and the route that won) that
 //! `describe httpproxy` and the metrics read.
 
-use super::{Analysis, ProxyId, tree, type_};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::stage::{Stage, Tree};
+use super::status::Statuses;
+use super::{ProxyId, tree, type_};
 
 /// Puts the status of every HTTPProxy (served or not) into `out.status`,
 /// and every finding into `out.diagnostics`. `load_balancer` is the
 /// address of the Gateway serving roots, when one does.
 pub fn report(
     inputs: &api::Inputs,
-    analysis: &Analysis<'_>,
+    stage: &Stage,
     settings: &crate::Settings,
     load_balancer: Option<&str>,
     out: &mut crate::Output,
 ) {
-    out.http_proxies = reports(inputs, analysis);
+    let statuses = &stage.statuses;
+    out.http_proxies = reports(inputs, statuses, &stage.trees);
     // Why nothing is programmed, when nothing is.
     let unserved = match (&settings.http_proxy.gateway, load_balancer) {
         (None, _) => Some(
@@ -33,7 +39,7 @@ pub fn report(
     for p in &inputs.http_proxies {
         let id = ProxyId::of(&p.object);
         let label = Some(format!("HTTPProxy {id}"));
-        let found = analysis.statuses.proxies.get(&id);
+        let found = statuses.proxies.get(&id);
         for e in found.into_iter().flat_map(|f| &f.errors) {
             out.diagnostics.push(api::Diagnostic::error(
                 label.clone(),
@@ -59,7 +65,7 @@ pub fn report(
         // As Contour: every root gets the serving address (an invalid
         // root's FQDN is served too, fenced).
         let lb = if is_root { load_balancer } else { None };
-        let status = analysis.statuses.render(
+        let status = statuses.render(
             &id,
             p.object.metadata.generation.unwrap_or(1),
             &settings.transition_time,
@@ -111,44 +117,67 @@ pub struct RouteLine {
     pub duplicate_of: Option<String>,
 }
 
-fn reports(inputs: &api::Inputs, analysis: &Analysis<'_>) -> Vec<ProxyReport> {
-    use std::collections::{BTreeMap, BTreeSet};
-    let mut paths: BTreeMap<ProxyId, BTreeSet<String>> = BTreeMap::new();
-    let mut lines: BTreeMap<ProxyId, Vec<RouteLine>> = BTreeMap::new();
-    let mut duplicates: BTreeMap<ProxyId, usize> = BTreeMap::new();
+/// What one tree adds to the reports of the proxies in it (owned: the
+/// incremental memo keeps it with the tree).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TreeReport {
+    /// (proxy, include path from the root down to it).
+    pub paths: BTreeSet<(ProxyId, String)>,
+    /// (holder, line), in processing order.
+    pub lines: Vec<(ProxyId, RouteLine)>,
+    /// How many routes of the tree are duplicates.
+    pub duplicates: usize,
+}
+
+/// One tree's contribution to the reports.
+pub fn tree_report(vh: &tree::VirtualHostPlan<'_>) -> TreeReport {
+    let mut out = TreeReport {
+        duplicates: vh.entries.iter().filter(|e| e.duplicate_of.is_some()).count(),
+        ..Default::default()
+    };
     let describe = |e: &tree::Entry<'_>| match &e.action {
         tree::Action::Route { index, .. } => format!("route spec.routes[{index}]"),
         tree::Action::BadGateway { include } => format!("502 (include {include})"),
         tree::Action::Fence { error } => format!("500 (fenced: {})", error.message),
     };
-    for vh in &analysis.virtual_hosts {
-        duplicates.insert(
-            vh.root.clone(),
-            vh.entries.iter().filter(|e| e.duplicate_of.is_some()).count(),
-        );
-        for e in &vh.entries {
-            for k in 0..e.chain.len() {
-                let path: Vec<String> = e.chain[..=k].iter().map(ToString::to_string).collect();
-                paths
-                    .entry(e.chain[k].clone())
-                    .or_default()
-                    .insert(path.join(" -> "));
-            }
-            let Some(holder) = e.holder() else { continue };
-            let duplicate_of = e.duplicate_of.and_then(|w| vh.entries.get(w)).map(|w| {
-                format!(
-                    "{} {}",
-                    w.holder().map(ToString::to_string).unwrap_or_default(),
-                    describe(w)
-                )
-            });
-            lines.entry(holder.clone()).or_default().push(RouteLine {
+    for e in &vh.entries {
+        for k in 0..e.chain.len() {
+            let path: Vec<String> = e.chain[..=k].iter().map(ToString::to_string).collect();
+            out.paths.insert((e.chain[k].clone(), path.join(" -> ")));
+        }
+        let Some(holder) = e.holder() else { continue };
+        let duplicate_of = e.duplicate_of.and_then(|w| vh.entries.get(w)).map(|w| {
+            format!(
+                "{} {}",
+                w.holder().map(ToString::to_string).unwrap_or_default(),
+                describe(w)
+            )
+        });
+        out.lines.push((
+            holder.clone(),
+            RouteLine {
                 root: vh.root.to_string(),
                 conditions: e.conditions.to_string(),
                 action: describe(e),
                 programmed: e.programmed,
                 duplicate_of,
-            });
+            },
+        ));
+    }
+    out
+}
+
+fn reports(inputs: &api::Inputs, statuses: &Statuses, trees: &[Arc<Tree>]) -> Vec<ProxyReport> {
+    let mut paths: BTreeMap<ProxyId, BTreeSet<String>> = BTreeMap::new();
+    let mut lines: BTreeMap<ProxyId, Vec<RouteLine>> = BTreeMap::new();
+    let mut duplicates: BTreeMap<ProxyId, usize> = BTreeMap::new();
+    for t in trees {
+        duplicates.insert(t.root.clone(), t.report.duplicates);
+        for (id, path) in &t.report.paths {
+            paths.entry(id.clone()).or_default().insert(path.clone());
+        }
+        for (holder, line) in &t.report.lines {
+            lines.entry(holder.clone()).or_default().push(line.clone());
         }
     }
     inputs
@@ -156,7 +185,7 @@ fn reports(inputs: &api::Inputs, analysis: &Analysis<'_>) -> Vec<ProxyReport> {
         .iter()
         .map(|p| {
             let id = ProxyId::of(&p.object);
-            let found = analysis.statuses.proxies.get(&id);
+            let found = statuses.proxies.get(&id);
             let include_paths: Vec<String> = paths
                 .remove(&id)
                 .map(|s| s.into_iter().collect())
@@ -169,15 +198,15 @@ fn reports(inputs: &api::Inputs, analysis: &Analysis<'_>) -> Vec<ProxyReport> {
             } else {
                 "child"
             };
-            let current = analysis.statuses.current_status(&id);
-            let rendered = analysis.statuses.render(&id, 0, "", None);
+            let current = statuses.current_status(&id);
+
             ProxyReport {
                 namespace: id.namespace.clone(),
                 name: id.name.clone(),
                 role: role.to_string(),
                 fqdn: found.and_then(|f| f.fqdn.clone()),
                 current_status: current.to_string(),
-                description: rendered.description,
+                description: statuses.description(&id),
                 include_paths,
                 routes: lines.remove(&id).unwrap_or_default(),
                 duplicate_routes: duplicates.get(&id).copied().unwrap_or(0),

@@ -25,13 +25,16 @@
 //! kept by the Gateway API route; the HTTPProxy root is reported
 //! (`VirtualHostError/FQDNConflict`) and not installed on that listener.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::route::v3::{
     RedirectAction, Route as EnvoyRoute, RouteMatch, redirect_action, route, route_match,
 };
 
-use super::{Analysis, ProxyError, ProxyId, reason, type_};
+use super::status::{Events, Statuses};
+use super::tree::VirtualHostPlan;
+use super::{ProxyError, ProxyId, reason, type_};
 use crate::backend::ClusterSpec;
 use crate::gateway::GatewayState;
 use crate::index::Index;
@@ -61,7 +64,8 @@ pub struct ServedHost {
 pub struct Served {
     /// `namespace/name` of the Gateway.
     pub gateway: String,
-    pub hosts: Vec<ServedHost>,
+    /// Shared with the incremental memo's trees (`stage::Tree`).
+    pub hosts: Vec<Arc<ServedHost>>,
     pub clusters: BTreeMap<String, ClusterSpec>,
 }
 
@@ -84,105 +88,103 @@ pub struct Installed {
     pub unserved: Vec<(ProxyId, String)>,
 }
 
-/// Builds the Envoy routes of every served root, recording what could not
-/// be programmed on the proxy concerned.
-pub fn build(index: &Index<'_>, analysis: &mut Analysis<'_>, gateway: &str) -> Served {
-    let Analysis {
-        virtual_hosts,
-        statuses,
-    } = analysis;
-    let mut served = Served {
-        gateway: gateway.to_string(),
-        ..Default::default()
-    };
-    let mut fqdns_served = std::collections::BTreeSet::new();
-    for vh in virtual_hosts.iter() {
-        let certificate = match &vh.tls {
-            None => None,
-            Some(tls) => match certificate(index, &tls.secret_namespace, &tls.secret_name) {
-                Ok(c) => Some(c),
-                Err(message) => {
-                    statuses.error(
-                        &vh.root,
-                        ProxyError::referential(
-                            type_::TLS_ERROR,
-                            reason::SECRET_NOT_VALID,
-                            "spec.virtualhost.tls.secretName",
-                            format!(
-                                "Spec.VirtualHost.TLS Secret \"{}/{}\" is invalid: {message}",
-                                tls.secret_namespace, tls.secret_name
-                            ),
+/// Builds the Envoy routes of one served root (one tree), recording what
+/// could not be programmed on the proxy concerned in `found`, and the
+/// clusters its routes use in `clusters`. A root whose TLS Secret does
+/// not read is served fenced.
+pub fn build_host(
+    index: &Index<'_>,
+    vh: &VirtualHostPlan<'_>,
+    found: &mut Events,
+    clusters: &mut BTreeMap<String, ClusterSpec>,
+) -> ServedHost {
+    let certificate = match &vh.tls {
+        None => None,
+        Some(tls) => match certificate(index, &tls.secret_namespace, &tls.secret_name) {
+            Ok(c) => Some(c),
+            Err(message) => {
+                found.error(
+                    &vh.root,
+                    ProxyError::referential(
+                        type_::TLS_ERROR,
+                        reason::SECRET_NOT_VALID,
+                        "spec.virtualhost.tls.secretName",
+                        format!(
+                            "Spec.VirtualHost.TLS Secret \"{}/{}\" is invalid: {message}",
+                            tls.secret_namespace, tls.secret_name
                         ),
-                    );
-                    served.hosts.push(fenced_host(&vh.root, &vh.fqdn));
-                    fqdns_served.insert(vh.fqdn.clone());
-                    continue;
-                }
-            },
-        };
-        let mut host = ServedHost {
-            root: vh.root.clone(),
-            fqdn: vh.fqdn.clone(),
-            certificate: None,
-            tls13_only: vh
-                .tls
-                .as_ref()
-                .is_some_and(|t| t.minimum_protocol_version == "1.3"),
-            http: Vec::new(),
-            https: Vec::new(),
-        };
-        for (i, entry) in vh.entries.iter().enumerate() {
-            if !entry.programmed {
-                continue;
+                    ),
+                );
+                return fenced_host(&vh.root, &vh.fqdn);
             }
-            let (envoy, rank, permit_insecure) =
-                match super::routes::entry_route(index, entry, &mut served.clusters) {
-                    Ok(built) => built,
-                    Err(failed) => {
-                        let (mut fenced, rank, error) = *failed;
-                        if let Some(holder) = entry.holder() {
-                            statuses.error(holder, error);
-                        }
-                        crate::replacement::replace(&mut fenced);
-                        (fenced, rank, false)
-                    }
-                };
-            let order = RouteOrder {
-                rank,
-                route: i,
-                rule: 0,
-                match_index: 0,
-            };
-            if certificate.is_some() {
-                let plain = if permit_insecure {
-                    envoy.clone()
-                } else {
-                    https_redirect(&envoy)
-                };
-                host.http.push((order, crate::xds::canonical::route(&plain)));
-                host.https.push((order, crate::xds::canonical::route(&envoy)));
-            } else {
-                host.http.push((order, crate::xds::canonical::route(&envoy)));
-            }
+        },
+    };
+    let mut host = ServedHost {
+        root: vh.root.clone(),
+        fqdn: vh.fqdn.clone(),
+        certificate: None,
+        tls13_only: vh
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.minimum_protocol_version == "1.3"),
+        http: Vec::new(),
+        https: Vec::new(),
+    };
+    for (i, entry) in vh.entries.iter().enumerate() {
+        if !entry.programmed {
+            continue;
         }
-        host.certificate = certificate;
-        fqdns_served.insert(vh.fqdn.clone());
-        served.hosts.push(host);
+        let (envoy, rank, permit_insecure) = match super::routes::entry_route(index, entry, clusters) {
+            Ok(built) => built,
+            Err(failed) => {
+                let (mut fenced, rank, error) = *failed;
+                if let Some(holder) = entry.holder() {
+                    found.error(holder, error);
+                }
+                crate::replacement::replace(&mut fenced);
+                (fenced, rank, false)
+            }
+        };
+        let order = RouteOrder {
+            rank,
+            route: i,
+            rule: 0,
+            match_index: 0,
+        };
+        if certificate.is_some() {
+            let plain = if permit_insecure {
+                envoy.clone()
+            } else {
+                https_redirect(&envoy)
+            };
+            host.http.push((order, crate::xds::canonical::route(&plain)));
+            host.https.push((order, crate::xds::canonical::route(&envoy)));
+        } else {
+            host.http.push((order, crate::xds::canonical::route(&envoy)));
+        }
     }
-    // Invalid roots keep their FQDN fenced (unless a valid root serves it).
+    host.certificate = certificate;
+    host
+}
+
+/// Invalid roots keep their FQDN fenced (a virtual host answering 500),
+/// unless a served root has it: one host per FQDN, in FQDN order.
+/// `served` says which roots (and FQDNs) were built by [`build_host`].
+pub fn fenced_hosts(
+    statuses: &Statuses,
+    served_roots: &BTreeSet<&ProxyId>,
+    fqdns_served: &BTreeSet<&str>,
+) -> Vec<ServedHost> {
     let mut fenced: Vec<(ProxyId, String)> = statuses
         .proxies
         .iter()
-        .filter(|(id, f)| !f.errors.is_empty() && !virtual_hosts.iter().any(|v| &v.root == *id))
+        .filter(|(id, f)| !f.errors.is_empty() && !served_roots.contains(id))
         .filter_map(|(id, f)| f.fqdn.clone().map(|fqdn| (id.clone(), fqdn)))
-        .filter(|(_, fqdn)| !fqdns_served.contains(fqdn) && crate::hostname::is_valid(fqdn, false))
+        .filter(|(_, fqdn)| !fqdns_served.contains(fqdn.as_str()) && crate::hostname::is_valid(fqdn, false))
         .collect();
     fenced.sort_by(|a, b| a.1.cmp(&b.1));
     fenced.dedup_by(|a, b| a.1 == b.1);
-    for (id, fqdn) in fenced {
-        served.hosts.push(fenced_host(&id, &fqdn));
-    }
-    served
+    fenced.iter().map(|(id, fqdn)| fenced_host(id, fqdn)).collect()
 }
 
 /// A virtual host whose every request answers the replacement 500.
@@ -249,7 +251,7 @@ pub fn install(
     served: &Served,
 ) -> Installed {
     let mut conflicts = Vec::new();
-    let mut admitted = std::collections::BTreeSet::new();
+    let mut admitted = BTreeSet::new();
     ir.clusters
         .extend(served.clusters.iter().map(|(k, v)| (k.clone(), v.clone())));
     for (li, l) in gw.listeners.iter().enumerate().filter(|(_, l)| l.programmed()) {
@@ -351,9 +353,14 @@ fn add(
     chain.add(&host.fqdn, owner, 2, orders.into_iter().zip(refs));
 }
 
-/// Records FQDN conflicts on the roots (they are not served on those
-/// listeners), on the Gateway and on the Gateway API routes that keep the
-/// FQDN; and roots no listener of the Gateway admits.
+/// Records FQDN conflicts on both sides, and roots no listener of the
+/// Gateway admits. The Gateway API side keeps a contested FQDN (README
+/// "HTTPProxy"): the root gets the error `VirtualHostError/FQDNConflict`
+/// naming the routes (or the HTTPS listener) that keep it; each such
+/// route gets, on its parent status for this Gateway, the condition
+/// `Conflicted=True` (reason `HostnameConflict`, Gateway API's listener
+/// vocabulary) naming the HTTPProxy, beside its `Accepted=True`; the
+/// Gateway a warning diagnostic.
 #[allow(clippy::too_many_arguments)]
 pub fn report_conflicts(
     gateway: &str,
@@ -362,18 +369,44 @@ pub fn report_conflicts(
     installed: &Installed,
     routes: &[crate::route::model::Route<'_>],
     bindings: &[Vec<crate::binding::ParentBinding>],
-    analysis: &mut Analysis<'_>,
+    statuses: &mut Statuses,
+    reports: &mut [crate::route_status::RouteReport],
     out: &mut crate::Output,
 ) {
     for c in &installed.conflicts {
-        analysis.statuses.error(
+        // The routes that keep the FQDN on this listener, and through which
+        // of their parentRefs.
+        let mut claimers: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (ri, bs) in bindings.iter().enumerate() {
+            let parents: Vec<usize> = bs
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| {
+                    b.gateway == gateway_index
+                        && b.attachments
+                            .iter()
+                            .any(|a| a.listener == c.listener_index && a.hostnames.contains(&c.fqdn))
+                })
+                .map(|(bi, _)| bi)
+                .collect();
+            if !parents.is_empty() {
+                claimers.push((ri, parents));
+            }
+        }
+        let by = if claimers.is_empty() {
+            format!("the hostname of listener {}", c.listener)
+        } else {
+            let names: Vec<String> = claimers.iter().map(|(ri, _)| routes[*ri].display()).collect();
+            names.join(", ")
+        };
+        statuses.error(
             &c.root,
             ProxyError::semantic(
                 type_::VIRTUAL_HOST_ERROR,
                 reason::FQDN_CONFLICT,
                 "spec.virtualhost.fqdn",
                 format!(
-                    "fqdn {:?} is also claimed on listener {} of Gateway {gateway} by a Gateway API route or listener, which keeps it there",
+                    "fqdn {:?} on listener {} of Gateway {gateway} is also claimed by {by}, which keeps it (the Gateway API side wins); this root is not served on that listener",
                     c.fqdn, c.listener
                 ),
             ),
@@ -382,30 +415,30 @@ pub fn report_conflicts(
             Some(format!("Gateway {gateway}")),
             Some(source),
             format!(
-                "listener {}: hostname {:?} is claimed by HTTPProxy {} too; the Gateway API route (or listener) keeps it",
+                "listener {}: hostname {:?} is claimed by HTTPProxy {} too; {by} keeps it",
                 c.listener, c.fqdn, c.root
             ),
         ));
-        for (route, bs) in routes.iter().zip(bindings) {
-            let claims = bs.iter().filter(|b| b.gateway == gateway_index).any(|b| {
-                b.attachments
-                    .iter()
-                    .any(|a| a.listener == c.listener_index && a.hostnames.contains(&c.fqdn))
-            });
-            if claims {
-                out.diagnostics.push(api::Diagnostic::warning(
-                    Some(route.display()),
-                    Some(&route.source),
-                    format!(
-                        "hostname {:?} on listener {} of Gateway {gateway} is also claimed by HTTPProxy {}; this route keeps it",
-                        c.fqdn, c.listener, c.root
-                    ),
-                ));
+        for (ri, parents) in claimers {
+            let route = &routes[ri];
+            let message = format!(
+                "hostname {:?} on listener {} of Gateway {gateway} is also claimed by HTTPProxy {}; this route keeps it",
+                c.fqdn, c.listener, c.root
+            );
+            out.diagnostics.push(api::Diagnostic::warning(
+                Some(route.display()),
+                Some(&route.source),
+                message.clone(),
+            ));
+            if let Some(report) = reports.get_mut(ri) {
+                for bi in parents {
+                    report.hostname_conflicts.push((bi, message.clone()));
+                }
             }
         }
     }
     for (root, fqdn) in &installed.unserved {
-        analysis.statuses.error(
+        statuses.error(
             root,
             ProxyError::semantic(
                 type_::VIRTUAL_HOST_ERROR,

@@ -28,6 +28,30 @@ pub struct Found {
     pub fqdn: Option<String>,
 }
 
+/// Findings in the order one tree's walk, duplicate detection or build
+/// found them, on any proxy of the tree. Kept per tree (owned, so the
+/// incremental memo can hold it past the inputs it came from) and replayed
+/// into [`Statuses`] in the order a full translation finds them, so that a
+/// reused tree yields the same status as a recomputed one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Events(Vec<(ProxyId, Severity, ProxyError)>);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+impl Events {
+    pub fn error(&mut self, proxy: &ProxyId, error: ProxyError) {
+        self.0.push((proxy.clone(), Severity::Error, error));
+    }
+
+    pub fn warning(&mut self, proxy: &ProxyId, warning: ProxyError) {
+        self.0.push((proxy.clone(), Severity::Warning, warning));
+    }
+}
+
 /// Findings per proxy. A finding recorded twice (a child included by two
 /// roots, or twice by one) is kept once.
 #[derive(Clone, Debug, Default)]
@@ -50,6 +74,16 @@ impl Statuses {
         }
     }
 
+    /// Records `events` in the order they were found.
+    pub fn replay(&mut self, events: &Events) {
+        for (proxy, severity, e) in &events.0 {
+            match severity {
+                Severity::Error => self.error(proxy, e.clone()),
+                Severity::Warning => self.warning(proxy, e.clone()),
+            }
+        }
+    }
+
     pub fn is_valid(&self, proxy: &ProxyId) -> bool {
         self.proxies.get(proxy).is_none_or(|f| f.errors.is_empty())
     }
@@ -60,6 +94,21 @@ impl Statuses {
             Some(f) if f.errors.iter().any(|e| e.type_ == type_::ORPHANED) => "orphaned",
             Some(f) if !f.errors.is_empty() => "invalid",
             _ => "valid",
+        }
+    }
+
+    /// `status.description`: the orphan message for an orphan, else the
+    /// `Valid` condition's message.
+    pub fn description(&self, proxy: &ProxyId) -> String {
+        let found = self.proxies.get(proxy);
+        let errors = found.map_or(&[][..], |f| f.errors.as_slice());
+        if let Some(e) = errors.iter().find(|e| e.type_ == type_::ORPHANED) {
+            return truncate(&e.message);
+        }
+        if errors.is_empty() {
+            "Valid HTTPProxy".to_string()
+        } else {
+            "At least one error present, see Errors for details".to_string()
         }
     }
 
@@ -91,13 +140,7 @@ impl Statuses {
             )
         };
         let current = self.current_status(proxy);
-        let description = match current {
-            "orphaned" => errors
-                .iter()
-                .find(|e| e.type_ == type_::ORPHANED)
-                .map_or_else(|| message.to_string(), |e| e.message.clone()),
-            _ => message.to_string(),
-        };
+        let description = self.description(proxy);
         ProxyStatus {
             current_status: current,
             description,

@@ -31,7 +31,7 @@ use api::Sourced;
 use api::httpproxy::{HttpProxy, MatchCondition, Route};
 
 use super::conditions::{self, Merged};
-use super::status::Statuses;
+use super::status::{Events, Statuses};
 use super::{HttpProxySettings, ProxyError, ProxyId, reason, type_};
 use crate::index::Index;
 
@@ -96,6 +96,40 @@ impl Action<'_> {
     }
 }
 
+/// Every HTTPProxy by id (a later object with the same id replaces an
+/// earlier one, as everywhere the translator looks proxies up).
+pub type Proxies<'a> = BTreeMap<ProxyId, &'a Sourced<HttpProxy>>;
+
+pub fn proxies(inputs: &api::Inputs) -> Proxies<'_> {
+    inputs
+        .http_proxies
+        .iter()
+        .map(|p| (ProxyId::of(&p.object), p))
+        .collect()
+}
+
+/// A root that passed the root checks: its tree is walked ([`walk`]).
+#[derive(Clone, Debug)]
+pub struct RootPlan<'a> {
+    pub root: ProxyId,
+    pub proxy: &'a Sourced<HttpProxy>,
+    /// Lower-cased.
+    pub fqdn: String,
+    pub tls: Option<TlsPlan>,
+}
+
+/// One root's tree walked: its plan, what the walk found (on any proxy of
+/// the tree), the proxies it reached (not orphans) and every proxy id it
+/// looked up, present or not (what the walk's result depends on besides
+/// the root's checks).
+#[derive(Debug)]
+pub struct Walked<'a> {
+    pub plan: VirtualHostPlan<'a>,
+    pub events: Events,
+    pub reached: BTreeSet<ProxyId>,
+    pub deps: BTreeSet<ProxyId>,
+}
+
 /// Resolves every root; records every finding in `statuses`.
 pub fn resolve<'a>(
     inputs: &'a api::Inputs,
@@ -103,12 +137,33 @@ pub fn resolve<'a>(
     settings: &HttpProxySettings,
     statuses: &mut Statuses,
 ) -> Vec<VirtualHostPlan<'a>> {
-    let proxies: BTreeMap<ProxyId, &'a Sourced<HttpProxy>> = inputs
-        .http_proxies
-        .iter()
-        .map(|p| (ProxyId::of(&p.object), p))
-        .collect();
-    for (id, p) in &proxies {
+    let proxies = proxies(inputs);
+    let roots = roots(inputs, index, settings, &proxies, statuses);
+    let mut reached: BTreeSet<ProxyId> = BTreeSet::new();
+    let mut plans = Vec::new();
+    for root in roots {
+        let walked = walk(&proxies, root);
+        statuses.replay(&walked.events);
+        reached.extend(walked.reached);
+        plans.push(walked.plan);
+    }
+    orphans(&proxies, |id| reached.contains(id), statuses);
+    plans
+}
+
+/// Records what every proxy's own object says (a spec that does not
+/// read) and every root's checks (FQDN set and unique, root namespace,
+/// something defined, TLS); returns the roots that pass, in id order.
+/// Errors found here are recorded on the proxy concerned only, before any
+/// walk's: a root's own walk records after them.
+pub fn roots<'a>(
+    inputs: &'a api::Inputs,
+    index: &Index<'a>,
+    settings: &HttpProxySettings,
+    proxies: &Proxies<'a>,
+    statuses: &mut Statuses,
+) -> Vec<RootPlan<'a>> {
+    for (id, p) in proxies {
         // Every proxy gets a status, even one nothing refers to.
         statuses.proxies.entry(id.clone()).or_default();
         for e in &p.object.load_errors {
@@ -126,15 +181,14 @@ pub fn resolve<'a>(
 
     // FQDN claims, case-insensitive.
     let mut by_fqdn: BTreeMap<String, Vec<&ProxyId>> = BTreeMap::new();
-    for (id, p) in &proxies {
+    for (id, p) in proxies {
         if let Some(vh) = &p.object.spec.virtualhost {
             by_fqdn.entry(vh.fqdn.to_ascii_lowercase()).or_default().push(id);
         }
     }
 
-    let mut reached: BTreeSet<ProxyId> = BTreeSet::new();
     let mut plans = Vec::new();
-    for (id, p) in &proxies {
+    for (id, p) in proxies {
         let Some(vh) = &p.object.spec.virtualhost else {
             continue;
         };
@@ -208,25 +262,50 @@ pub fn resolve<'a>(
                 }
             },
         };
-        let mut walk = Walk {
-            proxies: &proxies,
-            statuses,
-            reached: &mut reached,
-            entries: Vec::new(),
-        };
-        walk.proxy(id, &p.object, &[], &mut vec![id.clone()]);
-        let entries = walk.entries;
-        plans.push(VirtualHostPlan {
+        plans.push(RootPlan {
             root: id.clone(),
             proxy: p,
             fqdn,
             tls,
-            entries,
         });
     }
+    plans
+}
 
-    for (id, p) in &proxies {
-        if p.object.spec.virtualhost.is_none() && !reached.contains(id) {
+/// Walks one root's tree depth-first in include order. Reads nothing but
+/// `proxies` at the ids it records in [`Walked::deps`].
+pub fn walk<'a>(proxies: &Proxies<'a>, root: RootPlan<'a>) -> Walked<'a> {
+    let mut events = Events::default();
+    let mut reached = BTreeSet::new();
+    let mut deps = BTreeSet::from([root.root.clone()]);
+    let mut walk = Walk {
+        proxies,
+        statuses: &mut events,
+        reached: &mut reached,
+        deps: &mut deps,
+        entries: Vec::new(),
+    };
+    walk.proxy(&root.root, &root.proxy.object, &[], &mut vec![root.root.clone()]);
+    let entries = walk.entries;
+    Walked {
+        plan: VirtualHostPlan {
+            root: root.root,
+            proxy: root.proxy,
+            fqdn: root.fqdn,
+            tls: root.tls,
+            entries,
+        },
+        events,
+        reached,
+        deps,
+    }
+}
+
+/// Records `Orphaned` on every proxy that is not a root and that no walk
+/// reached.
+pub fn orphans(proxies: &Proxies<'_>, reached: impl Fn(&ProxyId) -> bool, statuses: &mut Statuses) {
+    for (id, p) in proxies {
+        if p.object.spec.virtualhost.is_none() && !reached(id) {
             statuses.error(
                 id,
                 ProxyError::referential(
@@ -238,7 +317,6 @@ pub fn resolve<'a>(
             );
         }
     }
-    plans
 }
 
 /// The root's Secret after delegation, or Contour's TLS error.
@@ -317,9 +395,10 @@ pub fn delegated(inputs: &api::Inputs, namespace: &str, name: &str, target: &str
 
 /// One root's depth-first walk.
 struct Walk<'a, 's> {
-    proxies: &'s BTreeMap<ProxyId, &'a Sourced<HttpProxy>>,
-    statuses: &'s mut Statuses,
+    proxies: &'s Proxies<'a>,
+    statuses: &'s mut Events,
     reached: &'s mut BTreeSet<ProxyId>,
+    deps: &'s mut BTreeSet<ProxyId>,
     entries: Vec<Entry<'a>>,
 }
 
@@ -364,6 +443,7 @@ impl<'a> Walk<'a, '_> {
                     .unwrap_or_else(|| id.namespace.clone()),
                 include.name.clone(),
             );
+            self.deps.insert(target.clone());
             let Some(child) = self.proxies.get(&target).copied() else {
                 self.statuses.error(
                     id,

@@ -15,7 +15,7 @@
 //! - **The context** — every input that is not an HTTPRoute or GRPCRoute
 //!   (GatewayClasses, Gateways, ListenerSets, TrafficPolicies,
 //!   GatewayExtensions, Services, EndpointSlices, Secrets, ReferenceGrants,
-//!   Namespaces, HTTPProxies, TLSCertificateDelegations, extension objects)
+//!   Namespaces, TLSCertificateDelegations, extension objects)
 //!   and the [`Settings`]. A route's works read the context through the
 //!   index, the Gateway and listener states, its bindings, its effective
 //!   policies and the scopes above it. Any change to the context — compared
@@ -35,14 +35,20 @@
 //!   are the same routes on the same listeners in the same relative order
 //!   ([`Gateways`] says why that is all it reads besides the context).
 //! - **Everything else after the works** (STRICT, status, diagnostics,
-//!   policy reports, HTTPProxy) runs in full on every call: those steps
+//!   policy reports, HTTPProxy's cross-tree steps) runs in full on every call: those steps
 //!   read all routes at once (attached-route counts, policy target lists,
 //!   FQDN conflicts), so they are not memoised.
+//! - **HTTPProxies** are not context: the HTTPProxy stage is memoised per
+//!   tree (a root and what it includes), and an edit recomputes only the
+//!   trees whose proxies it touched (`httpproxy.rs` says why that is
+//!   sound). The Gateway serving them is assembled on every call.
 //! - **STRICT**: the validator runs on every call (its verdicts are never
 //!   memoised); the works it does not touch are built before it.
 //! - **Extension hooks**: when hooks are configured, every call is a full
 //!   translation and nothing is kept (a hook's reply may depend on anything,
 //!   and `PostRouteModify` rewrites built routes).
+
+pub mod httpproxy;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -102,6 +108,8 @@ pub enum Full {
 pub struct Translator {
     prev: Option<Prev>,
     stats: Stats,
+    /// HTTPProxy trees of the last call (`httpproxy.rs`).
+    proxy_trees: httpproxy::TreeStats,
 }
 
 struct Prev {
@@ -109,6 +117,7 @@ struct Prev {
     settings: Settings,
     works: HashMap<RouteKey, Vec<Work>>,
     gateways: HashMap<String, GatewayMemo>,
+    proxy_trees: httpproxy::Trees,
 }
 
 impl Translator {
@@ -119,6 +128,12 @@ impl Translator {
     /// What the last call reused.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// Which HTTPProxy trees the last call recomputed (and how many it
+    /// reused).
+    pub fn httpproxy_trees(&self) -> &httpproxy::TreeStats {
+        &self.proxy_trees
     }
 
     /// Translates `inputs` as [`crate::translate_seams`] would, reusing the
@@ -133,18 +148,29 @@ impl Translator {
                 routes_reused: 0,
                 gateways_reused: 0,
             };
+            self.proxy_trees = httpproxy::TreeStats::default();
             return out;
         }
         let new = inputs.inputs();
         let ambiguous = duplicate_keys(new);
-        let (prior, prior_gateways, full) = match prev {
-            None => (HashMap::new(), HashMap::new(), Some(Full::First)),
-            Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => {
-                (HashMap::new(), HashMap::new(), Some(Full::Context))
-            }
+        let (prior, prior_gateways, full, proxies) = match prev {
+            None => (
+                HashMap::new(),
+                HashMap::new(),
+                Some(Full::First),
+                Default::default(),
+            ),
+            Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => (
+                HashMap::new(),
+                HashMap::new(),
+                Some(Full::Context),
+                Default::default(),
+            ),
             Some(mut p) => {
                 let gateways = std::mem::take(&mut p.gateways);
-                (unchanged(p, new, &ambiguous), gateways, None)
+                let trees = std::mem::take(&mut p.proxy_trees);
+                let proxies = httpproxy::Memo::carry(trees, p.inputs.inputs(), new);
+                (unchanged(p, new, &ambiguous), gateways, None, proxies)
             }
         };
         let mut memo = RouteMemo {
@@ -157,6 +183,7 @@ impl Translator {
             prior_gateways,
             next_gateways: HashMap::new(),
             gateways_reused: 0,
+            proxies,
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
@@ -165,11 +192,14 @@ impl Translator {
             routes_reused: memo.reused,
             gateways_reused: memo.gateways_reused,
         };
+        let (proxy_trees, tree_stats) = memo.proxies.finish();
+        self.proxy_trees = tree_stats;
         self.prev = Some(Prev {
             inputs,
             settings: settings.clone(),
             works: memo.next,
             gateways: memo.next_gateways,
+            proxy_trees,
         });
         out
     }
@@ -189,6 +219,8 @@ pub(crate) struct RouteMemo {
     prior_gateways: HashMap<String, GatewayMemo>,
     next_gateways: HashMap<String, GatewayMemo>,
     gateways_reused: usize,
+    /// HTTPProxy trees (`httpproxy.rs`).
+    pub(crate) proxies: httpproxy::Memo,
 }
 
 /// One Gateway's assembly (xDS and the scopes its policies fenced), with
@@ -466,7 +498,9 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         secrets,
         traffic_policies,
         gateway_extensions,
-        http_proxies,
+        // Judged per tree by the HTTPProxy memo (`httpproxy.rs`); nothing
+        // else reads them.
+        http_proxies: _,
         tls_certificate_delegations,
         extension_resources,
         gateway_parameters,
@@ -482,7 +516,6 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         && *secrets == b.secrets
         && *traffic_policies == b.traffic_policies
         && *gateway_extensions == b.gateway_extensions
-        && *http_proxies == b.http_proxies
         && *tls_certificate_delegations == b.tls_certificate_delegations
         && *extension_resources == b.extension_resources
         && *gateway_parameters == b.gateway_parameters
