@@ -1,8 +1,14 @@
 //! Loader throughput: `cargo run --release -p api --example load_scale -- FILE.yaml [RUNS]`.
 //!
-//! Loads FILE (a YAML stream) with `api::loader::load_str`, and the same
-//! without the fast YAML reader (serde-saphyr reads every document: the old
-//! path; runs interleaved with the new one), then the same
+//! Every figure is the median of RUNS, as wall time and as the process's
+//! CPU time (what "per core" means on a shared machine: the loader runs on
+//! one thread, so CPU time is its time on one core however loaded the
+//! machine is).
+//!
+//! Loads FILE (a YAML stream) with `api::loader::load_str`, the same with
+//! typed objects decoded through `serde_json::Value` (the decode before
+//! `loader/decode.rs`), and without the fast YAML reader (serde-saphyr
+//! reads every document: the old path; runs interleaved), then the same
 //! documents written as one JSON `List`, and prints MB/s (median of RUNS,
 //! default 3), and the same documents each as its own `.json` file. As reference points it also times a plain parse of the same
 //! text into `serde_json::Value` without spans (serde-saphyr for YAML,
@@ -16,26 +22,52 @@ fn median(mut runs: Vec<Duration>) -> Duration {
     runs[runs.len() / 2]
 }
 
-fn report(what: &str, bytes: usize, runs: Vec<Duration>) {
-    let m = median(runs.clone());
-    let mbps = bytes as f64 / 1e6 / m.as_secs_f64();
+/// CPU time of the whole process (every thread, finished ones included),
+/// from `/proc/self/stat` (user + system, in clock ticks of 10 ms: a run
+/// of a few hundred milliseconds is measured to a few percent).
+fn cpu_time() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            // Fields after the command name (which may hold spaces).
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: u64 = fields.get(11)?.parse().ok()?;
+            let stime: u64 = fields.get(12)?.parse().ok()?;
+            Some(utime + stime)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// Wall and CPU time of each run.
+type Runs = Vec<(Duration, Duration)>;
+
+fn report(what: &str, bytes: usize, runs: Runs) {
+    let wall = median(runs.iter().map(|r| r.0).collect());
+    let cpu = median(runs.iter().map(|r| r.1).collect());
+    let mbps = |d: Duration| bytes as f64 / 1e6 / d.as_secs_f64();
     let all: Vec<String> = runs
         .iter()
-        .map(|d| format!("{:.0}", d.as_secs_f64() * 1e3))
+        .map(|d| format!("{:.0}/{:.0}", d.0.as_secs_f64() * 1e3, d.1.as_secs_f64() * 1e3))
         .collect();
     println!(
-        "{what:<28} {:>8.1} ms  {mbps:>7.1} MB/s  (runs ms: {})",
-        m.as_secs_f64() * 1e3,
+        "{what:<34} wall {:>7.1} ms {:>6.1} MB/s | cpu {:>7.1} ms {:>6.1} MB/s  (runs wall/cpu ms: {})",
+        wall.as_secs_f64() * 1e3,
+        mbps(wall),
+        cpu.as_secs_f64() * 1e3,
+        mbps(cpu),
         all.join(" ")
     );
 }
 
-fn time<R>(runs: usize, mut f: impl FnMut() -> R) -> Vec<Duration> {
+fn time<R>(runs: usize, mut f: impl FnMut() -> R) -> Runs {
     (0..runs)
         .map(|_| {
             let start = Instant::now();
+            let cpu = cpu_time();
             let r = f();
-            let elapsed = start.elapsed();
+            let elapsed = (start.elapsed(), cpu_time().saturating_sub(cpu));
             drop(r);
             elapsed
         })
@@ -106,13 +138,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if old != loaded {
         return Err("loads differ with and without the fast YAML reader".into());
     }
-    // Interleaved, so that both see the same machine load.
-    let (mut fast, mut saphyr) = (Vec::new(), Vec::new());
+    if api::loader::load_str_reference_decode(&path, &yaml) != loaded {
+        return Err("loads differ with and without the direct decode".into());
+    }
+    // Interleaved, so that all see the same machine load.
+    let (mut fast, mut reference, mut saphyr) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         fast.extend(time(1, || api::loader::load_str(&path, &yaml)));
+        reference.extend(time(1, || api::loader::load_str_reference_decode(&path, &yaml)));
         saphyr.extend(time(1, || api::loader::load_str_without_fast_yaml(&path, &yaml)));
     }
     report("load YAML", yaml.len(), fast);
+    report("load YAML, decode via Value", yaml.len(), reference);
     report("load YAML, serde-saphyr only", yaml.len(), saphyr);
     report(
         "bare read YAML (fast reader)",

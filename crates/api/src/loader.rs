@@ -59,6 +59,8 @@
 
 #[cfg(test)]
 mod fast_path_tests;
+mod cache;
+mod decode;
 mod fast_yaml;
 mod objects;
 mod split;
@@ -73,6 +75,7 @@ use serde_saphyr::{MessageFormatter, NonFiniteFloatPolicy, UserMessageFormatter}
 
 use crate::files::{self, Entry, FileError, Root};
 use crate::{Diagnostic, Inputs, Severity, Source};
+pub use cache::DocumentCache;
 use objects::Sink;
 use tree::Node;
 
@@ -188,7 +191,19 @@ pub fn load_str(file: &str, text: &str) -> Loaded {
 /// [`load_str`] with [`Options`].
 pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
     let mut sink = Sink::with_options(options);
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Fast));
+    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Fast, None));
+    finish(sink)
+}
+
+/// [`load_str_with`] keeping each document's decoded objects in `cache`
+/// (one per file, kept by the caller between loads of that file): a
+/// document whose text was decoded by the previous load of the file is not
+/// decoded again (see [`DocumentCache`]). The result is [`load_str_with`]'s.
+pub fn load_str_cached(file: &str, text: &str, options: &Options, cache: &mut DocumentCache) -> Loaded {
+    let mut sink = Sink::with_options(options);
+    cache.begin(file, options);
+    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Fast, Some(&mut *cache)));
+    cache.end();
     finish(sink)
 }
 
@@ -198,7 +213,17 @@ pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
 #[doc(hidden)]
 pub fn load_str_without_fast_yaml(file: &str, text: &str) -> Loaded {
     let mut sink = Sink::default();
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Saphyr));
+    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Saphyr, None));
+    finish(sink)
+}
+
+/// [`load_str`] with every typed object decoded through
+/// `serde_json::Value` (the decode before `loader/decode.rs`), for
+/// `examples/load_scale.rs` and the differential tests. Not an API.
+#[doc(hidden)]
+pub fn load_str_reference_decode(file: &str, text: &str) -> Loaded {
+    let mut sink = Sink::default();
+    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::FastReferenceDecode, None));
     finish(sink)
 }
 
@@ -265,7 +290,7 @@ pub fn read_both_ways(text: &str) -> Vec<ReadBothWays> {
 #[cfg(test)]
 fn load_str_spanned(file: &str, text: &str) -> Loaded {
     let mut sink = Sink::default();
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Spanned));
+    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Spanned, None));
     finish(sink)
 }
 
@@ -429,7 +454,7 @@ fn load_file_into(sink: &mut Sink, root: &Root, path: &Path) {
 
 fn load_bytes_into(sink: &mut Sink, file: &str, bytes: &[u8]) {
     match std::str::from_utf8(bytes) {
-        Ok(text) => load_text_into(sink, file, text, Reading::Fast),
+        Ok(text) => load_text_into(sink, file, text, Reading::Fast, None),
         Err(error) => {
             let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
             let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
@@ -452,24 +477,39 @@ enum Reading {
     Saphyr,
     /// [`load_fast`] with the fast YAML reader first: what loads do.
     Fast,
+    /// [`Reading::Fast`] but every typed object decoded the reference way
+    /// (through `serde_json::Value`), never by `loader/decode.rs`: what
+    /// `examples/load_scale.rs` compares with.
+    FastReferenceDecode,
 }
 
-/// Tries [`load_fast`] first unless `reading` says spanned only.
-fn load_text_into(sink: &mut Sink, file: &str, text: &str, reading: Reading) {
+/// Tries [`load_fast`] first unless `reading` says spanned only; with a
+/// cache, a document decoded before is taken from it.
+fn load_text_into(
+    sink: &mut Sink,
+    file: &str,
+    text: &str,
+    reading: Reading,
+    mut cache: Option<&mut DocumentCache>,
+) {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let is_json = Path::new(file)
         .extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     if is_json {
-        load_json_into(sink, file, text, reading);
+        load_json_into(sink, file, text, reading, cache);
         return;
     }
     for chunk in split::split(text) {
         let Some(content_line) = chunk.content_line else {
             continue; // blank, comments only
         };
-        if reading != Reading::Spanned && load_fast(sink, file, chunk.text, content_line, reading) {
+        if reading != Reading::Spanned
+            && fast_cached(sink, cache.as_deref_mut(), chunk.text, content_line, |sink| {
+                load_fast(sink, file, chunk.text, content_line, reading)
+            })
+        {
             continue;
         }
         match parse_yaml(chunk.text, chunk.first_line) {
@@ -486,15 +526,53 @@ fn load_text_into(sink: &mut Sink, file: &str, text: &str, reading: Reading) {
     }
 }
 
+/// The fast path of one document through `cache`: its objects from the
+/// cache when its text was decoded before, else `fast(sink)` (which adds
+/// them when the document loads cleanly) and the result kept. Whether the
+/// document is done.
+fn fast_cached(
+    sink: &mut Sink,
+    cache: Option<&mut DocumentCache>,
+    text: &str,
+    content_line: usize,
+    fast: impl FnOnce(&mut Sink) -> Option<Inputs>,
+) -> bool {
+    let Some(cache) = cache else {
+        return match fast(sink) {
+            Some(inputs) => {
+                sink.add_all(inputs);
+                true
+            }
+            None => false,
+        };
+    };
+    let key = cache.key(text);
+    if let Some(inputs) = cache.take(key, content_line) {
+        sink.add_all(inputs);
+        return true;
+    }
+    cache.count_decoded();
+    match fast(sink) {
+        Some(inputs) => {
+            cache.keep(key, content_line, &inputs);
+            sink.add_all(inputs);
+            true
+        }
+        None => false,
+    }
+}
+
 /// JSON goes through the YAML parser first (JSON is YAML, and that parser
 /// knows lines); what it cannot read, `serde_json` reads or reports.
-fn load_json_into(sink: &mut Sink, file: &str, text: &str, reading: Reading) {
+fn load_json_into(sink: &mut Sink, file: &str, text: &str, reading: Reading, cache: Option<&mut DocumentCache>) {
     let Some(content_line) = split::first_content_line(text) else {
         return;
     };
     if reading != Reading::Spanned
-        && (load_fast_json(sink, file, text, content_line)
-            || load_fast(sink, file, text, content_line, reading))
+        && fast_cached(sink, cache, text, content_line, |sink| {
+            load_fast_json(sink, file, text, content_line, reading)
+                .or_else(|| load_fast(sink, file, text, content_line, reading))
+        })
     {
         return;
     }
@@ -560,36 +638,44 @@ fn load_documents(sink: &mut Sink, file: &str, documents: &[Node], content_line:
 /// that chunk only. The spanless read is the fast YAML reader's when the
 /// document is in its subset (and `reading` allows it), serde-saphyr's
 /// otherwise: both give the same tree (`tests/fast_yaml_differential.rs`).
-fn load_fast(sink: &mut Sink, file: &str, text: &str, content_line: usize, reading: Reading) -> bool {
+fn load_fast(sink: &Sink, file: &str, text: &str, content_line: usize, reading: Reading) -> Option<Inputs> {
     if reading == Reading::Fast
         && let Some(root) = fast_yaml::read(text)
     {
-        return load_root_fast(sink, file, &root, content_line);
+        return load_root_fast(sink, file, &root, content_line, true);
+    }
+    if reading == Reading::FastReferenceDecode
+        && let Some(root) = fast_yaml::read(text)
+    {
+        return load_root_fast(sink, file, &root, content_line, false);
     }
     let Ok(mut documents) =
         serde_saphyr::from_multiple_with_options::<tree::PlainNode>(text, parse_options())
     else {
-        return false;
+        return None;
     };
     let (Some(tree::PlainNode(root)), None) = (documents.pop(), documents.pop()) else {
-        return false;
+        return None;
     };
-    load_root_fast(sink, file, &root, content_line)
+    // serde-saphyr's tree may hold what the direct decode does not mirror
+    // (duplicate keys): decoded the reference way.
+    load_root_fast(sink, file, &root, content_line, false)
 }
 
 /// Loads a tree read without spans into a scratch sink; keeps the result
-/// only when it yields no diagnostic (see [`load_fast`]).
-fn load_root_fast(sink: &mut Sink, file: &str, root: &Node, content_line: usize) -> bool {
+/// only when it yields no diagnostic (see [`load_fast`]). `direct`: the
+/// tree has no duplicate keys, so known kinds are decoded straight from
+/// it (`loader/decode.rs`).
+fn load_root_fast(sink: &Sink, file: &str, root: &Node, content_line: usize, direct: bool) -> Option<Inputs> {
     if root.get("items").is_some() {
-        return false; // a List: each item's own line is its source
+        return None; // a List: each item's own line is its source
     }
-    let mut scratch = sink.scratch();
+    let mut scratch = sink.scratch(direct);
     objects::load_document(&mut scratch, file, root, content_line, 0);
-    if !scratch.diagnostics.is_empty() {
-        return false;
+    if !scratch.diagnostics.is_empty() || scratch.bailed {
+        return None;
     }
-    sink.add_all(scratch.inputs);
-    true
+    Some(scratch.inputs)
 }
 
 /// The fast path of a `.json` file: `serde_json` reads it (many times
@@ -601,7 +687,7 @@ fn load_root_fast(sink: &mut Sink, file: &str, root: &Node, content_line: usize)
 /// point each), no duplicate key (YAML refuses it, JSON keeps the last),
 /// and well inside the YAML reader's limits (nodes, depth, key length).
 /// Anything else goes the YAML way.
-fn load_fast_json(sink: &mut Sink, file: &str, text: &str, content_line: usize) -> bool {
+fn load_fast_json(sink: &Sink, file: &str, text: &str, content_line: usize, reading: Reading) -> Option<Inputs> {
     const MAX_BYTES: usize = 16 << 20;
     let printable = |c: char| {
         matches!(c, '\n' | '\r' | ' '..='~')
@@ -612,16 +698,17 @@ fn load_fast_json(sink: &mut Sink, file: &str, text: &str, content_line: usize) 
         matches!(next, Some([b'd' | b'D', b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F']))
     });
     if text.len() > MAX_BYTES || surrogate_escape || !text.chars().all(printable) {
-        return false;
+        return None;
     }
     let Ok(tree::PlainNode(root)) = serde_json::from_str::<tree::PlainNode>(text) else {
-        return false;
+        return None;
     };
     let mut nodes = 0usize;
     if !root.within_yaml_limits(0, &mut nodes) {
-        return false;
+        return None;
     }
-    load_root_fast(sink, file, &root, content_line)
+    let direct = reading != Reading::FastReferenceDecode;
+    load_root_fast(sink, file, &root, content_line, direct)
 }
 
 fn parse_options() -> serde_saphyr::Options {
