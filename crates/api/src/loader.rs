@@ -167,17 +167,22 @@ pub fn load_path_with(path: &Path, options: &Options) -> Result<Loaded, LoadErro
         let mut visited = HashSet::new();
         walk(&root, path, true, &mut files, &mut visited, &mut sink).map_err(read_error)?;
         files.sort();
-        on_large_stack(|| {
+        sink = on_large_stack(move || {
             for file in files {
                 load_file_into(&mut sink, &root, &file);
             }
+            sink
         });
     } else {
         let bytes = files::read_file(path).map_err(|e| match e {
             FileError::Io { source } | FileError::Unresolvable { source } => read_error(source),
             other => read_error(io::Error::other(other)),
         })?;
-        on_large_stack(|| load_bytes_into(&mut sink, &path.display().to_string(), &bytes));
+        let name = path.display().to_string();
+        sink = on_large_stack(move || {
+            load_bytes_into(&mut sink, &name, &bytes);
+            sink
+        });
     }
     Ok(finish(sink))
 }
@@ -190,9 +195,7 @@ pub fn load_str(file: &str, text: &str) -> Loaded {
 
 /// [`load_str`] with [`Options`].
 pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
-    let mut sink = Sink::with_options(options);
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Fast, None));
-    finish(sink)
+    load_owned(file, text, Sink::with_options(options), Reading::Fast)
 }
 
 /// [`load_str_with`] keeping each document's decoded objects in `cache`
@@ -201,9 +204,15 @@ pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
 /// decoded again (see [`DocumentCache`]). The result is [`load_str_with`]'s.
 pub fn load_str_cached(file: &str, text: &str, options: &Options, cache: &mut DocumentCache) -> Loaded {
     let mut sink = Sink::with_options(options);
-    cache.begin(file, options);
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Fast, Some(&mut *cache)));
-    cache.end();
+    let mut taken = std::mem::take(cache);
+    taken.begin(file, options);
+    let (file, text) = (file.to_string(), text.to_string());
+    let (sink, mut taken) = on_large_stack(move || {
+        load_text_into(&mut sink, &file, &text, Reading::Fast, Some(&mut taken));
+        (sink, taken)
+    });
+    taken.end();
+    *cache = taken;
     finish(sink)
 }
 
@@ -212,9 +221,7 @@ pub fn load_str_cached(file: &str, text: &str, options: &Options, cache: &mut Do
 /// `tests/fast_yaml_differential.rs` compares with. Not an API.
 #[doc(hidden)]
 pub fn load_str_without_fast_yaml(file: &str, text: &str) -> Loaded {
-    let mut sink = Sink::default();
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Saphyr, None));
-    finish(sink)
+    load_owned(file, text, Sink::default(), Reading::Saphyr)
 }
 
 /// [`load_str`] with every typed object decoded through
@@ -222,9 +229,7 @@ pub fn load_str_without_fast_yaml(file: &str, text: &str) -> Loaded {
 /// `examples/load_scale.rs` and the differential tests. Not an API.
 #[doc(hidden)]
 pub fn load_str_reference_decode(file: &str, text: &str) -> Loaded {
-    let mut sink = Sink::default();
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::FastReferenceDecode, None));
-    finish(sink)
+    load_owned(file, text, Sink::default(), Reading::FastReferenceDecode)
 }
 
 /// One document of a stream read both ways, for
@@ -259,8 +264,9 @@ pub fn fast_yaml_documents(text: &str) -> (usize, usize) {
 /// both ways; see [`ReadBothWays`]. Not an API.
 #[doc(hidden)]
 pub fn read_both_ways(text: &str) -> Vec<ReadBothWays> {
-    on_large_stack(|| {
-        split::split(text)
+    let text = text.to_string();
+    on_large_stack(move || {
+        split::split(&text)
             .into_iter()
             .filter(|chunk| chunk.content_line.is_some())
             .map(|chunk| {
@@ -289,9 +295,7 @@ pub fn read_both_ways(text: &str) -> Vec<ReadBothWays> {
 /// spans): the reference the fast path is compared with.
 #[cfg(test)]
 fn load_str_spanned(file: &str, text: &str) -> Loaded {
-    let mut sink = Sink::default();
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Spanned, None));
-    finish(sink)
+    load_owned(file, text, Sink::default(), Reading::Spanned)
 }
 
 /// Merges separate loads (e.g. one per file, in path order) into one, with
@@ -319,36 +323,114 @@ pub fn is_manifest_file(path: &Path) -> bool {
     !hidden && matches!(extension.as_deref(), Some("yaml" | "yml" | "json"))
 }
 
+/// Loads `text` into `sink` on a loader worker (see [`on_large_stack`]):
+/// the text is copied, since the worker outlives the call.
+fn load_owned(file: &str, text: &str, mut sink: Sink, reading: Reading) -> Loaded {
+    let (file, text) = (file.to_string(), text.to_string());
+    let sink = on_large_stack(move || {
+        load_text_into(&mut sink, &file, &text, reading, None);
+        sink
+    });
+    finish(sink)
+}
+
 /// Stack for parsing: building the spanned tree takes tens of kilobytes of
-/// stack per nesting level in debug builds, and the parser allows 64 levels,
-/// more than a 2 MiB thread (tokio's, the test harness's) holds. The
-/// reservation is virtual; only the pages used are committed.
+/// stack per nesting level in debug builds (serde-saphyr's deserializer
+/// frames, the spanned visitor, the typed parse of values kept as JSON),
+/// and serde-saphyr allows 64 levels (its `max_depth` budget; deeper
+/// documents are refused with a diagnostic), more than a 2 MiB thread
+/// (tokio's, the test harness's) holds. The reservation is virtual; only
+/// the pages used are committed.
 const PARSE_STACK_BYTES: usize = 64 << 20;
 
-/// Runs `f` on a scoped thread with [`PARSE_STACK_BYTES`] of stack (or on
-/// the current thread if no thread can be started). A panic in `f` is
-/// propagated unchanged.
-fn on_large_stack<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let slot = std::sync::Mutex::new(Some(f));
-    let take = |slot: &std::sync::Mutex<Option<_>>| slot.lock().ok().and_then(|mut f| f.take());
-    let spawned = std::thread::scope(|scope| {
-        let handle = std::thread::Builder::new()
-            .name("portcullis-load".to_string())
-            .stack_size(PARSE_STACK_BYTES)
-            .spawn_scoped(scope, || take(&slot).map(|f| f()))
-            .ok()?;
-        match handle.join() {
-            Ok(result) => result,
-            Err(payload) => std::panic::resume_unwind(payload),
-        }
+/// A job for a loader worker.
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Idle loader workers: threads with [`PARSE_STACK_BYTES`] of stack, kept
+/// between loads. A load takes one (starting one only when none is idle)
+/// and gives it back, so a process starts as many as it ever runs loads at
+/// once, instead of a thread per load (the Kubernetes provider loads each
+/// object on its own: a thread start cost more than the load).
+static IDLE_WORKERS: std::sync::Mutex<Vec<std::sync::mpsc::Sender<Job>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// How many loader workers this process has started.
+static WORKERS_STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+thread_local! {
+    /// Whether this thread is a loader worker (a nested load runs inline).
+    static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// How many loader workers this process has started (see
+/// [`on_large_stack`]), for `tests/load_stack.rs`. Not an API.
+#[doc(hidden)]
+pub fn workers_started() -> usize {
+    WORKERS_STARTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn start_worker() -> Option<std::sync::mpsc::Sender<Job>> {
+    let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name("portcullis-load".to_string())
+        .stack_size(PARSE_STACK_BYTES)
+        .spawn(move || {
+            ON_WORKER.set(true);
+            // Ends when the sender is dropped (never, for a kept worker).
+            while let Ok(job) = queue.recv() {
+                job();
+            }
+        })
+        .ok()?;
+    WORKERS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Some(jobs)
+}
+
+/// Runs `f` on an idle loader worker (one with [`PARSE_STACK_BYTES`] of
+/// stack; started if none is idle) and waits for it; on the current thread
+/// when that is a worker already, or when no worker can be started. A
+/// panic in `f` is propagated unchanged (the worker survives it).
+fn on_large_stack<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    if ON_WORKER.get() {
+        return f();
+    }
+    let (reply, answer) = std::sync::mpsc::sync_channel(1);
+    let job: Job = Box::new(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        // The caller waits for this; it cannot have gone.
+        let _ = reply.send(result);
     });
-    match spawned {
-        Some(result) => result,
-        None => match take(&slot) {
-            Some(f) => f(),
-            // Unreachable: the closure ran iff the thread took it.
-            None => unreachable!("loader closure neither ran nor remained"),
-        },
+    let mut job = Some(job);
+    let idle = IDLE_WORKERS.lock().ok().and_then(|mut idle| idle.pop());
+    let mut worker = None;
+    for candidate in [idle, None] {
+        let (Some(sender), Some(pending)) = (candidate.or_else(start_worker), job.take()) else {
+            break;
+        };
+        match sender.send(pending) {
+            Ok(()) => {
+                worker = Some(sender);
+                break;
+            }
+            // A worker that is gone gives the job back.
+            Err(std::sync::mpsc::SendError(back)) => job = Some(back),
+        }
+    }
+    if let Some(pending) = job {
+        // No worker could take it: run here, as best we can.
+        pending();
+    }
+    let result = answer.recv();
+    if let (Some(worker), Ok(mut idle)) = (worker, IDLE_WORKERS.lock()) {
+        idle.push(worker);
+    }
+    match result {
+        Ok(Ok(result)) => result,
+        Ok(Err(payload)) => std::panic::resume_unwind(payload),
+        // The job ran (here or on a worker) and replied, or its worker
+        // died without replying: only an abort does that, which takes this
+        // process with it.
+        Err(_) => unreachable!("a loader job ended without replying"),
     }
 }
 
