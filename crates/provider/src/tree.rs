@@ -66,6 +66,9 @@ struct FileState {
     /// When the file was first seen empty while its good version has
     /// objects; the empty version is applied only after a grace period.
     empty_since: Option<Instant>,
+    /// The decoded documents of the last version read: a new version
+    /// decodes only its changed documents (`api::loader::DocumentCache`).
+    documents: loader::DocumentCache,
 }
 
 impl FileState {
@@ -479,8 +482,10 @@ impl Tree {
                     }
                 }
                 let good = good.cloned();
+                // A cheap clone: the decoded documents are shared.
+                let mut documents = previous.map(|p| p.documents.clone()).unwrap_or_default();
                 let load = match std::str::from_utf8(&bytes) {
-                    Ok(text) => loader::load_str_with(&name, text, &self.loader),
+                    Ok(text) => loader::load_str_cached(&name, text, &self.loader, &mut documents),
                     Err(error) => {
                         let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
                         let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
@@ -520,6 +525,7 @@ impl Tree {
                         rejected: Some(load.diagnostics),
                         fail_closed,
                         empty_since: None,
+                        documents,
                     }
                 } else {
                     FileState {
@@ -528,6 +534,7 @@ impl Tree {
                         rejected: None,
                         fail_closed: Vec::new(),
                         empty_since: None,
+                        documents,
                     }
                 }
             }
@@ -548,6 +555,7 @@ impl Tree {
                         message: error.to_string(),
                     }]),
                     empty_since: None,
+                    documents: Default::default(),
                 }
             }
         };

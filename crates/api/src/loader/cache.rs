@@ -14,10 +14,13 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::sync::Arc;
 
 use crate::Inputs;
 
-/// One file's decoded documents (see the module docs).
+/// One file's decoded documents (see the module docs). Cloning is cheap
+/// (the documents are shared, never changed in place: a load builds the
+/// next set beside them).
 #[derive(Clone, Default)]
 pub struct DocumentCache {
     /// The file and options the entries were decoded for; another file
@@ -25,7 +28,7 @@ pub struct DocumentCache {
     file: String,
     options: super::Options,
     keys: RandomState,
-    entries: HashMap<(u64, usize), Decoded>,
+    entries: Arc<HashMap<(u64, usize), Decoded>>,
     /// Entries of the load in progress (they replace `entries` at its end).
     next: HashMap<(u64, usize), Decoded>,
     decoded: usize,
@@ -72,7 +75,7 @@ impl DocumentCache {
 
     pub(crate) fn begin(&mut self, file: &str, options: &super::Options) {
         if self.file != file || self.options != *options {
-            self.entries.clear();
+            self.entries = Arc::default();
             self.file = file.to_string();
             self.options = options.clone();
         }
@@ -82,7 +85,7 @@ impl DocumentCache {
     }
 
     pub(crate) fn end(&mut self) {
-        self.entries = std::mem::take(&mut self.next);
+        self.entries = Arc::new(std::mem::take(&mut self.next));
     }
 
     pub(crate) fn key(&self, text: &str) -> (u64, usize) {
