@@ -17,6 +17,11 @@
 
 use std::time::{Duration, Instant};
 
+/// The allocator of the `portcullis` binary (which runs this library), so
+/// the figures are the product's.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn median(mut runs: Vec<Duration>) -> Duration {
     runs.sort();
     runs[runs.len() / 2]
@@ -79,6 +84,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = args.next().ok_or("usage: load_scale FILE.yaml [RUNS]")?;
     let runs: usize = args.next().map(|r| r.parse()).transpose()?.unwrap_or(3);
     let yaml = std::fs::read_to_string(&path)?;
+    // LOAD_SCALE_PROFILE=1: only `load_str` of the YAML, RUNS times (for
+    // a profiler).
+    if std::env::var_os("LOAD_SCALE_PROFILE").is_some() {
+        let runs = time(runs, || api::loader::load_str(&path, &yaml));
+        report("load YAML", yaml.len(), runs);
+        return Ok(());
+    }
 
     // The same documents as one JSON List (one document per `.json` file).
     // (Split by hand: serde-saphyr caps the documents of one stream.)

@@ -57,10 +57,10 @@
 //! not blank, a comment, a directive or a `---` marker (for a `List` item,
 //! the item's first line).
 
-#[cfg(test)]
-mod fast_path_tests;
 mod cache;
 mod decode;
+#[cfg(test)]
+mod fast_path_tests;
 mod fast_yaml;
 mod objects;
 mod split;
@@ -351,8 +351,7 @@ type Job = Box<dyn FnOnce() + Send + 'static>;
 /// and gives it back, so a process starts as many as it ever runs loads at
 /// once, instead of a thread per load (the Kubernetes provider loads each
 /// object on its own: a thread start cost more than the load).
-static IDLE_WORKERS: std::sync::Mutex<Vec<std::sync::mpsc::Sender<Job>>> =
-    std::sync::Mutex::new(Vec::new());
+static IDLE_WORKERS: std::sync::Mutex<Vec<std::sync::mpsc::Sender<Job>>> = std::sync::Mutex::new(Vec::new());
 
 /// How many loader workers this process has started.
 static WORKERS_STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -646,7 +645,13 @@ fn fast_cached(
 
 /// JSON goes through the YAML parser first (JSON is YAML, and that parser
 /// knows lines); what it cannot read, `serde_json` reads or reports.
-fn load_json_into(sink: &mut Sink, file: &str, text: &str, reading: Reading, cache: Option<&mut DocumentCache>) {
+fn load_json_into(
+    sink: &mut Sink,
+    file: &str,
+    text: &str,
+    reading: Reading,
+    cache: Option<&mut DocumentCache>,
+) {
     let Some(content_line) = split::first_content_line(text) else {
         return;
     };
@@ -769,7 +774,13 @@ fn load_root_fast(sink: &Sink, file: &str, root: &Node, content_line: usize, dir
 /// point each), no duplicate key (YAML refuses it, JSON keeps the last),
 /// and well inside the YAML reader's limits (nodes, depth, key length).
 /// Anything else goes the YAML way.
-fn load_fast_json(sink: &Sink, file: &str, text: &str, content_line: usize, reading: Reading) -> Option<Inputs> {
+fn load_fast_json(
+    sink: &Sink,
+    file: &str,
+    text: &str,
+    content_line: usize,
+    reading: Reading,
+) -> Option<Inputs> {
     const MAX_BYTES: usize = 16 << 20;
     let printable = |c: char| {
         matches!(c, '\n' | '\r' | ' '..='~')

@@ -11,7 +11,9 @@ fn route(i: usize, path: &str) -> String {
 }
 
 fn service(i: usize) -> String {
-    format!("apiVersion: v1\nkind: Service\nmetadata:\n  name: s{i}\n  namespace: ns\nspec:\n  ports:\n  - port: 80\n")
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: s{i}\n  namespace: ns\nspec:\n  ports:\n  - port: 80\n"
+    )
 }
 
 fn stream(documents: &[String]) -> String {
@@ -22,7 +24,11 @@ fn stream(documents: &[String]) -> String {
 fn load(cache: &mut DocumentCache, file: &str, text: &str) -> (usize, usize) {
     let options = Options::default();
     let cached = load_str_cached(file, text, &options, cache);
-    assert_eq!(cached, load_str_with(file, text, &options), "{file}: cached load differs:\n{text}");
+    assert_eq!(
+        cached,
+        load_str_with(file, text, &options),
+        "{file}: cached load differs:\n{text}"
+    );
     (cache.decoded(), cache.reused())
 }
 
@@ -43,7 +49,11 @@ fn only_changed_documents_are_decoded_again() {
     // A document grows by a line: it is decoded, every later document
     // moves down a line and is re-stamped, not decoded.
     documents[0] = route(0, "/a").replace("spec:\n", "spec:\n  hostnames: [a.example.com]\n");
-    assert_eq!(load(&mut cache, file, &stream(&documents)), (1, 19), "lines moved");
+    assert_eq!(
+        load(&mut cache, file, &stream(&documents)),
+        (1, 19),
+        "lines moved"
+    );
 
     // A comment on top moves every document; it is part of the first
     // document's text, which alone is decoded.
@@ -52,14 +62,17 @@ fn only_changed_documents_are_decoded_again() {
 
     // A broken document is decoded on every load (its diagnostics are the
     // spanned path's); the others are not.
-    documents.push(
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: Bad_Name\n  namespace: ns\n".to_string(),
-    );
+    documents
+        .push("apiVersion: v1\nkind: Service\nmetadata:\n  name: Bad_Name\n  namespace: ns\n".to_string());
     documents.push(route(0, "/dup")); // a duplicate object: the first wins
     let text = stream(&documents);
     // Decoded: the first document (its comment gone again), the broken
     // one and the duplicate.
-    assert_eq!(load(&mut cache, file, &text), (3, 19), "broken and duplicate added");
+    assert_eq!(
+        load(&mut cache, file, &text),
+        (3, 19),
+        "broken and duplicate added"
+    );
     assert_eq!(load(&mut cache, file, &text), (1, 21), "broken decoded again");
 
     // Removed documents leave the cache.
@@ -68,7 +81,11 @@ fn only_changed_documents_are_decoded_again() {
     assert_eq!(cache.len(), 4);
 
     // Another file name: nothing is reused (sources name the file).
-    assert_eq!(load(&mut cache, "other.yaml", &stream(&documents)), (4, 0), "renamed");
+    assert_eq!(
+        load(&mut cache, "other.yaml", &stream(&documents)),
+        (4, 0),
+        "renamed"
+    );
 }
 
 #[test]

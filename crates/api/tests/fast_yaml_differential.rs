@@ -672,8 +672,23 @@ fn typed_documents_decode_the_same_directly() {
     let mut files = Vec::new();
     yaml_files(&translate_tests().join("fixtures"), &mut files);
     let replacements = [
-        "null", "[]", "{}", "[1]", "{x: 1}", "7", "-1", "1.5", "true", "\"\"", "bogus", "PathPrefix",
-        "Exact", "RegularExpression", "\"80\"", "0x10", "\"a b\"",
+        "null",
+        "[]",
+        "{}",
+        "[1]",
+        "{x: 1}",
+        "7",
+        "-1",
+        "1.5",
+        "true",
+        "\"\"",
+        "bogus",
+        "PathPrefix",
+        "Exact",
+        "RegularExpression",
+        "\"80\"",
+        "0x10",
+        "\"a b\"",
     ];
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let (mut documents, mut mutated) = (0usize, 0usize);
@@ -711,7 +726,10 @@ fn typed_documents_decode_the_same_directly() {
                         if indent == 0 && !line.contains(':') {
                             continue;
                         }
-                        edited.insert(at + 1, format!("{}bogusField: {}", " ".repeat(indent), rng.pick(&replacements)));
+                        edited.insert(
+                            at + 1,
+                            format!("{}bogusField: {}", " ".repeat(indent), rng.pick(&replacements)),
+                        );
                     }
                     // A line removed.
                     _ => {

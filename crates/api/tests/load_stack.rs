@@ -15,7 +15,11 @@ fn hostile() -> Vec<(String, String)> {
         let flow = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
         out.push((format!("flow{depth}.yaml"), format!("a: {flow}\n")));
         out.push((format!("flow{depth}.json"), format!("{{\"a\": {flow}}}")));
-        let maps = format!("{}{}", "{\"a\": ".repeat(depth), format!("1{}", "}".repeat(depth)));
+        let maps = format!(
+            "{}{}",
+            "{\"a\": ".repeat(depth),
+            format!("1{}", "}".repeat(depth))
+        );
         out.push((format!("maps{depth}.json"), maps));
         let mut block = String::new();
         for level in 0..depth.min(2_000) {

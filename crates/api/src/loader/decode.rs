@@ -584,7 +584,7 @@ impl<'n, 'f> Cmp<'n, 'f> {
         };
         Fields {
             entries,
-            seen: vec![false; entries.len()],
+            seen: Seen::new(entries.len()),
             skip: self.skip,
             found: self.found,
             key: None,
@@ -616,7 +616,7 @@ impl<'n, 'f> Cmp<'n, 'f> {
 /// A mapping of the serialisation beside the tree's mapping.
 struct Fields<'n, 'f> {
     entries: &'n [Entry],
-    seen: Vec<bool>,
+    seen: Seen,
     skip: Option<&'n str>,
     found: &'f mut bool,
     /// The key of a map entry whose value comes next.
@@ -627,13 +627,13 @@ impl<'n> Fields<'n, '_> {
     /// Marks `key` present; the tree's value there.
     fn mark(&mut self, key: &str) -> Option<&'n Node> {
         let index = self.entries.iter().rposition(|e| e.key == key)?;
-        self.seen[index] = true;
+        self.seen.set(index);
         Some(&self.entries[index].value)
     }
 
     fn finish(self) -> Result<(), Bail> {
-        for (entry, seen) in self.entries.iter().zip(&self.seen) {
-            if !seen && self.skip != Some(entry.key.as_str()) && !empty(&entry.value) {
+        for (index, entry) in self.entries.iter().enumerate() {
+            if !self.seen.get(index) && self.skip != Some(entry.key.as_str()) && !empty(&entry.value) {
                 *self.found = true;
             }
         }
@@ -643,6 +643,37 @@ impl<'n> Fields<'n, '_> {
     fn field<T: ?Sized + Serialize>(&mut self, key: &str, value: &T) -> Result<(), Bail> {
         let input = self.mark(key);
         value.serialize(Cmp::at(input, self.found))
+    }
+}
+
+/// Which keys of a mapping the serialisation has: a bit mask for the usual
+/// small mapping (no allocation per mapping), a vector beyond 64 keys.
+enum Seen {
+    Mask(u64),
+    Many(Vec<bool>),
+}
+
+impl Seen {
+    fn new(len: usize) -> Self {
+        if len <= 64 {
+            Seen::Mask(0)
+        } else {
+            Seen::Many(vec![false; len])
+        }
+    }
+
+    fn set(&mut self, index: usize) {
+        match self {
+            Seen::Mask(mask) => *mask |= 1u64 << index,
+            Seen::Many(seen) => seen[index] = true,
+        }
+    }
+
+    fn get(&self, index: usize) -> bool {
+        match self {
+            Seen::Mask(mask) => *mask & (1u64 << index) != 0,
+            Seen::Many(seen) => seen.get(index).copied().unwrap_or(false),
+        }
     }
 }
 
@@ -858,7 +889,11 @@ impl<'n, 'f> ser::Serializer for Cmp<'n, 'f> {
     fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Result<(), Bail> {
         Ok(())
     }
-    fn serialize_newtype_struct<T: ?Sized + Serialize>(self, name: &'static str, value: &T) -> Result<(), Bail> {
+    fn serialize_newtype_struct<T: ?Sized + Serialize>(
+        self,
+        name: &'static str,
+        value: &T,
+    ) -> Result<(), Bail> {
         if name.starts_with("$serde_json") {
             return bail("serde_json private token");
         }

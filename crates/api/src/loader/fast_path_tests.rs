@@ -66,7 +66,10 @@ fn clean_documents_take_the_fast_path_and_broken_ones_do_not() {
         "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: b\n",
     ] {
         let sink = Sink::default();
-        assert!(load_fast(&sink, "f.yaml", bad, 1, Reading::Fast).is_none(), "{bad}");
+        assert!(
+            load_fast(&sink, "f.yaml", bad, 1, Reading::Fast).is_none(),
+            "{bad}"
+        );
         assert!(sink.diagnostics.is_empty(), "nothing reported for {bad}");
     }
 }

@@ -222,6 +222,9 @@ pub(crate) struct Sink {
     /// take sets `bailed`, and the caller reads it again the reference way.
     pub(crate) direct: bool,
     pub(crate) bailed: bool,
+    /// A scratch sink of one document (not a `List`): it holds at most one
+    /// object, so the duplicate check is left to the sink it joins.
+    single: bool,
 }
 
 impl Sink {
@@ -238,11 +241,20 @@ impl Sink {
         Self {
             extension_kinds: self.extension_kinds.clone(),
             direct,
+            single: true,
             ..Self::default()
         }
     }
 
     pub(crate) fn add<T: Object>(&mut self, source: Source, object: T, unreadable: Vec<Unreadable>) {
+        if self.single {
+            T::bucket(&mut self.inputs).push(Sourced {
+                source,
+                object,
+                unreadable,
+            });
+            return;
+        }
         let namespace = object.meta().namespace.clone().unwrap_or_default();
         let name = object.meta().name.clone().unwrap_or_default();
         let key = (T::KIND, namespace, name);
@@ -886,7 +898,11 @@ impl Document<'_> {
     /// path's neutralisations find nothing.
     fn load_direct<T: Object>(self, sink: &mut Sink) {
         let singular = matches!(T::KIND, "HTTPRoute" | "GRPCRoute")
-            && self.root.get("spec").and_then(|s| s.get("useDefaultGateway")).is_some();
+            && self
+                .root
+                .get("spec")
+                .and_then(|s| s.get("useDefaultGateway"))
+                .is_some();
         if singular {
             sink.bailed = true; // a warning on the reference path
             return;
@@ -895,7 +911,10 @@ impl Document<'_> {
             sink.bailed = true;
             return;
         };
-        if !matches!(super::decode::unknown_fields(&object, self.root, "status"), Ok(false)) {
+        if !matches!(
+            super::decode::unknown_fields(&object, self.root, "status"),
+            Ok(false)
+        ) {
             sink.bailed = true;
             return;
         }
