@@ -53,6 +53,21 @@
 //! serde-saphyr otherwise; the fast reader never reports anything, so every
 //! diagnostic still comes from serde-saphyr's spanned read.
 //!
+//! A tree from the fast reader or from `serde_json` (no duplicate keys) is
+//! decoded into its typed object directly (`loader/decode.rs`: no
+//! intermediate `serde_json::Value`, the unknown-field check walks the
+//! object's serialisation beside the tree); a document it cannot take
+//! (anything that would be a diagnostic, a neutralised value or a
+//! fallback) bails to the decode through `serde_json::Value`, and so to
+//! the spanned path when that yields a diagnostic.
+//!
+//! [`load_str_cached`] keeps each cleanly loaded document's objects in a
+//! [`DocumentCache`] (one per file, held by the caller), so that a file
+//! loaded again decodes only the documents whose text changed.
+//!
+//! Parsing hostile nesting needs a large stack: loads run on long-lived
+//! loader workers with one (see [`on_large_stack`]).
+//!
 //! Every object's [`Source`] line is the first line of its document that is
 //! not blank, a comment, a directive or a `---` marker (for a `List` item,
 //! the item's first line).

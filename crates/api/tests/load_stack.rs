@@ -15,11 +15,7 @@ fn hostile() -> Vec<(String, String)> {
         let flow = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
         out.push((format!("flow{depth}.yaml"), format!("a: {flow}\n")));
         out.push((format!("flow{depth}.json"), format!("{{\"a\": {flow}}}")));
-        let maps = format!(
-            "{}{}",
-            "{\"a\": ".repeat(depth),
-            format!("1{}", "}".repeat(depth))
-        );
+        let maps = format!("{}1{}", "{\"a\": ".repeat(depth), "}".repeat(depth));
         out.push((format!("maps{depth}.json"), maps));
         let mut block = String::new();
         for level in 0..depth.min(2_000) {
@@ -66,14 +62,14 @@ fn hostile_nesting_on_a_small_stack_gives_a_diagnostic() {
         // Everything deeper than the parsers allow is refused, each with a
         // diagnostic that names its file.
         let deep = ["200", "10000"].iter().any(|d| file.contains(d));
-        let errors: Vec<_> = loaded
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .collect();
         if deep {
+            // An error, or (JSON the YAML reader refuses but serde_json
+            // reads) a warning that lines are approximate.
             assert!(
-                !errors.is_empty() || !loaded.diagnostics.is_empty(),
+                loaded
+                    .diagnostics
+                    .iter()
+                    .any(|d| matches!(d.severity, Severity::Error | Severity::Warning)),
                 "{file}: no diagnostic: {loaded:?}"
             );
             deep_refused += 1;

@@ -13,7 +13,7 @@
 //! only, so it is bounded by the file's size.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
 use crate::Inputs;
@@ -89,9 +89,7 @@ impl DocumentCache {
     }
 
     pub(crate) fn key(&self, text: &str) -> (u64, usize) {
-        let mut hasher = self.keys.build_hasher();
-        text.hash(&mut hasher);
-        (hasher.finish(), text.len())
+        (self.keys.hash_one(text), text.len())
     }
 
     /// The objects of a document decoded before, its lines re-stamped to
