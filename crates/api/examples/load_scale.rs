@@ -179,6 +179,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         time(runs, load_json_files),
     );
     std::fs::remove_dir_all(&dir)?;
+    // One small object at a time, as the Kubernetes provider loads: the
+    // cost of a call, and what a thread start with the loader's stack
+    // costs (what every call paid before the loader kept its workers).
+    let service = r#"{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "ns"}, "spec": {"ports": [{"port": 80}]}}"#;
+    let calls = 2000;
+    let per_call = |runs: Runs| median(runs.iter().map(|r| r.0).collect()) / calls;
+    let small = time(runs, || {
+        (0..calls)
+            .map(|_| api::loader::load_str("svc.json", service).inputs.services.len())
+            .sum::<usize>()
+    });
+    let spawn = time(runs, || {
+        (0..calls)
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .stack_size(64 << 20)
+                    .spawn(|| 1usize)
+                    .ok()?
+                    .join()
+                    .ok()
+            })
+            .sum::<usize>()
+    });
+    println!(
+        "one small object per call: {:?} per load_str; a 64 MiB-stack thread start + join alone: {:?}",
+        per_call(small),
+        per_call(spawn)
+    );
     report(
         "bare parse YAML (no spans)",
         yaml.len(),
