@@ -1,8 +1,14 @@
 //! Loader throughput: `cargo run --release -p api --example load_scale -- FILE.yaml [RUNS]`.
 //!
-//! Loads FILE (a YAML stream) with `api::loader::load_str`, and the same
-//! without the fast YAML reader (serde-saphyr reads every document: the old
-//! path; runs interleaved with the new one), then the same
+//! Every figure is the median of RUNS, as wall time and as the process's
+//! CPU time (what "per core" means on a shared machine: the loader runs on
+//! one thread, so CPU time is its time on one core however loaded the
+//! machine is).
+//!
+//! Loads FILE (a YAML stream) with `api::loader::load_str`, the same with
+//! typed objects decoded through `serde_json::Value` (the decode before
+//! `loader/decode.rs`), and without the fast YAML reader (serde-saphyr
+//! reads every document: the old path; runs interleaved), then the same
 //! documents written as one JSON `List`, and prints MB/s (median of RUNS,
 //! default 3), and the same documents each as its own `.json` file. As reference points it also times a plain parse of the same
 //! text into `serde_json::Value` without spans (serde-saphyr for YAML,
@@ -11,31 +17,62 @@
 
 use std::time::{Duration, Instant};
 
+/// The allocator of the `portcullis` binary (which runs this library), so
+/// the figures are the product's.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn median(mut runs: Vec<Duration>) -> Duration {
     runs.sort();
     runs[runs.len() / 2]
 }
 
-fn report(what: &str, bytes: usize, runs: Vec<Duration>) {
-    let m = median(runs.clone());
-    let mbps = bytes as f64 / 1e6 / m.as_secs_f64();
+/// CPU time of the whole process (every thread, finished ones included),
+/// from `/proc/self/stat` (user + system, in clock ticks of 10 ms: a run
+/// of a few hundred milliseconds is measured to a few percent).
+fn cpu_time() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            // Fields after the command name (which may hold spaces).
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: u64 = fields.get(11)?.parse().ok()?;
+            let stime: u64 = fields.get(12)?.parse().ok()?;
+            Some(utime + stime)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// Wall and CPU time of each run.
+type Runs = Vec<(Duration, Duration)>;
+
+fn report(what: &str, bytes: usize, runs: Runs) {
+    let wall = median(runs.iter().map(|r| r.0).collect());
+    let cpu = median(runs.iter().map(|r| r.1).collect());
+    let mbps = |d: Duration| bytes as f64 / 1e6 / d.as_secs_f64();
     let all: Vec<String> = runs
         .iter()
-        .map(|d| format!("{:.0}", d.as_secs_f64() * 1e3))
+        .map(|d| format!("{:.0}/{:.0}", d.0.as_secs_f64() * 1e3, d.1.as_secs_f64() * 1e3))
         .collect();
     println!(
-        "{what:<28} {:>8.1} ms  {mbps:>7.1} MB/s  (runs ms: {})",
-        m.as_secs_f64() * 1e3,
+        "{what:<34} wall {:>7.1} ms {:>6.1} MB/s | cpu {:>7.1} ms {:>6.1} MB/s  (runs wall/cpu ms: {})",
+        wall.as_secs_f64() * 1e3,
+        mbps(wall),
+        cpu.as_secs_f64() * 1e3,
+        mbps(cpu),
         all.join(" ")
     );
 }
 
-fn time<R>(runs: usize, mut f: impl FnMut() -> R) -> Vec<Duration> {
+fn time<R>(runs: usize, mut f: impl FnMut() -> R) -> Runs {
     (0..runs)
         .map(|_| {
             let start = Instant::now();
+            let cpu = cpu_time();
             let r = f();
-            let elapsed = start.elapsed();
+            let elapsed = (start.elapsed(), cpu_time().saturating_sub(cpu));
             drop(r);
             elapsed
         })
@@ -47,6 +84,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = args.next().ok_or("usage: load_scale FILE.yaml [RUNS]")?;
     let runs: usize = args.next().map(|r| r.parse()).transpose()?.unwrap_or(3);
     let yaml = std::fs::read_to_string(&path)?;
+    // LOAD_SCALE_PROFILE=1: only `load_str` of the YAML, RUNS times (for
+    // a profiler).
+    if std::env::var_os("LOAD_SCALE_PROFILE").is_some() {
+        let runs = time(runs, || api::loader::load_str(&path, &yaml));
+        report("load YAML", yaml.len(), runs);
+        return Ok(());
+    }
 
     // The same documents as one JSON List (one document per `.json` file).
     // (Split by hand: serde-saphyr caps the documents of one stream.)
@@ -106,13 +150,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if old != loaded {
         return Err("loads differ with and without the fast YAML reader".into());
     }
-    // Interleaved, so that both see the same machine load.
-    let (mut fast, mut saphyr) = (Vec::new(), Vec::new());
+    if api::loader::load_str_reference_decode(&path, &yaml) != loaded {
+        return Err("loads differ with and without the direct decode".into());
+    }
+    // Interleaved, so that all see the same machine load.
+    let (mut fast, mut reference, mut saphyr) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         fast.extend(time(1, || api::loader::load_str(&path, &yaml)));
+        reference.extend(time(1, || api::loader::load_str_reference_decode(&path, &yaml)));
         saphyr.extend(time(1, || api::loader::load_str_without_fast_yaml(&path, &yaml)));
     }
     report("load YAML", yaml.len(), fast);
+    report("load YAML, decode via Value", yaml.len(), reference);
     report("load YAML, serde-saphyr only", yaml.len(), saphyr);
     report(
         "bare read YAML (fast reader)",
@@ -130,6 +179,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         time(runs, load_json_files),
     );
     std::fs::remove_dir_all(&dir)?;
+    // One small object at a time, as the Kubernetes provider loads: the
+    // cost of a call, and what a thread start with the loader's stack
+    // costs (what every call paid before the loader kept its workers).
+    let service = r#"{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "ns"}, "spec": {"ports": [{"port": 80}]}}"#;
+    let calls = 2000;
+    let per_call = |runs: Runs| median(runs.iter().map(|r| r.0).collect()) / calls;
+    let small = time(runs, || {
+        (0..calls)
+            .map(|_| api::loader::load_str("svc.json", service).inputs.services.len())
+            .sum::<usize>()
+    });
+    let spawn = time(runs, || {
+        (0..calls)
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .stack_size(64 << 20)
+                    .spawn(|| 1usize)
+                    .ok()?
+                    .join()
+                    .ok()
+            })
+            .sum::<usize>()
+    });
+    println!(
+        "one small object per call: {:?} per load_str; a 64 MiB-stack thread start + join alone: {:?}",
+        per_call(small),
+        per_call(spawn)
+    );
     report(
         "bare parse YAML (no spans)",
         yaml.len(),

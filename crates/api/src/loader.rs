@@ -53,10 +53,27 @@
 //! serde-saphyr otherwise; the fast reader never reports anything, so every
 //! diagnostic still comes from serde-saphyr's spanned read.
 //!
+//! A tree from the fast reader or from `serde_json` (no duplicate keys) is
+//! decoded into its typed object directly (`loader/decode.rs`: no
+//! intermediate `serde_json::Value`, the unknown-field check walks the
+//! object's serialisation beside the tree); a document it cannot take
+//! (anything that would be a diagnostic, a neutralised value or a
+//! fallback) bails to the decode through `serde_json::Value`, and so to
+//! the spanned path when that yields a diagnostic.
+//!
+//! [`load_str_cached`] keeps each cleanly loaded document's objects in a
+//! [`DocumentCache`] (one per file, held by the caller), so that a file
+//! loaded again decodes only the documents whose text changed.
+//!
+//! Parsing hostile nesting needs a large stack: loads run on long-lived
+//! loader workers with one (see [`on_large_stack`]).
+//!
 //! Every object's [`Source`] line is the first line of its document that is
 //! not blank, a comment, a directive or a `---` marker (for a `List` item,
 //! the item's first line).
 
+mod cache;
+mod decode;
 #[cfg(test)]
 mod fast_path_tests;
 mod fast_yaml;
@@ -73,6 +90,7 @@ use serde_saphyr::{MessageFormatter, NonFiniteFloatPolicy, UserMessageFormatter}
 
 use crate::files::{self, Entry, FileError, Root};
 use crate::{Diagnostic, Inputs, Severity, Source};
+pub use cache::DocumentCache;
 use objects::Sink;
 use tree::Node;
 
@@ -170,17 +188,22 @@ pub fn load_path_with(path: &Path, options: &Options) -> Result<Loaded, LoadErro
         let mut visited = HashSet::new();
         walk(&root, path, true, &mut files, &mut visited, &mut sink).map_err(read_error)?;
         files.sort();
-        on_large_stack(|| {
+        sink = on_large_stack(move || {
             for file in files {
                 load_file_into(&mut sink, &root, &file);
             }
+            sink
         });
     } else {
         let bytes = files::read_file(path).map_err(|e| match e {
             FileError::Io { source } | FileError::Unresolvable { source } => read_error(source),
             other => read_error(io::Error::other(other)),
         })?;
-        on_large_stack(|| load_bytes_into(&mut sink, &path.display().to_string(), &bytes));
+        let name = path.display().to_string();
+        sink = on_large_stack(move || {
+            load_bytes_into(&mut sink, &name, &bytes);
+            sink
+        });
     }
     Ok(finish(sink))
 }
@@ -193,8 +216,24 @@ pub fn load_str(file: &str, text: &str) -> Loaded {
 
 /// [`load_str`] with [`Options`].
 pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
+    load_owned(file, text, Sink::with_options(options), Reading::Fast)
+}
+
+/// [`load_str_with`] keeping each document's decoded objects in `cache`
+/// (one per file, kept by the caller between loads of that file): a
+/// document whose text was decoded by the previous load of the file is not
+/// decoded again (see [`DocumentCache`]). The result is [`load_str_with`]'s.
+pub fn load_str_cached(file: &str, text: &str, options: &Options, cache: &mut DocumentCache) -> Loaded {
     let mut sink = Sink::with_options(options);
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Fast));
+    let mut taken = std::mem::take(cache);
+    taken.begin(file, options);
+    let (file, text) = (file.to_string(), text.to_string());
+    let (sink, mut taken) = on_large_stack(move || {
+        load_text_into(&mut sink, &file, &text, Reading::Fast, Some(&mut taken));
+        (sink, taken)
+    });
+    taken.end();
+    *cache = taken;
     finish(sink)
 }
 
@@ -203,9 +242,15 @@ pub fn load_str_with(file: &str, text: &str, options: &Options) -> Loaded {
 /// `tests/fast_yaml_differential.rs` compares with. Not an API.
 #[doc(hidden)]
 pub fn load_str_without_fast_yaml(file: &str, text: &str) -> Loaded {
-    let mut sink = Sink::default();
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Saphyr));
-    finish(sink)
+    load_owned(file, text, Sink::default(), Reading::Saphyr)
+}
+
+/// [`load_str`] with every typed object decoded through
+/// `serde_json::Value` (the decode before `loader/decode.rs`), for
+/// `examples/load_scale.rs` and the differential tests. Not an API.
+#[doc(hidden)]
+pub fn load_str_reference_decode(file: &str, text: &str) -> Loaded {
+    load_owned(file, text, Sink::default(), Reading::FastReferenceDecode)
 }
 
 /// One document of a stream read both ways, for
@@ -240,8 +285,9 @@ pub fn fast_yaml_documents(text: &str) -> (usize, usize) {
 /// both ways; see [`ReadBothWays`]. Not an API.
 #[doc(hidden)]
 pub fn read_both_ways(text: &str) -> Vec<ReadBothWays> {
-    on_large_stack(|| {
-        split::split(text)
+    let text = text.to_string();
+    on_large_stack(move || {
+        split::split(&text)
             .into_iter()
             .filter(|chunk| chunk.content_line.is_some())
             .map(|chunk| {
@@ -270,9 +316,7 @@ pub fn read_both_ways(text: &str) -> Vec<ReadBothWays> {
 /// spans): the reference the fast path is compared with.
 #[cfg(test)]
 fn load_str_spanned(file: &str, text: &str) -> Loaded {
-    let mut sink = Sink::default();
-    on_large_stack(|| load_text_into(&mut sink, file, text, Reading::Spanned));
-    finish(sink)
+    load_owned(file, text, Sink::default(), Reading::Spanned)
 }
 
 /// Merges separate loads (e.g. one per file, in path order) into one, with
@@ -300,36 +344,113 @@ pub fn is_manifest_file(path: &Path) -> bool {
     !hidden && matches!(extension.as_deref(), Some("yaml" | "yml" | "json"))
 }
 
+/// Loads `text` into `sink` on a loader worker (see [`on_large_stack`]):
+/// the text is copied, since the worker outlives the call.
+fn load_owned(file: &str, text: &str, mut sink: Sink, reading: Reading) -> Loaded {
+    let (file, text) = (file.to_string(), text.to_string());
+    let sink = on_large_stack(move || {
+        load_text_into(&mut sink, &file, &text, reading, None);
+        sink
+    });
+    finish(sink)
+}
+
 /// Stack for parsing: building the spanned tree takes tens of kilobytes of
-/// stack per nesting level in debug builds, and the parser allows 64 levels,
-/// more than a 2 MiB thread (tokio's, the test harness's) holds. The
-/// reservation is virtual; only the pages used are committed.
+/// stack per nesting level in debug builds (serde-saphyr's deserializer
+/// frames, the spanned visitor, the typed parse of values kept as JSON),
+/// and serde-saphyr allows 64 levels (its `max_depth` budget; deeper
+/// documents are refused with a diagnostic), more than a 2 MiB thread
+/// (tokio's, the test harness's) holds. The reservation is virtual; only
+/// the pages used are committed.
 const PARSE_STACK_BYTES: usize = 64 << 20;
 
-/// Runs `f` on a scoped thread with [`PARSE_STACK_BYTES`] of stack (or on
-/// the current thread if no thread can be started). A panic in `f` is
-/// propagated unchanged.
-fn on_large_stack<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let slot = std::sync::Mutex::new(Some(f));
-    let take = |slot: &std::sync::Mutex<Option<_>>| slot.lock().ok().and_then(|mut f| f.take());
-    let spawned = std::thread::scope(|scope| {
-        let handle = std::thread::Builder::new()
-            .name("portcullis-load".to_string())
-            .stack_size(PARSE_STACK_BYTES)
-            .spawn_scoped(scope, || take(&slot).map(|f| f()))
-            .ok()?;
-        match handle.join() {
-            Ok(result) => result,
-            Err(payload) => std::panic::resume_unwind(payload),
-        }
+/// A job for a loader worker.
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Idle loader workers: threads with [`PARSE_STACK_BYTES`] of stack, kept
+/// between loads. A load takes one (starting one only when none is idle)
+/// and gives it back, so a process starts as many as it ever runs loads at
+/// once, instead of a thread per load (the Kubernetes provider loads each
+/// object on its own: a thread start cost more than the load).
+static IDLE_WORKERS: std::sync::Mutex<Vec<std::sync::mpsc::Sender<Job>>> = std::sync::Mutex::new(Vec::new());
+
+/// How many loader workers this process has started.
+static WORKERS_STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+thread_local! {
+    /// Whether this thread is a loader worker (a nested load runs inline).
+    static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// How many loader workers this process has started (see
+/// [`on_large_stack`]), for `tests/load_stack.rs`. Not an API.
+#[doc(hidden)]
+pub fn workers_started() -> usize {
+    WORKERS_STARTED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn start_worker() -> Option<std::sync::mpsc::Sender<Job>> {
+    let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name("portcullis-load".to_string())
+        .stack_size(PARSE_STACK_BYTES)
+        .spawn(move || {
+            ON_WORKER.set(true);
+            // Ends when the sender is dropped (never, for a kept worker).
+            while let Ok(job) = queue.recv() {
+                job();
+            }
+        })
+        .ok()?;
+    WORKERS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Some(jobs)
+}
+
+/// Runs `f` on an idle loader worker (one with [`PARSE_STACK_BYTES`] of
+/// stack; started if none is idle) and waits for it; on the current thread
+/// when that is a worker already, or when no worker can be started. A
+/// panic in `f` is propagated unchanged (the worker survives it).
+fn on_large_stack<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    if ON_WORKER.get() {
+        return f();
+    }
+    let (reply, answer) = std::sync::mpsc::sync_channel(1);
+    let job: Job = Box::new(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        // The caller waits for this; it cannot have gone.
+        let _ = reply.send(result);
     });
-    match spawned {
-        Some(result) => result,
-        None => match take(&slot) {
-            Some(f) => f(),
-            // Unreachable: the closure ran iff the thread took it.
-            None => unreachable!("loader closure neither ran nor remained"),
-        },
+    let mut job = Some(job);
+    let idle = IDLE_WORKERS.lock().ok().and_then(|mut idle| idle.pop());
+    let mut worker = None;
+    for candidate in [idle, None] {
+        let (Some(sender), Some(pending)) = (candidate.or_else(start_worker), job.take()) else {
+            break;
+        };
+        match sender.send(pending) {
+            Ok(()) => {
+                worker = Some(sender);
+                break;
+            }
+            // A worker that is gone gives the job back.
+            Err(std::sync::mpsc::SendError(back)) => job = Some(back),
+        }
+    }
+    if let Some(pending) = job {
+        // No worker could take it: run here, as best we can.
+        pending();
+    }
+    let result = answer.recv();
+    if let (Some(worker), Ok(mut idle)) = (worker, IDLE_WORKERS.lock()) {
+        idle.push(worker);
+    }
+    match result {
+        Ok(Ok(result)) => result,
+        Ok(Err(payload)) => std::panic::resume_unwind(payload),
+        // The job ran (here or on a worker) and replied, or its worker
+        // died without replying: only an abort does that, which takes this
+        // process with it.
+        Err(_) => unreachable!("a loader job ended without replying"),
     }
 }
 
@@ -435,7 +556,7 @@ fn load_file_into(sink: &mut Sink, root: &Root, path: &Path) {
 
 fn load_bytes_into(sink: &mut Sink, file: &str, bytes: &[u8]) {
     match std::str::from_utf8(bytes) {
-        Ok(text) => load_text_into(sink, file, text, Reading::Fast),
+        Ok(text) => load_text_into(sink, file, text, Reading::Fast, None),
         Err(error) => {
             let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
             let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
@@ -458,24 +579,39 @@ enum Reading {
     Saphyr,
     /// [`load_fast`] with the fast YAML reader first: what loads do.
     Fast,
+    /// [`Reading::Fast`] but every typed object decoded the reference way
+    /// (through `serde_json::Value`), never by `loader/decode.rs`: what
+    /// `examples/load_scale.rs` compares with.
+    FastReferenceDecode,
 }
 
-/// Tries [`load_fast`] first unless `reading` says spanned only.
-fn load_text_into(sink: &mut Sink, file: &str, text: &str, reading: Reading) {
+/// Tries [`load_fast`] first unless `reading` says spanned only; with a
+/// cache, a document decoded before is taken from it.
+fn load_text_into(
+    sink: &mut Sink,
+    file: &str,
+    text: &str,
+    reading: Reading,
+    mut cache: Option<&mut DocumentCache>,
+) {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let is_json = Path::new(file)
         .extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     if is_json {
-        load_json_into(sink, file, text, reading);
+        load_json_into(sink, file, text, reading, cache);
         return;
     }
     for chunk in split::split(text) {
         let Some(content_line) = chunk.content_line else {
             continue; // blank, comments only
         };
-        if reading != Reading::Spanned && load_fast(sink, file, chunk.text, content_line, reading) {
+        if reading != Reading::Spanned
+            && fast_cached(sink, cache.as_deref_mut(), chunk.text, content_line, |sink| {
+                load_fast(sink, file, chunk.text, content_line, reading)
+            })
+        {
             continue;
         }
         match parse_yaml(chunk.text, chunk.first_line) {
@@ -492,15 +628,59 @@ fn load_text_into(sink: &mut Sink, file: &str, text: &str, reading: Reading) {
     }
 }
 
+/// The fast path of one document through `cache`: its objects from the
+/// cache when its text was decoded before, else `fast(sink)` (which adds
+/// them when the document loads cleanly) and the result kept. Whether the
+/// document is done.
+fn fast_cached(
+    sink: &mut Sink,
+    cache: Option<&mut DocumentCache>,
+    text: &str,
+    content_line: usize,
+    fast: impl FnOnce(&mut Sink) -> Option<Inputs>,
+) -> bool {
+    let Some(cache) = cache else {
+        return match fast(sink) {
+            Some(inputs) => {
+                sink.add_all(inputs);
+                true
+            }
+            None => false,
+        };
+    };
+    let key = cache.key(text);
+    if let Some(inputs) = cache.take(key, content_line) {
+        sink.add_all(inputs);
+        return true;
+    }
+    cache.count_decoded();
+    match fast(sink) {
+        Some(inputs) => {
+            cache.keep(key, content_line, &inputs);
+            sink.add_all(inputs);
+            true
+        }
+        None => false,
+    }
+}
+
 /// JSON goes through the YAML parser first (JSON is YAML, and that parser
 /// knows lines); what it cannot read, `serde_json` reads or reports.
-fn load_json_into(sink: &mut Sink, file: &str, text: &str, reading: Reading) {
+fn load_json_into(
+    sink: &mut Sink,
+    file: &str,
+    text: &str,
+    reading: Reading,
+    cache: Option<&mut DocumentCache>,
+) {
     let Some(content_line) = split::first_content_line(text) else {
         return;
     };
     if reading != Reading::Spanned
-        && (load_fast_json(sink, file, text, content_line)
-            || load_fast(sink, file, text, content_line, reading))
+        && fast_cached(sink, cache, text, content_line, |sink| {
+            load_fast_json(sink, file, text, content_line, reading)
+                .or_else(|| load_fast(sink, file, text, content_line, reading))
+        })
     {
         return;
     }
@@ -566,36 +746,44 @@ fn load_documents(sink: &mut Sink, file: &str, documents: &[Node], content_line:
 /// that chunk only. The spanless read is the fast YAML reader's when the
 /// document is in its subset (and `reading` allows it), serde-saphyr's
 /// otherwise: both give the same tree (`tests/fast_yaml_differential.rs`).
-fn load_fast(sink: &mut Sink, file: &str, text: &str, content_line: usize, reading: Reading) -> bool {
+fn load_fast(sink: &Sink, file: &str, text: &str, content_line: usize, reading: Reading) -> Option<Inputs> {
     if reading == Reading::Fast
         && let Some(root) = fast_yaml::read(text)
     {
-        return load_root_fast(sink, file, &root, content_line);
+        return load_root_fast(sink, file, &root, content_line, true);
+    }
+    if reading == Reading::FastReferenceDecode
+        && let Some(root) = fast_yaml::read(text)
+    {
+        return load_root_fast(sink, file, &root, content_line, false);
     }
     let Ok(mut documents) =
         serde_saphyr::from_multiple_with_options::<tree::PlainNode>(text, parse_options())
     else {
-        return false;
+        return None;
     };
     let (Some(tree::PlainNode(root)), None) = (documents.pop(), documents.pop()) else {
-        return false;
+        return None;
     };
-    load_root_fast(sink, file, &root, content_line)
+    // serde-saphyr's tree may hold what the direct decode does not mirror
+    // (duplicate keys): decoded the reference way.
+    load_root_fast(sink, file, &root, content_line, false)
 }
 
 /// Loads a tree read without spans into a scratch sink; keeps the result
-/// only when it yields no diagnostic (see [`load_fast`]).
-fn load_root_fast(sink: &mut Sink, file: &str, root: &Node, content_line: usize) -> bool {
+/// only when it yields no diagnostic (see [`load_fast`]). `direct`: the
+/// tree has no duplicate keys, so known kinds are decoded straight from
+/// it (`loader/decode.rs`).
+fn load_root_fast(sink: &Sink, file: &str, root: &Node, content_line: usize, direct: bool) -> Option<Inputs> {
     if root.get("items").is_some() {
-        return false; // a List: each item's own line is its source
+        return None; // a List: each item's own line is its source
     }
-    let mut scratch = sink.scratch();
+    let mut scratch = sink.scratch(direct);
     objects::load_document(&mut scratch, file, root, content_line, 0);
-    if !scratch.diagnostics.is_empty() {
-        return false;
+    if !scratch.diagnostics.is_empty() || scratch.bailed {
+        return None;
     }
-    sink.add_all(scratch.inputs);
-    true
+    Some(scratch.inputs)
 }
 
 /// The fast path of a `.json` file: `serde_json` reads it (many times
@@ -607,7 +795,13 @@ fn load_root_fast(sink: &mut Sink, file: &str, root: &Node, content_line: usize)
 /// point each), no duplicate key (YAML refuses it, JSON keeps the last),
 /// and well inside the YAML reader's limits (nodes, depth, key length).
 /// Anything else goes the YAML way.
-fn load_fast_json(sink: &mut Sink, file: &str, text: &str, content_line: usize) -> bool {
+fn load_fast_json(
+    sink: &Sink,
+    file: &str,
+    text: &str,
+    content_line: usize,
+    reading: Reading,
+) -> Option<Inputs> {
     const MAX_BYTES: usize = 16 << 20;
     let printable = |c: char| {
         matches!(c, '\n' | '\r' | ' '..='~')
@@ -618,16 +812,17 @@ fn load_fast_json(sink: &mut Sink, file: &str, text: &str, content_line: usize) 
         matches!(next, Some([b'd' | b'D', b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F']))
     });
     if text.len() > MAX_BYTES || surrogate_escape || !text.chars().all(printable) {
-        return false;
+        return None;
     }
     let Ok(tree::PlainNode(root)) = serde_json::from_str::<tree::PlainNode>(text) else {
-        return false;
+        return None;
     };
     let mut nodes = 0usize;
     if !root.within_yaml_limits(0, &mut nodes) {
-        return false;
+        return None;
     }
-    load_root_fast(sink, file, &root, content_line)
+    let direct = reading != Reading::FastReferenceDecode;
+    load_root_fast(sink, file, &root, content_line, direct)
 }
 
 fn parse_options() -> serde_saphyr::Options {

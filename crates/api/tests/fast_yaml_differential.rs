@@ -12,7 +12,9 @@
 
 use std::path::{Path, PathBuf};
 
-use api::loader::{ReadBothWays, load_str, load_str_without_fast_yaml, read_both_ways};
+use api::loader::{
+    ReadBothWays, load_str, load_str_reference_decode, load_str_without_fast_yaml, read_both_ways,
+};
 
 const MARKER: &str = "# ---- expected output";
 
@@ -46,12 +48,21 @@ fn check(what: &str, text: &str, tally: &mut Tally) {
 }
 
 /// The whole load, objects and diagnostics, is the same with and without
-/// the fast reader.
+/// the fast reader, and with and without the direct typed decode
+/// (`src/loader/decode.rs`, which the fast path uses for the trees of the
+/// fast reader and of JSON files; `load_str_reference_decode` decodes them
+/// through `serde_json::Value` as before).
 fn check_load(file: &str, text: &str) {
+    let loaded = load_str(file, text);
     assert_eq!(
-        load_str(file, text),
+        loaded,
         load_str_without_fast_yaml(file, text),
         "{file}: loads differ with and without the fast YAML reader"
+    );
+    assert_eq!(
+        loaded,
+        load_str_reference_decode(file, text),
+        "{file}: loads differ with and without the direct typed decode"
     );
 }
 
@@ -648,4 +659,95 @@ fn generated_and_mutated_documents_read_the_same() {
         "the fast reader accepted too few generated documents: {generated:?}"
     );
     assert!(mutated.accepted > 0, "{mutated:?}");
+}
+
+/// Typed documents, clean and broken, through the direct decode and the
+/// reference decode: every fixture's documents as YAML and as `.json`
+/// files, then with one value changed at a time (another type, another
+/// enum value, an unknown key, a removed line), so that both paths meet
+/// unknown fields, wrong types, missing fields, unknown enum values and
+/// nulls in every kind the fixtures hold.
+#[test]
+fn typed_documents_decode_the_same_directly() {
+    let mut files = Vec::new();
+    yaml_files(&translate_tests().join("fixtures"), &mut files);
+    let replacements = [
+        "null",
+        "[]",
+        "{}",
+        "[1]",
+        "{x: 1}",
+        "7",
+        "-1",
+        "1.5",
+        "true",
+        "\"\"",
+        "bogus",
+        "PathPrefix",
+        "Exact",
+        "RegularExpression",
+        "\"80\"",
+        "0x10",
+        "\"a b\"",
+    ];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut documents, mut mutated) = (0usize, 0usize);
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("fixture text");
+        let input = text.split(MARKER).next().unwrap_or_default();
+        let name = path.display().to_string();
+        for (index, document) in input.split("\n---\n").enumerate() {
+            documents += 1;
+            check_load(&format!("{name}.{index}.yaml"), document);
+            if let Ok(value) = serde_saphyr::from_str::<serde_json::Value>(document)
+                && !value.is_null()
+            {
+                let json = serde_json::to_string_pretty(&value).expect("JSON");
+                check_load(&format!("{name}.{index}.json"), &json);
+            }
+            let lines: Vec<&str> = document.lines().collect();
+            for _ in 0..6 {
+                let Some(at) = (0..lines.len()).map(|_| rng.below(lines.len().max(1))).next() else {
+                    break;
+                };
+                let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+                let line = &lines[at];
+                match rng.below(4) {
+                    // Another value after a key's `: `.
+                    0 | 1 => match line.split_once(": ") {
+                        Some((key, _)) => {
+                            edited[at] = format!("{key}: {}", rng.pick(&replacements));
+                        }
+                        None => continue,
+                    },
+                    // An unknown key beside this one.
+                    2 => {
+                        let indent = line.len() - line.trim_start_matches([' ', '-']).len();
+                        if indent == 0 && !line.contains(':') {
+                            continue;
+                        }
+                        edited.insert(
+                            at + 1,
+                            format!("{}bogusField: {}", " ".repeat(indent), rng.pick(&replacements)),
+                        );
+                    }
+                    // A line removed.
+                    _ => {
+                        edited.remove(at);
+                    }
+                }
+                let edited = edited.join("\n") + "\n";
+                mutated += 1;
+                check_load(&format!("{name}.{index}.mutated.yaml"), &edited);
+                if let Ok(value) = serde_saphyr::from_str::<serde_json::Value>(&edited)
+                    && !value.is_null()
+                {
+                    let json = serde_json::to_string(&value).expect("JSON");
+                    check_load(&format!("{name}.{index}.mutated.json"), &json);
+                }
+            }
+        }
+    }
+    eprintln!("typed documents: {documents}, mutated: {mutated}");
+    assert!(documents > 200 && mutated > 1000, "{documents} {mutated}");
 }

@@ -66,6 +66,9 @@ struct FileState {
     /// When the file was first seen empty while its good version has
     /// objects; the empty version is applied only after a grace period.
     empty_since: Option<Instant>,
+    /// The decoded documents of the last version read: a new version
+    /// decodes only its changed documents (`api::loader::DocumentCache`).
+    documents: loader::DocumentCache,
 }
 
 impl FileState {
@@ -479,8 +482,10 @@ impl Tree {
                     }
                 }
                 let good = good.cloned();
+                // A cheap clone: the decoded documents are shared.
+                let mut documents = previous.map(|p| p.documents.clone()).unwrap_or_default();
                 let load = match std::str::from_utf8(&bytes) {
-                    Ok(text) => loader::load_str_with(&name, text, &self.loader),
+                    Ok(text) => loader::load_str_cached(&name, text, &self.loader, &mut documents),
                     Err(error) => {
                         let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
                         let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
@@ -520,6 +525,7 @@ impl Tree {
                         rejected: Some(load.diagnostics),
                         fail_closed,
                         empty_since: None,
+                        documents,
                     }
                 } else {
                     FileState {
@@ -528,6 +534,7 @@ impl Tree {
                         rejected: None,
                         fail_closed: Vec::new(),
                         empty_since: None,
+                        documents,
                     }
                 }
             }
@@ -548,6 +555,7 @@ impl Tree {
                         message: error.to_string(),
                     }]),
                     empty_since: None,
+                    documents: Default::default(),
                 }
             }
         };
@@ -562,4 +570,56 @@ fn below<'a, V>(map: &'a BTreeMap<PathBuf, V>, rel: &'a Path) -> impl Iterator<I
     map.range::<Path, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
         .map(|(k, _)| k)
         .take_while(move |k| k.starts_with(rel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(i: usize, path: &str) -> String {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: r{i}\n  namespace: ns\nspec:\n  rules:\n  - matches:\n    - path: {{type: PathPrefix, value: {path}}}\n"
+        )
+    }
+
+    /// A file edited in one document: the next load decodes that document
+    /// only, and publishes what a full load of the directory gives.
+    #[test]
+    fn an_edited_file_decodes_only_its_changed_document() {
+        let dir = std::env::temp_dir().join(format!("provider-decoded-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("routes.yaml");
+        let mut documents: Vec<String> = (0..5).map(|i| route(i, "/a")).collect();
+        fs::write(&file, documents.join("---\n")).expect("write");
+
+        let mut tree =
+            Tree::new(dir.clone(), Duration::from_secs(1), loader::Options::default()).expect("tree");
+        assert!(tree.rescan().expect("rescan"));
+        let state = |tree: &Tree| {
+            let documents = &tree.files[Path::new("routes.yaml")].documents;
+            (documents.decoded(), documents.reused())
+        };
+        assert_eq!(state(&tree), (5, 0));
+
+        documents[2] = route(2, "/edited");
+        fs::write(&file, documents.join("---\n")).expect("write");
+        let batch = Batch {
+            full: false,
+            paths: [tree.absolute.join("routes.yaml")].into_iter().collect(),
+        };
+        assert!(tree.apply(&batch));
+        assert_eq!(state(&tree), (1, 4), "only the edited document is decoded");
+        let full = loader::load_path(&dir).expect("full load");
+        assert_eq!(tree.loaded(), full);
+        assert!(
+            tree.loaded().inputs.http_routes[2]
+                .object
+                .spec
+                .rules
+                .as_ref()
+                .is_some_and(|rules| format!("{rules:?}").contains("/edited"))
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
 }

@@ -216,6 +216,15 @@ pub(crate) struct Sink {
     pub(crate) extension_kinds: BTreeSet<(String, String)>,
     /// The duplicate check of extension objects: (group, kind, ns, name).
     seen_extensions: HashMap<(String, String, String, String), Source>,
+    /// Decode known kinds straight from the tree (`decode.rs`) instead of
+    /// through `serde_json::Value`: set on the fast path's scratch sink for
+    /// trees without duplicate keys. A document the direct decode cannot
+    /// take sets `bailed`, and the caller reads it again the reference way.
+    pub(crate) direct: bool,
+    pub(crate) bailed: bool,
+    /// A scratch sink of one document (not a `List`): it holds at most one
+    /// object, so the duplicate check is left to the sink it joins.
+    single: bool,
 }
 
 impl Sink {
@@ -228,14 +237,24 @@ impl Sink {
 
     /// An empty sink with the same options, for loading one document on
     /// its own (the loader's fast path, see `loader.rs`).
-    pub(crate) fn scratch(&self) -> Self {
+    pub(crate) fn scratch(&self, direct: bool) -> Self {
         Self {
             extension_kinds: self.extension_kinds.clone(),
+            direct,
+            single: true,
             ..Self::default()
         }
     }
 
     pub(crate) fn add<T: Object>(&mut self, source: Source, object: T, unreadable: Vec<Unreadable>) {
+        if self.single {
+            T::bucket(&mut self.inputs).push(Sourced {
+                source,
+                object,
+                unreadable,
+            });
+            return;
+        }
         let namespace = object.meta().namespace.clone().unwrap_or_default();
         let name = object.meta().name.clone().unwrap_or_default();
         let key = (T::KIND, namespace, name);
@@ -708,6 +727,10 @@ impl Document<'_> {
     }
 
     fn load<T: Object>(self, sink: &mut Sink) {
+        if sink.direct {
+            self.load_direct::<T>(sink);
+            return;
+        }
         let mut value = self.root.to_json();
         if let Value::Object(map) = &mut value {
             // Status is computed by portcullis, never read from the input.
@@ -862,6 +885,49 @@ impl Document<'_> {
             .chain(listeners_found)
             .collect();
         sink.add(Source::new(self.file, self.line), object, unreadable);
+    }
+
+    /// [`Document::load`] for a document that loads cleanly, without the
+    /// intermediate `serde_json::Value`s (see `decode.rs`): the typed
+    /// object straight from the tree, and the unknown-field check beside
+    /// its serialisation. Anything that would take a neutralisation, a
+    /// fallback or a diagnostic on the reference path makes the decode
+    /// fail or find an unknown field, and bails (`Sink::bailed`): when the
+    /// typed parse of the whole object succeeds, every listener, rule,
+    /// hostname and parentRef parses on its own too, so the reference
+    /// path's neutralisations find nothing.
+    fn load_direct<T: Object>(self, sink: &mut Sink) {
+        let singular = matches!(T::KIND, "HTTPRoute" | "GRPCRoute")
+            && self
+                .root
+                .get("spec")
+                .and_then(|s| s.get("useDefaultGateway"))
+                .is_some();
+        if singular {
+            sink.bailed = true; // a warning on the reference path
+            return;
+        }
+        let Ok(mut object) = super::decode::from_node::<T>(self.root, "status") else {
+            sink.bailed = true;
+            return;
+        };
+        if !matches!(
+            super::decode::unknown_fields(&object, self.root, "status"),
+            Ok(false)
+        ) {
+            sink.bailed = true;
+            return;
+        }
+        let meta = object.meta_mut();
+        if T::NAMESPACED {
+            if meta.namespace.as_deref().is_none_or(str::is_empty) {
+                meta.namespace = Some("default".to_string());
+            }
+        } else {
+            meta.namespace = None;
+        }
+        object.normalize();
+        sink.add(Source::new(self.file, self.line), object, Vec::new());
     }
 
     /// Finds every `spec.listeners[i]` (of a Gateway or ListenerSet) that
