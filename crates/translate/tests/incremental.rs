@@ -406,7 +406,7 @@ fn compare(step: usize, what: &str, full: &translate::Output, inc: &translate::O
     assert!(full == inc, "step {step} ({what}): reports differ");
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 4]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 5]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -434,6 +434,7 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 4]) {
         }
         totals[2] += stats.routes_reused;
         totals[3] += stats.gateways_reused;
+        totals[4] += stats.hosts_spliced;
     }
 }
 
@@ -448,14 +449,14 @@ fn incremental_equals_full_after_every_edit() {
         Err(_) => vec![0x9E37_79B9_7F4A_7C15, 0xD1B5_4A32_D192_ED03, 42],
     };
     // [incremental steps, steps where the context changed, routes reused,
-    // Gateways reused]
-    let mut totals = [0usize; 4];
+    // Gateways reused, virtual hosts spliced into a Gateway assembled again]
+    let mut totals = [0usize; 5];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}",
-        totals[0], totals[1], totals[2], totals[3]
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}",
+        totals[0], totals[1], totals[2], totals[3], totals[4]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

@@ -55,6 +55,7 @@ use crate::parallel;
 use crate::pipeline::{self, PARALLEL_MIN_ROUTES, Work};
 use crate::policy::scope::ScopeFence;
 use crate::route::model::{Route, RouteKind};
+use crate::xds::ConfigMemos;
 use crate::{GatewayXds, Output, Settings};
 
 /// Inputs the [`Translator`] may keep until its next call (the caller's
@@ -83,6 +84,10 @@ pub struct Stats {
     pub routes_reused: usize,
     /// Gateways whose assembled xDS was reused.
     pub gateways_reused: usize,
+    /// In the Gateways assembled again: virtual hosts spliced unchanged
+    /// from the previous assembly, and those encoded.
+    pub hosts_spliced: usize,
+    pub hosts_encoded: usize,
 }
 
 /// Why a call reused nothing.
@@ -107,7 +112,7 @@ pub struct Translator {
 struct Prev {
     inputs: Arc<dyn Held>,
     settings: Settings,
-    works: HashMap<RouteKey, Vec<Work>>,
+    works: HashMap<RouteKey, Vec<Arc<Work>>>,
     gateways: HashMap<String, GatewayMemo>,
 }
 
@@ -130,8 +135,7 @@ impl Translator {
             self.stats = Stats {
                 full: Some(Full::Hooks),
                 routes_built: inputs.inputs().http_routes.len() + inputs.inputs().grpc_routes.len(),
-                routes_reused: 0,
-                gateways_reused: 0,
+                ..Default::default()
             };
             return out;
         }
@@ -157,6 +161,8 @@ impl Translator {
             prior_gateways,
             next_gateways: HashMap::new(),
             gateways_reused: 0,
+            hosts_spliced: 0,
+            hosts_encoded: 0,
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
@@ -164,6 +170,8 @@ impl Translator {
             routes_built: memo.built,
             routes_reused: memo.reused,
             gateways_reused: memo.gateways_reused,
+            hosts_spliced: memo.hosts_spliced,
+            hosts_encoded: memo.hosts_encoded,
         };
         self.prev = Some(Prev {
             inputs,
@@ -178,8 +186,8 @@ impl Translator {
 /// The pipeline's side of the memo: works to reuse, and every route's
 /// works for the next call.
 pub(crate) struct RouteMemo {
-    prior: HashMap<RouteKey, Vec<Work>>,
-    next: HashMap<RouteKey, Vec<Work>>,
+    prior: HashMap<RouteKey, Vec<Arc<Work>>>,
+    next: HashMap<RouteKey, Vec<Arc<Work>>>,
     /// Keys held by more than one route: never reused nor kept.
     ambiguous: HashSet<RouteKey>,
     built: usize,
@@ -189,6 +197,8 @@ pub(crate) struct RouteMemo {
     prior_gateways: HashMap<String, GatewayMemo>,
     next_gateways: HashMap<String, GatewayMemo>,
     gateways_reused: usize,
+    hosts_spliced: usize,
+    hosts_encoded: usize,
 }
 
 /// One Gateway's assembly (xDS and the scopes its policies fenced), with
@@ -197,6 +207,9 @@ struct GatewayMemo {
     signature: Signature,
     built: GatewayXds,
     fences: Vec<ScopeFence>,
+    /// Its route configurations' virtual hosts, for an assembly that
+    /// cannot be reused whole to splice the unchanged ones from.
+    configs: Option<ConfigMemos>,
 }
 
 /// What a Gateway's assembly reads of its works besides their content:
@@ -221,14 +234,18 @@ pub(crate) struct Gateways<'m> {
     memo: Option<&'m mut RouteMemo>,
     keys: Vec<String>,
     signatures: Vec<Option<Signature>>,
-    reuse: Vec<Option<(GatewayXds, Vec<ScopeFence>)>>,
+    reuse: Vec<Reuse>,
 }
+
+/// Per Gateway: its whole assembly to reuse, or else (or also, to keep
+/// them) the memos of its route configurations to splice from.
+pub(crate) type Reuse = (Option<(GatewayXds, Vec<ScopeFence>)>, Option<ConfigMemos>);
 
 impl<'m> Gateways<'m> {
     pub(crate) fn new(
         memo: Option<&'m mut RouteMemo>,
         gateways: &[GatewayState<'_>],
-        per_gateway: &[Vec<Work>],
+        per_gateway: &[Vec<(usize, Arc<Work>)>],
         routes: &[Route<'_>],
         age_rank: &[usize],
         settings: &Settings,
@@ -239,7 +256,7 @@ impl<'m> Gateways<'m> {
                 memo: None,
                 keys: Vec::new(),
                 signatures: vec![None; n],
-                reuse: (0..n).map(|_| None).collect(),
+                reuse: (0..n).map(|_| (None, None)).collect(),
             };
         };
         let served = settings
@@ -256,32 +273,36 @@ impl<'m> Gateways<'m> {
             if served.as_deref() == Some(key.as_str()) {
                 keys.push(key);
                 signatures.push(None);
-                reuse.push(None);
+                reuse.push((None, None));
                 continue;
             }
-            let mut ages: Vec<usize> = works.iter().map(|w| age_rank[w.route]).collect();
+            let mut ages: Vec<usize> = works.iter().map(|(ri, _)| age_rank[*ri]).collect();
             ages.sort_unstable();
             ages.dedup();
             let signature: Signature = works
                 .iter()
-                .map(|w| {
-                    let r = &routes[w.route];
-                    let age = ages.binary_search(&age_rank[w.route]).unwrap_or(usize::MAX);
+                .map(|(ri, w)| {
+                    let r = &routes[*ri];
+                    let age = ages.binary_search(&age_rank[*ri]).unwrap_or(usize::MAX);
                     ((r.kind, r.namespace.clone(), r.name.clone()), w.listener, age)
                 })
                 .collect();
             let all_reused = works
                 .iter()
-                .all(|w| !memo.rebuilt.get(w.route).copied().unwrap_or(true));
-            let hit = prior
-                .filter(|p| all_reused && p.signature == signature)
-                .map(|p| (p.built, p.fences));
+                .all(|(ri, _)| !memo.rebuilt.get(*ri).copied().unwrap_or(true));
+            let (hit, configs) = match prior {
+                Some(p) if all_reused && p.signature == signature => (Some((p.built, p.fences)), p.configs),
+                Some(p) => (None, p.configs),
+                // No memo of this Gateway yet: an empty one asks the
+                // assembly to make one.
+                None => (None, Some(ConfigMemos::new())),
+            };
             if hit.is_some() {
                 memo.gateways_reused += 1;
             }
             keys.push(key);
             signatures.push(Some(signature));
-            reuse.push(hit);
+            reuse.push((hit, configs));
         }
         Self {
             memo: Some(memo),
@@ -292,12 +313,20 @@ impl<'m> Gateways<'m> {
     }
 
     /// Per Gateway: its reused assembly, if any.
-    pub(crate) fn take(&mut self) -> Vec<Option<(GatewayXds, Vec<ScopeFence>)>> {
+    pub(crate) fn take(&mut self) -> Vec<Reuse> {
         std::mem::take(&mut self.reuse)
     }
 
-    /// Keeps Gateway `gi`'s assembly for the next call.
-    pub(crate) fn keep(&mut self, gi: usize, built: &GatewayXds, fences: &[ScopeFence]) {
+    /// Keeps Gateway `gi`'s assembly (and its route configurations' memos)
+    /// for the next call.
+    pub(crate) fn keep(
+        &mut self,
+        gi: usize,
+        built: &GatewayXds,
+        fences: &[ScopeFence],
+        configs: Option<ConfigMemos>,
+        reused: bool,
+    ) {
         let (Some(memo), Some(Some(signature)), Some(key)) = (
             self.memo.as_deref_mut(),
             self.signatures.get_mut(gi),
@@ -305,52 +334,45 @@ impl<'m> Gateways<'m> {
         ) else {
             return;
         };
+        if !reused {
+            for c in configs.iter().flat_map(|c| c.values()) {
+                memo.hosts_spliced += c.spliced;
+                memo.hosts_encoded += c.encoded;
+            }
+        }
         memo.next_gateways.insert(
             key.clone(),
             GatewayMemo {
                 signature: std::mem::take(signature),
                 built: built.clone(),
                 fences: fences.to_vec(),
+                configs,
             },
         );
     }
 }
 
-/// The pipeline's `build_all` with the memo: reused works are patched with
-/// the route's position and age rank in this translation; the others are
-/// built (on `threads`).
+/// The pipeline's `build_all` with the memo: reused works are shared as
+/// they are (the pipeline supplies the route's position and age rank in
+/// this translation beside them); the others are built (on `threads`).
 pub(crate) fn build_all<'r>(
     memo: &mut RouteMemo,
     routes: &[Route<'r>],
-    age_rank: &[usize],
     threads: usize,
     build: impl Fn(usize) -> Vec<Work> + Sync,
-) -> Vec<Vec<Work>> {
+) -> Vec<Vec<Arc<Work>>> {
     let keys: Vec<RouteKey> = routes
         .iter()
         .map(|r| (r.kind, r.namespace.clone(), r.name.clone()))
         .collect();
-    let mut out: Vec<Option<Vec<Work>>> = keys
-        .iter()
-        .enumerate()
-        .map(|(ri, k)| {
-            let mut works = memo.prior.remove(k)?;
-            for w in &mut works {
-                w.route = ri;
-                for o in &mut w.orders {
-                    o.route = age_rank[ri];
-                }
-            }
-            Some(works)
-        })
-        .collect();
+    let mut out: Vec<Option<Vec<Arc<Work>>>> = keys.iter().map(|k| memo.prior.remove(k)).collect();
     let todo: Vec<usize> = (0..routes.len()).filter(|&ri| out[ri].is_none()).collect();
     memo.rebuilt = out.iter().map(Option::is_none).collect();
     memo.reused = routes.len() - todo.len();
     memo.built = todo.len();
     let built = parallel::map(todo.clone(), threads, PARALLEL_MIN_ROUTES, build);
     for (ri, works) in todo.into_iter().zip(built) {
-        out[ri] = Some(works);
+        out[ri] = Some(works.into_iter().map(Arc::new).collect());
     }
     memo.next.reserve(routes.len());
     for (k, works) in keys.into_iter().zip(&out) {
@@ -396,7 +418,7 @@ fn duplicate_keys(inputs: &Inputs) -> HashSet<RouteKey> {
 
 /// The previous works of the routes of `new` equal to their previous
 /// object (same key, unique in both).
-fn unchanged(mut prev: Prev, new: &Inputs, ambiguous: &HashSet<RouteKey>) -> HashMap<RouteKey, Vec<Work>> {
+fn unchanged(mut prev: Prev, new: &Inputs, ambiguous: &HashSet<RouteKey>) -> HashMap<RouteKey, Vec<Arc<Work>>> {
     let old = prev.inputs.inputs();
     let old_dup = duplicate_keys(old);
     let mut old_http = HashMap::with_capacity(old.http_routes.len());
