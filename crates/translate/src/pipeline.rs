@@ -150,10 +150,11 @@ pub(crate) fn translate_memo(
     let scopes = policy::scope::attach(&mut policies, &gateways, &listener_sets);
 
     // Bind every route, counting attachments per listener.
-    let bindings: Vec<Vec<ParentBinding>> = routes
-        .iter()
-        .map(|r| binding::bind(&index, &gateways, &listener_sets, r))
-        .collect();
+    let bind = |r: &Route<'_>| binding::bind(&index, &gateways, &listener_sets, r);
+    let bindings: Vec<Vec<ParentBinding>> = match memo.as_deref_mut() {
+        Some(m) => crate::incremental::bind_all(m, &routes, bind),
+        None => routes.iter().map(bind).collect(),
+    };
     out.scoped_policies = policy::scope::in_force(&scopes, &attachment, &routes, &bindings, &gateways);
     for bs in &bindings {
         let mut counted = BTreeSet::new();
@@ -430,58 +431,28 @@ pub(crate) fn translate_memo(
             status,
         ));
     }
-    let route_statuses = parallel::map(
-        routes.iter().zip(&bindings).zip(&reports).collect(),
+    // Per route: status, diagnostics, replacements. The incremental
+    // translator's unchanged routes (object, context and works the same:
+    // `incremental::Gateways::tails`) reuse last call's, restamped.
+    let mut prior_tails = reused_gateways.tails(routes.len());
+    let tails = parallel::map(
+        routes.iter().zip(&bindings).zip(&reports).zip(prior_tails.iter_mut()).collect(),
         threads,
         PARALLEL_MIN_ROUTES,
-        |((route, bs), report)| {
-            (!bs.is_empty()).then(|| route_status::render(route, bs, &gateways, report, settings))
+        |(((route, bs), report), prior)| match prior.take() {
+            Some(mut t) => {
+                t.restamp(route, settings);
+                t
+            }
+            None => route_tail(route, bs, &gateways, report, settings),
         },
     );
-    for (((route, bs), report), status) in routes.iter().zip(&bindings).zip(&reports).zip(route_statuses) {
-        for e in route
-            .errors
-            .iter()
-            .cloned()
-            .chain(crate::hostname::route_hostname_problems(&route.hostnames))
-        {
-            out.diagnostics
-                .push(Diagnostic::error(Some(route.display()), Some(&route.source), e));
-        }
-        for w in &report.warnings {
-            out.diagnostics.push(Diagnostic::warning(
-                Some(route.display()),
-                Some(&route.source),
-                w.clone(),
-            ));
-        }
-        for (i, e) in &report.replaced {
-            out.diagnostics.push(Diagnostic::error(
-                Some(route.display()),
-                Some(&route.source),
-                format!("Replaced Rule ({i}): {e} [{}]", e.class),
-            ));
-            let mut on: Vec<String> = bs
-                .iter()
-                .filter(|b| !b.attachments.is_empty())
-                .map(|b| gateways[b.gateway].key())
-                .collect();
-            on.sort();
-            on.dedup();
-            for gateway in on {
-                out.replacements.push(crate::Replacement {
-                    gateway,
-                    route_kind: route.kind.kind().to_string(),
-                    route_namespace: route.namespace.clone(),
-                    route_name: route.name.clone(),
-                    rule: *i,
-                    class: e.class,
-                    message: e.to_string(),
-                });
-            }
-        }
-        out.status.extend(status);
+    for t in &tails {
+        out.diagnostics.extend(t.diagnostics.iter().cloned());
+        out.replacements.extend(t.replacements.iter().cloned());
+        out.status.extend(t.status.iter().cloned());
     }
+    reused_gateways.keep_tails(tails);
     policy::report::report(
         &policies,
         &attachment,
@@ -496,6 +467,91 @@ pub(crate) fn translate_memo(
     // HTTPProxy status for every proxy, served or not.
     crate::httpproxy::report(inputs, &proxies, settings, proxy_address.as_deref(), &mut out);
     out
+}
+
+/// What one route contributes to the output besides xDS: its status (when
+/// bound to one of our Gateways), its diagnostics and its replacements.
+#[derive(Clone)]
+pub(crate) struct RouteTail {
+    status: Option<crate::ObjectStatus>,
+    diagnostics: Vec<Diagnostic>,
+    replacements: Vec<crate::Replacement>,
+}
+
+impl RouteTail {
+    /// The same tail for this call: only the transition time (every
+    /// condition of a route's status carries the call's one time, see
+    /// `route_status::render`) and the route's source (an edit moves the
+    /// lines of the routes after it in its file) can differ.
+    fn restamp(&mut self, route: &Route<'_>, settings: &Settings) {
+        if let Some(crate::status::StatusBody::Route { parents }) = self.status.as_mut().map(|s| &mut s.status) {
+            for c in parents.iter_mut().flat_map(|p| &mut p.conditions) {
+                c.last_transition_time.clone_from(&settings.transition_time);
+            }
+        }
+        if !self.diagnostics.is_empty() {
+            let file = route.source.to_string();
+            for d in &mut self.diagnostics {
+                d.file = Some(file.clone());
+            }
+        }
+    }
+}
+
+fn route_tail(
+    route: &Route<'_>,
+    bs: &[ParentBinding],
+    gateways: &[GatewayState<'_>],
+    report: &RouteReport,
+    settings: &Settings,
+) -> RouteTail {
+    let mut t = RouteTail {
+        status: (!bs.is_empty()).then(|| route_status::render(route, bs, gateways, report, settings)),
+        diagnostics: Vec::new(),
+        replacements: Vec::new(),
+    };
+    for e in route
+        .errors
+        .iter()
+        .cloned()
+        .chain(crate::hostname::route_hostname_problems(&route.hostnames))
+    {
+        t.diagnostics
+            .push(Diagnostic::error(Some(route.display()), Some(&route.source), e));
+    }
+    for w in &report.warnings {
+        t.diagnostics.push(Diagnostic::warning(
+            Some(route.display()),
+            Some(&route.source),
+            w.clone(),
+        ));
+    }
+    for (i, e) in &report.replaced {
+        t.diagnostics.push(Diagnostic::error(
+            Some(route.display()),
+            Some(&route.source),
+            format!("Replaced Rule ({i}): {e} [{}]", e.class),
+        ));
+        let mut on: Vec<String> = bs
+            .iter()
+            .filter(|b| !b.attachments.is_empty())
+            .map(|b| gateways[b.gateway].key())
+            .collect();
+        on.sort();
+        on.dedup();
+        for gateway in on {
+            t.replacements.push(crate::Replacement {
+                gateway,
+                route_kind: route.kind.kind().to_string(),
+                route_namespace: route.namespace.clone(),
+                route_name: route.name.clone(),
+                rule: *i,
+                class: e.class,
+                message: e.to_string(),
+            });
+        }
+    }
+    t
 }
 
 /// One route's rules built for one listener it is attached to.

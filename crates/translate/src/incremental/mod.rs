@@ -52,7 +52,8 @@ use api::Inputs;
 use crate::Seams;
 use crate::gateway::GatewayState;
 use crate::parallel;
-use crate::pipeline::{self, PARALLEL_MIN_ROUTES, Work};
+use crate::binding::ParentBinding;
+use crate::pipeline::{self, PARALLEL_MIN_ROUTES, RouteTail, Work};
 use crate::policy::scope::ScopeFence;
 use crate::route::model::{Route, RouteKind};
 use crate::xds::ConfigMemos;
@@ -114,6 +115,8 @@ struct Prev {
     settings: Settings,
     works: HashMap<RouteKey, Vec<Arc<Work>>>,
     gateways: HashMap<String, GatewayMemo>,
+    bindings: HashMap<RouteKey, Vec<ParentBinding>>,
+    tails: HashMap<RouteKey, RouteTail>,
 }
 
 impl Translator {
@@ -141,14 +144,26 @@ impl Translator {
         }
         let new = inputs.inputs();
         let ambiguous = duplicate_keys(new);
-        let (prior, prior_gateways, full) = match prev {
-            None => (HashMap::new(), HashMap::new(), Some(Full::First)),
-            Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => {
-                (HashMap::new(), HashMap::new(), Some(Full::Context))
-            }
+        let (prior, prior_gateways, prior_bindings, prior_tails, full) = match prev {
+            None => (
+                HashMap::new(),
+                HashMap::new(),
+                HashMap::new(),
+                HashMap::new(),
+                Some(Full::First),
+            ),
+            Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => (
+                HashMap::new(),
+                HashMap::new(),
+                HashMap::new(),
+                HashMap::new(),
+                Some(Full::Context),
+            ),
             Some(mut p) => {
                 let gateways = std::mem::take(&mut p.gateways);
-                (unchanged(p, new, &ambiguous), gateways, None)
+                let bindings = std::mem::take(&mut p.bindings);
+                let tails = std::mem::take(&mut p.tails);
+                (unchanged(p, new, &ambiguous), gateways, bindings, tails, None)
             }
         };
         let mut memo = RouteMemo {
@@ -163,6 +178,11 @@ impl Translator {
             gateways_reused: 0,
             hosts_spliced: 0,
             hosts_encoded: 0,
+            keys: Vec::new(),
+            prior_bindings,
+            next_bindings: HashMap::new(),
+            prior_tails,
+            next_tails: HashMap::new(),
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
@@ -178,6 +198,8 @@ impl Translator {
             settings: settings.clone(),
             works: memo.next,
             gateways: memo.next_gateways,
+            bindings: memo.next_bindings,
+            tails: memo.next_tails,
         });
         out
     }
@@ -199,6 +221,41 @@ pub(crate) struct RouteMemo {
     gateways_reused: usize,
     hosts_spliced: usize,
     hosts_encoded: usize,
+    /// The pipeline's routes' keys, in its order (set by [`bind_all`]).
+    keys: Vec<RouteKey>,
+    prior_bindings: HashMap<RouteKey, Vec<ParentBinding>>,
+    next_bindings: HashMap<RouteKey, Vec<ParentBinding>>,
+    prior_tails: HashMap<RouteKey, RouteTail>,
+    next_tails: HashMap<RouteKey, RouteTail>,
+}
+
+/// The pipeline's binding of every route with the memo: an unchanged route
+/// (its object the same, unique, and the context the same: the routes whose
+/// works are offered for reuse) binds as last time — binding reads only the
+/// route, the index, the Gateways' and ListenerSets' states, all context
+/// (the attached-route counts it does not read are counted after it).
+pub(crate) fn bind_all(
+    memo: &mut RouteMemo,
+    routes: &[Route<'_>],
+    bind: impl Fn(&Route<'_>) -> Vec<ParentBinding>,
+) -> Vec<Vec<ParentBinding>> {
+    memo.keys = routes
+        .iter()
+        .map(|r| (r.kind, r.namespace.clone(), r.name.clone()))
+        .collect();
+    memo.next_bindings.reserve(routes.len());
+    let mut out = Vec::with_capacity(routes.len());
+    for (r, k) in routes.iter().zip(&memo.keys) {
+        let b = match memo.prior_bindings.remove(k) {
+            Some(b) if memo.prior.contains_key(k) => b,
+            _ => bind(r),
+        };
+        if !memo.ambiguous.contains(k) {
+            memo.next_bindings.insert(k.clone(), b.clone());
+        }
+        out.push(b);
+    }
+    out
 }
 
 /// One Gateway's assembly (xDS and the scopes its policies fenced), with
@@ -309,6 +366,36 @@ impl<'m> Gateways<'m> {
             keys,
             signatures,
             reuse,
+        }
+    }
+
+    /// Per route (pipeline order): last call's status, diagnostics and
+    /// replacements, for the routes whose works were reused — the object,
+    /// its bindings (see [`bind_all`]) and its report (read from its works,
+    /// and from STRICT and hooks, which run with no memo) are the same.
+    pub(crate) fn tails(&mut self, n: usize) -> Vec<Option<RouteTail>> {
+        let Some(memo) = self.memo.as_deref_mut() else {
+            return (0..n).map(|_| None).collect();
+        };
+        (0..n)
+            .map(|ri| {
+                let reused = !memo.rebuilt.get(ri).copied().unwrap_or(true);
+                let k = memo.keys.get(ri)?;
+                reused.then(|| memo.prior_tails.remove(k)).flatten()
+            })
+            .collect()
+    }
+
+    /// Keeps every route's tail for the next call.
+    pub(crate) fn keep_tails(&mut self, tails: Vec<RouteTail>) {
+        let Some(memo) = self.memo.as_deref_mut() else {
+            return;
+        };
+        memo.next_tails.reserve(tails.len());
+        for (k, t) in memo.keys.iter().zip(tails) {
+            if !memo.ambiguous.contains(k) {
+                memo.next_tails.insert(k.clone(), t);
+            }
         }
     }
 
