@@ -5,11 +5,20 @@
 //! sequences).
 //!
 //! Data model. The translator keeps, from its previous call, the inputs it
-//! was given (shared, never copied: [`Held`]), the settings, and every
-//! route's *works* — the route's rules built for each listener it attaches
-//! to, with their Envoy routes already encoded (`pipeline::Work`). That is
-//! the part of a translation that costs most per route (see ARCHITECTURE.md
-//! §7 for the measured split).
+//! was given (shared, never copied: [`Held`]), the settings, and per route
+//! (keyed by kind, namespace, name):
+//! - its *works* — the route's rules built for each listener it attaches
+//!   to, with their Envoy routes already encoded (`pipeline::Work`), each
+//!   work shared (`Arc`) between the memo and the pipeline, and each
+//!   encoded route shared (`ir::RouteBytes`) with the virtual hosts it is
+//!   assembled into: a reuse copies no route;
+//! - its bindings (`binding::ParentBinding`s);
+//! - its *tail*: status, diagnostics and replacements (`pipeline::RouteTail`);
+//!
+//! and per Gateway its assembled xDS with, per route configuration, where
+//! each virtual host's bytes lie and what they were assembled from
+//! (`xds::route::ConfigMemo`). The memo's route configurations share their
+//! bytes with the output.
 //!
 //! Invalidation (the soundness argument, per input kind):
 //! - **The context** — every input that is not an HTTPRoute or GRPCRoute
@@ -22,24 +31,40 @@
 //!   exactly (`PartialEq`), kind by kind through an exhaustive destructuring
 //!   of [`api::Inputs`], so a new input kind cannot be forgotten — drops
 //!   every memo: everything is rebuilt.
-//! - **A route** (HTTPRoute, GRPCRoute) is reused only when the object and
+//! - **A route** (HTTPRoute, GRPCRoute) is *unchanged* when the object and
 //!   its unreadable values are equal to the previous call's object of the
 //!   same kind, namespace and name, and that key is unique in both inputs.
-//!   Its source (file and line) is not compared: works never read it (the
-//!   route's diagnostics are rendered after them, on every call). Its works depend on
-//!   other routes in two ways only, both re-applied to reused works: the
-//!   route's index in the sorted route list and its age rank (the
-//!   precedence tie-break), which are patched in.
+//!   Its source (file and line) is not compared: only its diagnostics read
+//!   it, and they are restamped with it. An unchanged route reuses:
+//!   - its works. They depend on other routes in two ways only, both
+//!     supplied beside the shared works by the pipeline: the route's index
+//!     in the sorted route list and its age rank (the precedence
+//!     tie-break, applied to its orders when merged);
+//!   - its bindings ([`bind_all`]: binding reads the route and context);
+//!   - its tail ([`Gateways::tails`]), when its works were reused: status
+//!     reads the route, its bindings, its report (from its works) and the
+//!     Gateways' names; the call's transition time and the route's source
+//!     are the only things restamped.
 //! - **A Gateway's assembly** (merging its works into virtual hosts, scope
-//!   projection, xDS) is reused when all its works were reused and they
-//!   are the same routes on the same listeners in the same relative order
-//!   ([`Gateways`] says why that is all it reads besides the context).
-//! - **Everything else after the works** (STRICT, status, diagnostics,
-//!   policy reports, HTTPProxy) runs in full on every call: those steps
-//!   read all routes at once (attached-route counts, policy target lists,
-//!   FQDN conflicts), so they are not memoised.
+//!   projection, xDS) is reused whole when all its works were reused and
+//!   they are the same routes on the same listeners in the same relative
+//!   order ([`Gateways`] says why that is all it reads besides the
+//!   context). Otherwise it is assembled again, and each of its route
+//!   configurations splices every virtual host whose bytes would be the
+//!   same: the same name, the very same routes in order (shared bytes,
+//!   compared by address — the memo holds them, so an address is never
+//!   reused by another route meanwhile), the same listener policy and the
+//!   same configuration retry policy (`xds::route`). Fenced hosts are
+//!   always built.
+//! - **Everything else** (Gateway and ListenerSet status, policy reports,
+//!   HTTPProxy, route models, policy attachment) runs in full on every
+//!   call: those steps read all routes at once (attached-route counts,
+//!   policy target lists, FQDN conflicts), or (route models) borrow the
+//!   call's inputs.
 //! - **STRICT**: the validator runs on every call (its verdicts are never
-//!   memoised); the works it does not touch are built before it.
+//!   memoised); the works it does not touch are built before it; no
+//!   Gateway assembly, virtual host or route tail is reused under STRICT
+//!   (it edits assembled configurations and route reports).
 //! - **Extension hooks**: when hooks are configured, every call is a full
 //!   translation and nothing is kept (a hook's reply may depend on anything,
 //!   and `PostRouteModify` rewrites built routes).
