@@ -83,7 +83,10 @@ impl RouteStore {
     /// Stores one batch, once per virtual host (`copies` in all, at least
     /// one): returns each copy's references in order.
     pub fn add(&mut self, routes: Vec<Option<Vec<u8>>>, copies: usize) -> Vec<Vec<RouteRef>> {
-        self.add_shared(routes.into_iter().map(|r| r.map(RouteBytes::from)).collect(), copies)
+        self.add_shared(
+            routes.into_iter().map(|r| r.map(RouteBytes::from)).collect(),
+            copies,
+        )
     }
 
     /// [`RouteStore::add`] of shared routes: the copies share the bytes.

@@ -326,7 +326,9 @@ pub(crate) fn translate_memo(
                 blamed = errors;
                 f.scope_rejections = unexplained;
             }
-            (key, reported, built, findings, fences, hooked, blamed, installed, configs)
+            (
+                key, reported, built, findings, fences, hooked, blamed, installed, configs,
+            )
         },
     );
     let mut fences_by_gateway = Vec::with_capacity(gateways.len());
@@ -436,7 +438,12 @@ pub(crate) fn translate_memo(
     // `incremental::Gateways::tails`) reuse last call's, restamped.
     let mut prior_tails = reused_gateways.tails(routes.len());
     let tails = parallel::map(
-        routes.iter().zip(&bindings).zip(&reports).zip(prior_tails.iter_mut()).collect(),
+        routes
+            .iter()
+            .zip(&bindings)
+            .zip(&reports)
+            .zip(prior_tails.iter_mut())
+            .collect(),
         threads,
         PARALLEL_MIN_ROUTES,
         |(((route, bs), report), prior)| match prior.take() {
@@ -484,7 +491,9 @@ impl RouteTail {
     /// `route_status::render`) and the route's source (an edit moves the
     /// lines of the routes after it in its file) can differ.
     fn restamp(&mut self, route: &Route<'_>, settings: &Settings) {
-        if let Some(crate::status::StatusBody::Route { parents }) = self.status.as_mut().map(|s| &mut s.status) {
+        if let Some(crate::status::StatusBody::Route { parents }) =
+            self.status.as_mut().map(|s| &mut s.status)
+        {
             for c in parents.iter_mut().flat_map(|p| &mut p.conditions) {
                 c.last_transition_time.clone_from(&settings.transition_time);
             }
@@ -745,7 +754,9 @@ fn build_route(
                     }
                     // Encoded here, on the rule-building threads: the
                     // message is ~10x its bytes (see `xds::encoded`).
-                    routes.push(Some(ir::RouteBytes::from(crate::xds::canonical::route(&br.route))));
+                    routes.push(Some(ir::RouteBytes::from(crate::xds::canonical::route(
+                        &br.route,
+                    ))));
                 }
                 rules.push((rule_index, r));
             }

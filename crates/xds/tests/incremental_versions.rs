@@ -54,12 +54,17 @@ fn an_edit_changes_only_its_route_configuration() {
 
     // Twice: the second edit assembles from the memo the first (itself
     // incremental) left.
-    for (edited, value, expected_routes) in [(17, "/edited", "infra/gw-1/80"), (22, "/again", "infra/gw-2/81")] {
+    for (edited, value, expected_routes) in
+        [(17, "/edited", "infra/gw-1/80"), (22, "/again", "infra/gw-2/81")]
+    {
         edit_first_path(&mut inputs, edited, value);
         let after = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
         let stats = translator.stats();
         assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
-        assert!(stats.hosts_spliced > 0, "unchanged virtual hosts are spliced: {stats:?}");
+        assert!(
+            stats.hosts_spliced > 0,
+            "unchanged virtual hosts are spliced: {stats:?}"
+        );
         assert_eq!(
             after,
             translate::translate(&inputs, &settings),
@@ -73,7 +78,6 @@ fn an_edit_changes_only_its_route_configuration() {
 /// configuration) changed: its node alone is published, its other types
 /// keep their versions.
 fn assert_only(cache: &SnapshotCache, after: &translate::Output, expected: &str) {
-
     let mut changed_nodes = Vec::new();
     let mut changed_routes = Vec::new();
     for (node, gw) in &after.gateways {
@@ -108,6 +112,10 @@ fn assert_only(cache: &SnapshotCache, after: &translate::Output, expected: &str)
     // route 17 on gw-1's l0 (port 80, shared with l2: one configuration),
     // route 22 on gw-2's l1 (port 81, shared with l3).
     let node = expected.rsplit_once('/').map_or(expected, |(n, _)| n);
-    assert_eq!(changed_nodes, [node], "only the edited Gateway's node is published");
+    assert_eq!(
+        changed_nodes,
+        [node],
+        "only the edited Gateway's node is published"
+    );
     assert_eq!(changed_routes, [expected], "only its route configuration changed");
 }

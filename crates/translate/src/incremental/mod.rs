@@ -75,9 +75,9 @@ use std::sync::Arc;
 use api::Inputs;
 
 use crate::Seams;
+use crate::binding::ParentBinding;
 use crate::gateway::GatewayState;
 use crate::parallel;
-use crate::binding::ParentBinding;
 use crate::pipeline::{self, PARALLEL_MIN_ROUTES, RouteTail, Work};
 use crate::policy::scope::ScopeFence;
 use crate::route::model::{Route, RouteKind};
@@ -530,7 +530,11 @@ fn duplicate_keys(inputs: &Inputs) -> HashSet<RouteKey> {
 
 /// The previous works of the routes of `new` equal to their previous
 /// object (same key, unique in both).
-fn unchanged(mut prev: Prev, new: &Inputs, ambiguous: &HashSet<RouteKey>) -> HashMap<RouteKey, Vec<Arc<Work>>> {
+fn unchanged(
+    mut prev: Prev,
+    new: &Inputs,
+    ambiguous: &HashSet<RouteKey>,
+) -> HashMap<RouteKey, Vec<Arc<Work>>> {
     let old = prev.inputs.inputs();
     let old_dup = duplicate_keys(old);
     let mut old_http = HashMap::with_capacity(old.http_routes.len());

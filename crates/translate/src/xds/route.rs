@@ -48,7 +48,12 @@ struct HostKey {
 }
 
 impl HostKey {
-    fn same(&self, routes: &[RouteBytes], features: Option<&Arc<Features>>, retry: Option<&RetryPolicy>) -> bool {
+    fn same(
+        &self,
+        routes: &[RouteBytes],
+        features: Option<&Arc<Features>>,
+        retry: Option<&RetryPolicy>,
+    ) -> bool {
         self.routes.len() == routes.len()
             && self.routes.iter().zip(routes).all(|(a, b)| Arc::ptr_eq(a, b))
             && match (self.features.as_ref(), features) {
