@@ -99,6 +99,9 @@ impl Held for Inputs {
 /// (kind, namespace, name), as the route model derives them.
 type RouteKey = (RouteKind, String, String);
 
+/// Every route's works, by route.
+type Works = HashMap<RouteKey, Vec<Arc<Work>>>;
+
 /// What the last call reused and rebuilt (for tests, benchmarks, logs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -550,11 +553,7 @@ fn duplicate_keys(inputs: &Inputs) -> HashSet<RouteKey> {
 
 /// The previous works of the routes of `new` equal to their previous
 /// object (same key, unique in both).
-fn unchanged(
-    mut prev: Prev,
-    new: &Inputs,
-    ambiguous: &HashSet<RouteKey>,
-) -> (HashMap<RouteKey, Vec<Arc<Work>>>, Arc<dyn Held>) {
+fn unchanged(mut prev: Prev, new: &Inputs, ambiguous: &HashSet<RouteKey>) -> (Works, Arc<dyn Held>) {
     let old = prev.inputs.inputs();
     let old_dup = duplicate_keys(old);
     let mut old_http = HashMap::with_capacity(old.http_routes.len());

@@ -113,7 +113,7 @@ pub fn build_memo(
                         config_filters.iter().cloned(),
                     );
                 }
-                return Host::Parts(HostParts {
+                return Host::Parts(Box::new(HostParts {
                     head: VirtualHost {
                         name: fenced.name,
                         domains: fenced.domains,
@@ -125,7 +125,7 @@ pub fn build_memo(
                         .map(|r| RouteBytes::from(canonical::route(r)))
                         .collect(),
                     tail,
-                });
+                }));
             }
             if let Some(f) = &vh.scope.features {
                 header_edits |= apply::edits_headers(f);
@@ -148,14 +148,14 @@ pub fn build_memo(
                     spliced += 1;
                     Host::Encoded(b)
                 }
-                None => Host::Parts(host_parts(
+                None => Host::Parts(Box::new(host_parts(
                     &name,
                     &vh.hostname,
                     routes,
                     vh.scope.features.as_ref(),
                     config_retry.as_ref(),
                     &mut host_tails,
-                )),
+                ))),
             };
             kept.push(key.map(|k| (name, k)));
             host
