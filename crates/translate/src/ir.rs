@@ -62,11 +62,17 @@ pub struct RouteRef {
     pub slot: u32,
 }
 
+/// One Envoy route, canonically encoded (`xds::canonical::route`), shared:
+/// a route the incremental translator reuses is the same allocation in its
+/// memo, in every virtual host that serves it and in the host memo's key
+/// (`xds::route`), so that "same route" is a pointer comparison.
+pub type RouteBytes = std::sync::Arc<[u8]>;
+
 /// Built Envoy routes, each canonically encoded (`xds::canonical::route`),
 /// by batch and slot (see [`RouteRef`]).
 #[derive(Debug, Default)]
 pub struct RouteStore {
-    batches: Vec<Vec<Option<Vec<u8>>>>,
+    batches: Vec<Vec<Option<RouteBytes>>>,
     /// Routes not taken yet per batch: an emptied batch is freed at once,
     /// so that the store and the assembled output never both hold the
     /// whole configuration.
@@ -74,9 +80,17 @@ pub struct RouteStore {
 }
 
 impl RouteStore {
-    /// Stores one batch, cloning it once per extra virtual host (`copies`
-    /// in all, at least one): returns each copy's references in order.
-    pub fn add(&mut self, mut routes: Vec<Option<Vec<u8>>>, copies: usize) -> Vec<Vec<RouteRef>> {
+    /// Stores one batch, once per virtual host (`copies` in all, at least
+    /// one): returns each copy's references in order.
+    pub fn add(&mut self, routes: Vec<Option<Vec<u8>>>, copies: usize) -> Vec<Vec<RouteRef>> {
+        self.add_shared(
+            routes.into_iter().map(|r| r.map(RouteBytes::from)).collect(),
+            copies,
+        )
+    }
+
+    /// [`RouteStore::add`] of shared routes: the copies share the bytes.
+    pub fn add_shared(&mut self, mut routes: Vec<Option<RouteBytes>>, copies: usize) -> Vec<Vec<RouteRef>> {
         let batch = self.batches.len() as u32;
         let n = routes.len();
         let copies = copies.max(1);
@@ -102,7 +116,7 @@ impl RouteStore {
     }
 
     /// Moves a route out (each reference is taken once).
-    pub fn take(&mut self, r: RouteRef) -> Option<Vec<u8>> {
+    pub fn take(&mut self, r: RouteRef) -> Option<RouteBytes> {
         let b = r.batch as usize;
         let route = self.batches.get_mut(b)?.get_mut(r.slot as usize)?.take()?;
         if let Some(left) = self.left.get_mut(b) {

@@ -2,6 +2,7 @@
 //! xDS, with status for every object touched.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use api::{Diagnostic, Inputs};
 
@@ -149,10 +150,11 @@ pub(crate) fn translate_memo(
     let scopes = policy::scope::attach(&mut policies, &gateways, &listener_sets);
 
     // Bind every route, counting attachments per listener.
-    let bindings: Vec<Vec<ParentBinding>> = routes
-        .iter()
-        .map(|r| binding::bind(&index, &gateways, &listener_sets, r))
-        .collect();
+    let bind = |r: &Route<'_>| binding::bind(&index, &gateways, &listener_sets, r);
+    let bindings: Vec<Vec<ParentBinding>> = match memo.as_deref_mut() {
+        Some(m) => crate::incremental::bind_all(m, &routes, bind),
+        None => routes.iter().map(bind).collect(),
+    };
     out.scoped_policies = policy::scope::in_force(&scopes, &attachment, &routes, &bindings, &gateways);
     for bs in &bindings {
         let mut counted = BTreeSet::new();
@@ -182,14 +184,14 @@ pub(crate) fn translate_memo(
     // Reports per route (in route order); each Gateway's works, in route
     // order, for its own IR.
     let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
-    let mut per_gateway: Vec<Vec<Work>> = gateways.iter().map(|_| Vec::new()).collect();
+    let mut per_gateway: Vec<Vec<(usize, Arc<Work>)>> = gateways.iter().map(|_| Vec::new()).collect();
     for (ri, (route, ws)) in routes.iter().zip(works).enumerate() {
         for w in ws {
             for (rule_index, r) in &w.rules {
                 reports[ri].absorb(*rule_index, r);
             }
             if let Some(g) = per_gateway.get_mut(w.gateway) {
-                g.push(w);
+                g.push((ri, w));
             }
         }
         // Routes not programmed anywhere still get their references checked.
@@ -230,6 +232,7 @@ pub(crate) fn translate_memo(
         settings,
     );
     let reuse = reused_gateways.take();
+    let reused_whole: Vec<bool> = reuse.iter().map(|(r, _)| r.is_some()).collect();
     let assembled = parallel::map(
         gateways
             .iter()
@@ -240,6 +243,7 @@ pub(crate) fn translate_memo(
         gateway_threads,
         2,
         |(((gw, mut works), gw_scopes), reuse)| {
+            let (reuse, prior_configs) = reuse;
             if let Some((built, fences)) = reuse {
                 let key = gw.key();
                 let (_, reported) = settings.addresses_of(&key);
@@ -253,17 +257,30 @@ pub(crate) fn translate_memo(
                     hooked,
                     Vec::new(),
                     Default::default(),
+                    prior_configs,
                 );
             }
             let mut hooked = hooks_gateway::HookFindings::default();
             if let Some(h) = hooks {
-                hooks_gateway::route_hooks(h, &mut works, &mut hooked);
+                // Hooks rewrite routes: the works are this call's own
+                // (no memo under hooks), so unwrapping does not copy.
+                let mut owned: Vec<Work> = works
+                    .into_iter()
+                    .map(|(ri, w)| {
+                        let mut w = Arc::unwrap_or_clone(w);
+                        w.route = ri;
+                        w
+                    })
+                    .collect();
+                hooks_gateway::route_hooks(h, &mut owned, &mut hooked);
+                works = owned.into_iter().map(|w| (w.route, Arc::new(w))).collect();
             }
             let mut ir = skeleton(gw);
             let mut store = ir::RouteStore::default();
-            for w in works {
-                merge(&mut ir, &mut store, gw, w);
+            for (ri, w) in &works {
+                merge(&mut ir, &mut store, gw, w, age_rank[*ri]);
             }
+            drop(works);
             let installed = served
                 .as_ref()
                 .filter(|s| s.gateway == gw.key())
@@ -283,7 +300,7 @@ pub(crate) fn translate_memo(
                 .filter(|c| !c.extension.is_empty())
                 .map(|c| (c.name.clone(), c.extension.clone()))
                 .collect();
-            let mut built = xds::build(ir, bind, &mut store);
+            let (mut built, configs) = xds::build_memo(ir, bind, &mut store, prior_configs.as_ref());
             // What portcullis made, for STRICT's check of what hooks replaced.
             let before = validator.and(hooks).map(|_| built.clone());
             if let (Some(h), Some(x)) = (hooks, index.extensions.as_ref()) {
@@ -314,14 +331,17 @@ pub(crate) fn translate_memo(
                 blamed = errors;
                 f.scope_rejections = unexplained;
             }
-            (key, reported, built, findings, fences, hooked, blamed, installed)
+            (
+                key, reported, built, findings, fences, hooked, blamed, installed, configs,
+            )
         },
     );
     let mut fences_by_gateway = Vec::with_capacity(gateways.len());
     let mut proxy_address: Option<String> = None;
-    for (gi, (gw, (key, reported, built, mut findings, fences, mut hooked, blamed, installed))) in
+    for (gi, (gw, (key, reported, built, mut findings, fences, mut hooked, blamed, installed, configs))) in
         gateways.iter().zip(assembled).enumerate()
     {
+        let whole = reused_whole.get(gi).copied().unwrap_or(false);
         hooks_gateway::absorb_hooks(&key, gw, &mut hooked, &mut reports, &mut out);
         if served.as_ref().is_some_and(|s| s.gateway == key) {
             proxy_address = Some(reported.to_string());
@@ -364,7 +384,7 @@ pub(crate) fn translate_memo(
                 problem,
             ));
         }
-        reused_gateways.keep(gi, &built, &fences);
+        reused_gateways.keep(gi, &built, &fences, configs, whole);
         out.gateways.insert(key.clone(), built);
         let provisioned = inputs.provisioned_addresses.as_ref().map(|by_gateway| {
             by_gateway
@@ -419,58 +439,40 @@ pub(crate) fn translate_memo(
             status,
         ));
     }
-    let route_statuses = parallel::map(
-        routes.iter().zip(&bindings).zip(&reports).collect(),
+    // Per route: status, diagnostics, replacements. The incremental
+    // translator's unchanged routes (object, context and works the same:
+    // `incremental::Gateways::tails`) reuse last call's, restamped.
+    let mut prior_tails = reused_gateways.tails(routes.len());
+    let tails = parallel::map(
+        routes
+            .iter()
+            .zip(&bindings)
+            .zip(&reports)
+            .zip(prior_tails.iter_mut())
+            .collect(),
         threads,
         PARALLEL_MIN_ROUTES,
-        |((route, bs), report)| {
-            (!bs.is_empty()).then(|| route_status::render(route, bs, &gateways, report, settings))
+        // A tail is reused only while the route's FQDN conflicts with
+        // HTTPProxy roots are the same: HTTPProxies are not context (they
+        // are memoised per tree), so a proxy's edit can change them while
+        // the route's works stay reused.
+        |(((route, bs), report), prior)| match prior
+            .take()
+            .filter(|t| t.hostname_conflicts == report.hostname_conflicts)
+        {
+            Some(mut t) => {
+                t.restamp(route, settings);
+                t
+            }
+            None => route_tail(route, bs, &gateways, report, settings),
         },
     );
-    for (((route, bs), report), status) in routes.iter().zip(&bindings).zip(&reports).zip(route_statuses) {
-        for e in route
-            .errors
-            .iter()
-            .cloned()
-            .chain(crate::hostname::route_hostname_problems(&route.hostnames))
-        {
-            out.diagnostics
-                .push(Diagnostic::error(Some(route.display()), Some(&route.source), e));
-        }
-        for w in &report.warnings {
-            out.diagnostics.push(Diagnostic::warning(
-                Some(route.display()),
-                Some(&route.source),
-                w.clone(),
-            ));
-        }
-        for (i, e) in &report.replaced {
-            out.diagnostics.push(Diagnostic::error(
-                Some(route.display()),
-                Some(&route.source),
-                format!("Replaced Rule ({i}): {e} [{}]", e.class),
-            ));
-            let mut on: Vec<String> = bs
-                .iter()
-                .filter(|b| !b.attachments.is_empty())
-                .map(|b| gateways[b.gateway].key())
-                .collect();
-            on.sort();
-            on.dedup();
-            for gateway in on {
-                out.replacements.push(crate::Replacement {
-                    gateway,
-                    route_kind: route.kind.kind().to_string(),
-                    route_namespace: route.namespace.clone(),
-                    route_name: route.name.clone(),
-                    rule: *i,
-                    class: e.class,
-                    message: e.to_string(),
-                });
-            }
-        }
-        out.status.extend(status);
+    for t in &tails {
+        out.diagnostics.extend(t.diagnostics.iter().cloned());
+        out.replacements.extend(t.replacements.iter().cloned());
+        out.status.extend(t.status.iter().cloned());
     }
+    reused_gateways.keep_tails(tails);
     policy::report::report(
         &policies,
         &attachment,
@@ -487,6 +489,96 @@ pub(crate) fn translate_memo(
     out
 }
 
+/// What one route contributes to the output besides xDS: its status (when
+/// bound to one of our Gateways), its diagnostics and its replacements.
+#[derive(Clone)]
+pub(crate) struct RouteTail {
+    status: Option<crate::ObjectStatus>,
+    /// The report's FQDN conflicts with HTTPProxy roots it was built with.
+    hostname_conflicts: Vec<(usize, String)>,
+    diagnostics: Vec<Diagnostic>,
+    replacements: Vec<crate::Replacement>,
+}
+
+impl RouteTail {
+    /// The same tail for this call: only the transition time (every
+    /// condition of a route's status carries the call's one time, see
+    /// `route_status::render`) and the route's source (an edit moves the
+    /// lines of the routes after it in its file) can differ.
+    fn restamp(&mut self, route: &Route<'_>, settings: &Settings) {
+        if let Some(crate::status::StatusBody::Route { parents }) =
+            self.status.as_mut().map(|s| &mut s.status)
+        {
+            for c in parents.iter_mut().flat_map(|p| &mut p.conditions) {
+                c.last_transition_time.clone_from(&settings.transition_time);
+            }
+        }
+        if !self.diagnostics.is_empty() {
+            let file = route.source.to_string();
+            for d in &mut self.diagnostics {
+                d.file = Some(file.clone());
+            }
+        }
+    }
+}
+
+fn route_tail(
+    route: &Route<'_>,
+    bs: &[ParentBinding],
+    gateways: &[GatewayState<'_>],
+    report: &RouteReport,
+    settings: &Settings,
+) -> RouteTail {
+    let mut t = RouteTail {
+        status: (!bs.is_empty()).then(|| route_status::render(route, bs, gateways, report, settings)),
+        hostname_conflicts: report.hostname_conflicts.clone(),
+        diagnostics: Vec::new(),
+        replacements: Vec::new(),
+    };
+    for e in route
+        .errors
+        .iter()
+        .cloned()
+        .chain(crate::hostname::route_hostname_problems(&route.hostnames))
+    {
+        t.diagnostics
+            .push(Diagnostic::error(Some(route.display()), Some(&route.source), e));
+    }
+    for w in &report.warnings {
+        t.diagnostics.push(Diagnostic::warning(
+            Some(route.display()),
+            Some(&route.source),
+            w.clone(),
+        ));
+    }
+    for (i, e) in &report.replaced {
+        t.diagnostics.push(Diagnostic::error(
+            Some(route.display()),
+            Some(&route.source),
+            format!("Replaced Rule ({i}): {e} [{}]", e.class),
+        ));
+        let mut on: Vec<String> = bs
+            .iter()
+            .filter(|b| !b.attachments.is_empty())
+            .map(|b| gateways[b.gateway].key())
+            .collect();
+        on.sort();
+        on.dedup();
+        for gateway in on {
+            t.replacements.push(crate::Replacement {
+                gateway,
+                route_kind: route.kind.kind().to_string(),
+                route_namespace: route.namespace.clone(),
+                route_name: route.name.clone(),
+                rule: *i,
+                class: e.class,
+                message: e.to_string(),
+            });
+        }
+    }
+    t
+}
+
 /// One route's rules built for one listener it is attached to.
 #[derive(Clone)]
 pub(crate) struct Work {
@@ -501,7 +593,7 @@ pub(crate) struct Work {
     rules: Vec<(usize, rule::BuiltRule)>,
     /// The rules' Envoy routes (encoded) and their precedence, in parallel.
     pub(crate) orders: Vec<RouteOrder>,
-    pub(crate) routes: Vec<Option<Vec<u8>>>,
+    pub(crate) routes: Vec<Option<ir::RouteBytes>>,
     /// The HTTP filters those routes configure per route.
     filters: Vec<String>,
     clusters: BTreeMap<String, crate::backend::ClusterSpec>,
@@ -509,22 +601,30 @@ pub(crate) struct Work {
 
 /// One route's rules for one listener into its Gateway's IR: clusters,
 /// the HTTP filters the chain needs, and the routes (kept in `store`,
-/// referenced from each host).
-fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>, w: Work) {
+/// referenced from each host; their bytes shared with the work). `age` is
+/// the route's age rank in this translation (a reused work's orders carry
+/// the rank of the translation that built it).
+fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>, w: &Work, age: usize) {
     let l = &gw.listeners[w.listener];
-    ir.clusters.extend(w.clusters);
+    // As `extend`: a later work's spec of the same name wins.
+    for (name, c) in &w.clusters {
+        ir.clusters.insert(name.clone(), c.clone());
+    }
     let chain = chain_for(ir, gw, w.listener);
     let spec = ir::specificity(l.hostname.as_deref());
     // The HTTP filters this chain's HCM needs: those its routes configure
     // per route.
-    for name in w.filters {
-        chain.http_filters.insert(name);
+    for name in &w.filters {
+        if !chain.http_filters.contains(name) {
+            chain.http_filters.insert(name.clone());
+        }
     }
-    // The routes stay in the store; hosts get references (one copy of the
-    // routes per host).
-    let copies = store.add(w.routes, w.hostnames.len());
+    // The routes stay in the store; hosts get references (one reference
+    // per host, the bytes shared).
+    let copies = store.add_shared(w.routes.clone(), w.hostnames.len());
     for (h, refs) in w.hostnames.iter().zip(copies) {
-        chain.add(h, &l.key, spec, w.orders.iter().copied().zip(refs));
+        let orders = w.orders.iter().map(|o| RouteOrder { route: age, ..*o });
+        chain.add(h, &l.key, spec, orders.zip(refs));
     }
 }
 
@@ -543,9 +643,9 @@ fn build_all(
     scopes: &[policy::scope::GatewayScopes],
     threads: usize,
     memo: Option<&mut crate::incremental::RouteMemo>,
-) -> Vec<Vec<Work>> {
+) -> Vec<Vec<Arc<Work>>> {
     if let Some(memo) = memo {
-        return crate::incremental::build_all(memo, routes, age_rank, threads, |ri| {
+        return crate::incremental::build_all(memo, routes, threads, |ri| {
             build_route(
                 index,
                 ri,
@@ -570,7 +670,9 @@ fn build_all(
             scopes,
         )
     };
-    parallel::map((0..routes.len()).collect(), threads, PARALLEL_MIN_ROUTES, one)
+    parallel::map((0..routes.len()).collect(), threads, PARALLEL_MIN_ROUTES, |ri| {
+        one(ri).into_iter().map(Arc::new).collect()
+    })
 }
 
 /// Builds one route's rules for every listener it attaches to.
@@ -668,7 +770,9 @@ fn build_route(
                     }
                     // Encoded here, on the rule-building threads: the
                     // message is ~10x its bytes (see `xds::encoded`).
-                    routes.push(Some(crate::xds::canonical::route(&br.route)));
+                    routes.push(Some(ir::RouteBytes::from(crate::xds::canonical::route(
+                        &br.route,
+                    ))));
                 }
                 rules.push((rule_index, r));
             }

@@ -31,6 +31,16 @@ fn an_edit_changes_only_its_route_configuration() {
     let loaded = api::loader::load_str("workload.yaml", &manifests(Shape::with_routes(200)));
     assert!(loaded.diagnostics.is_empty(), "{:?}", loaded.diagnostics.first());
     let mut inputs = loaded.inputs;
+    // Listeners l1 and l3 on port 81: every Gateway has two route
+    // configurations, so "only the edited one changes" is a real claim
+    // within a node too.
+    for g in &mut inputs.gateways {
+        for (i, l) in g.object.spec.listeners.iter_mut().enumerate() {
+            if i % 2 == 1 {
+                l.port = 81;
+            }
+        }
+    }
     let settings = translate::Settings::default();
     let mut translator = Translator::new();
     let before = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
@@ -42,17 +52,32 @@ fn an_edit_changes_only_its_route_configuration() {
         );
     }
 
-    let edited = 17;
-    edit_first_path(&mut inputs, edited, "/edited");
-    let after = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
-    let stats = translator.stats();
-    assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
-    assert_eq!(
-        after,
-        translate::translate(&inputs, &settings),
-        "incremental output equals the full one"
-    );
+    // Twice: the second edit assembles from the memo the first (itself
+    // incremental) left.
+    for (edited, value, expected_routes) in
+        [(17, "/edited", "infra/gw-1/80"), (22, "/again", "infra/gw-2/81")]
+    {
+        edit_first_path(&mut inputs, edited, value);
+        let after = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+        let stats = translator.stats();
+        assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
+        assert!(
+            stats.hosts_spliced > 0,
+            "unchanged virtual hosts are spliced: {stats:?}"
+        );
+        assert_eq!(
+            after,
+            translate::translate(&inputs, &settings),
+            "incremental output equals the full one"
+        );
+        assert_only(&cache, &after, expected_routes);
+    }
+}
 
+/// Publishes `after` into `cache`, asserting that only `expected` (a route
+/// configuration) changed: its node alone is published, its other types
+/// keep their versions.
+fn assert_only(cache: &SnapshotCache, after: &translate::Output, expected: &str) {
     let mut changed_nodes = Vec::new();
     let mut changed_routes = Vec::new();
     for (node, gw) in &after.gateways {
@@ -83,17 +108,14 @@ fn an_edit_changes_only_its_route_configuration() {
             changed_nodes.push(node.clone());
         }
     }
-    // The generated route 17 is on Gateway gw-1 (17 % 4), listener l0
-    // ((17 / 4) % 4), which shares port 80 with the Gateway's other HTTP
-    // listeners: one route configuration.
+    // A generated route r is on Gateway gw-(r % 4), listener l((r / 4) % 4):
+    // route 17 on gw-1's l0 (port 80, shared with l2: one configuration),
+    // route 22 on gw-2's l1 (port 81, shared with l3).
+    let node = expected.rsplit_once('/').map_or(expected, |(n, _)| n);
     assert_eq!(
         changed_nodes,
-        ["infra/gw-1"],
+        [node],
         "only the edited Gateway's node is published"
     );
-    assert_eq!(
-        changed_routes,
-        ["infra/gw-1/80"],
-        "only its route configuration changed"
-    );
+    assert_eq!(changed_routes, [expected], "only its route configuration changed");
 }

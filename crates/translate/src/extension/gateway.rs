@@ -97,7 +97,7 @@ pub(crate) fn route_hooks(hooks: &dyn Hooks, works: &mut [Work], found: &mut Hoo
                     .modified_routes
                     .insert(r.name.clone(), p.route.name.clone());
                 if let Some(slot) = slot {
-                    *slot = Some(xds::canonical::route(&r));
+                    *slot = Some(xds::canonical::route(&r).into());
                 }
             }
             hooks_run::RouteOutcome::Failed { mut replaced, error } => {
@@ -106,7 +106,7 @@ pub(crate) fn route_hooks(hooks: &dyn Hooks, works: &mut [Work], found: &mut Hoo
                     p.inherited.iter().cloned(),
                 );
                 if let Some(slot) = slot {
-                    *slot = Some(xds::canonical::route(&replaced));
+                    *slot = Some(xds::canonical::route(&replaced).into());
                 }
                 found.failed.push((w.route, p.rule, error));
             }

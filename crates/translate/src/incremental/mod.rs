@@ -5,11 +5,20 @@
 //! sequences).
 //!
 //! Data model. The translator keeps, from its previous call, the inputs it
-//! was given (shared, never copied: [`Held`]), the settings, and every
-//! route's *works* — the route's rules built for each listener it attaches
-//! to, with their Envoy routes already encoded (`pipeline::Work`). That is
-//! the part of a translation that costs most per route (see ARCHITECTURE.md
-//! §7 for the measured split).
+//! was given (shared, never copied: [`Held`]), the settings, and per route
+//! (keyed by kind, namespace, name):
+//! - its *works* — the route's rules built for each listener it attaches
+//!   to, with their Envoy routes already encoded (`pipeline::Work`), each
+//!   work shared (`Arc`) between the memo and the pipeline, and each
+//!   encoded route shared (`ir::RouteBytes`) with the virtual hosts it is
+//!   assembled into: a reuse copies no route;
+//! - its bindings (`binding::ParentBinding`s);
+//! - its *tail*: status, diagnostics and replacements (`pipeline::RouteTail`);
+//!
+//! and per Gateway its assembled xDS with, per route configuration, where
+//! each virtual host's bytes lie and what they were assembled from
+//! (`xds::route::ConfigMemo`). The memo's route configurations share their
+//! bytes with the output.
 //!
 //! Invalidation (the soundness argument, per input kind):
 //! - **The context** — every input that is not an HTTPRoute or GRPCRoute
@@ -22,28 +31,44 @@
 //!   exactly (`PartialEq`), kind by kind through an exhaustive destructuring
 //!   of [`api::Inputs`], so a new input kind cannot be forgotten — drops
 //!   every memo: everything is rebuilt.
-//! - **A route** (HTTPRoute, GRPCRoute) is reused only when the object and
+//! - **A route** (HTTPRoute, GRPCRoute) is *unchanged* when the object and
 //!   its unreadable values are equal to the previous call's object of the
 //!   same kind, namespace and name, and that key is unique in both inputs.
-//!   Its source (file and line) is not compared: works never read it (the
-//!   route's diagnostics are rendered after them, on every call). Its works depend on
-//!   other routes in two ways only, both re-applied to reused works: the
-//!   route's index in the sorted route list and its age rank (the
-//!   precedence tie-break), which are patched in.
+//!   Its source (file and line) is not compared: only its diagnostics read
+//!   it, and they are restamped with it. An unchanged route reuses:
+//!   - its works. They depend on other routes in two ways only, both
+//!     supplied beside the shared works by the pipeline: the route's index
+//!     in the sorted route list and its age rank (the precedence
+//!     tie-break, applied to its orders when merged);
+//!   - its bindings ([`bind_all`]: binding reads the route and context);
+//!   - its tail ([`Gateways::tails`]), when its works were reused: status
+//!     reads the route, its bindings, its report (from its works) and the
+//!     Gateways' names; the call's transition time and the route's source
+//!     are the only things restamped.
 //! - **A Gateway's assembly** (merging its works into virtual hosts, scope
-//!   projection, xDS) is reused when all its works were reused and they
-//!   are the same routes on the same listeners in the same relative order
-//!   ([`Gateways`] says why that is all it reads besides the context).
-//! - **Everything else after the works** (STRICT, status, diagnostics,
-//!   policy reports, HTTPProxy's cross-tree steps) runs in full on every call: those steps
-//!   read all routes at once (attached-route counts, policy target lists,
-//!   FQDN conflicts), so they are not memoised.
+//!   projection, xDS) is reused whole when all its works were reused and
+//!   they are the same routes on the same listeners in the same relative
+//!   order ([`Gateways`] says why that is all it reads besides the
+//!   context). Otherwise it is assembled again, and each of its route
+//!   configurations splices every virtual host whose bytes would be the
+//!   same: the same name, the very same routes in order (shared bytes,
+//!   compared by address — the memo holds them, so an address is never
+//!   reused by another route meanwhile), the same listener policy and the
+//!   same configuration retry policy (`xds::route`). Fenced hosts are
+//!   always built.
+//! - **Everything else** (Gateway and ListenerSet status, policy reports,
+//!   HTTPProxy's cross-tree steps, route models, policy attachment) runs in full on every
+//!   call: those steps read all routes at once (attached-route counts,
+//!   policy target lists, FQDN conflicts), or (route models) borrow the
+//!   call's inputs.
 //! - **HTTPProxies** are not context: the HTTPProxy stage is memoised per
 //!   tree (a root and what it includes), and an edit recomputes only the
 //!   trees whose proxies it touched (`httpproxy.rs` says why that is
 //!   sound). The Gateway serving them is assembled on every call.
 //! - **STRICT**: the validator runs on every call (its verdicts are never
-//!   memoised); the works it does not touch are built before it.
+//!   memoised); the works it does not touch are built before it; no
+//!   Gateway assembly, virtual host or route tail is reused under STRICT
+//!   (it edits assembled configurations and route reports).
 //! - **Extension hooks**: when hooks are configured, every call is a full
 //!   translation and nothing is kept (a hook's reply may depend on anything,
 //!   and `PostRouteModify` rewrites built routes).
@@ -56,11 +81,13 @@ use std::sync::Arc;
 use api::Inputs;
 
 use crate::Seams;
+use crate::binding::ParentBinding;
 use crate::gateway::GatewayState;
 use crate::parallel;
-use crate::pipeline::{self, PARALLEL_MIN_ROUTES, Work};
+use crate::pipeline::{self, PARALLEL_MIN_ROUTES, RouteTail, Work};
 use crate::policy::scope::ScopeFence;
 use crate::route::model::{Route, RouteKind};
+use crate::xds::ConfigMemos;
 use crate::{GatewayXds, Output, Settings};
 
 /// Inputs the [`Translator`] may keep until its next call (the caller's
@@ -78,6 +105,9 @@ impl Held for Inputs {
 /// (kind, namespace, name), as the route model derives them.
 type RouteKey = (RouteKind, String, String);
 
+/// Every route's works, by route.
+type Works = HashMap<RouteKey, Vec<Arc<Work>>>;
+
 /// What the last call reused and rebuilt (for tests, benchmarks, logs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -89,6 +119,10 @@ pub struct Stats {
     pub routes_reused: usize,
     /// Gateways whose assembled xDS was reused.
     pub gateways_reused: usize,
+    /// In the Gateways assembled again: virtual hosts spliced unchanged
+    /// from the previous assembly, and those encoded.
+    pub hosts_spliced: usize,
+    pub hosts_encoded: usize,
 }
 
 /// Why a call reused nothing.
@@ -110,14 +144,21 @@ pub struct Translator {
     stats: Stats,
     /// HTTPProxy trees of the last call (`httpproxy.rs`).
     proxy_trees: httpproxy::TreeStats,
+    /// The inputs of the call before the last, no longer needed: handed to
+    /// the caller ([`Translator::retire`]) so that freeing a whole snapshot
+    /// is not part of a translation (it showed as ~5% of an edit's time at
+    /// 10,000 routes when the translator held the last reference).
+    retired: Option<Arc<dyn Held>>,
 }
 
 struct Prev {
     inputs: Arc<dyn Held>,
     settings: Settings,
-    works: HashMap<RouteKey, Vec<Work>>,
+    works: HashMap<RouteKey, Vec<Arc<Work>>>,
     gateways: HashMap<String, GatewayMemo>,
     proxy_trees: httpproxy::Trees,
+    bindings: HashMap<RouteKey, Vec<ParentBinding>>,
+    tails: HashMap<RouteKey, RouteTail>,
 }
 
 impl Translator {
@@ -136,41 +177,61 @@ impl Translator {
         &self.proxy_trees
     }
 
+    /// The inputs of the previous call, which the last call no longer
+    /// needs: the caller may drop them off its critical path (after
+    /// publishing the output). Not taken, they are dropped at the start of
+    /// the next call.
+    pub fn retire(&mut self) -> Option<Arc<dyn Held>> {
+        self.retired.take()
+    }
+
     /// Translates `inputs` as [`crate::translate_seams`] would, reusing the
     /// works of routes unchanged since the previous call.
     pub fn translate(&mut self, inputs: Arc<dyn Held>, settings: &Settings, seams: Seams<'_>) -> Output {
         let prev = self.prev.take();
+        // Dropped here only if the caller did not take it after last call.
+        self.retired = None;
         if seams.hooks.is_some() {
             let out = pipeline::translate_seams(inputs.inputs(), settings, seams);
             self.stats = Stats {
                 full: Some(Full::Hooks),
                 routes_built: inputs.inputs().http_routes.len() + inputs.inputs().grpc_routes.len(),
-                routes_reused: 0,
-                gateways_reused: 0,
+                ..Default::default()
             };
             self.proxy_trees = httpproxy::TreeStats::default();
             return out;
         }
         let new = inputs.inputs();
         let ambiguous = duplicate_keys(new);
-        let (prior, prior_gateways, full, proxies) = match prev {
+        let (prior, prior_gateways, prior_bindings, prior_tails, full, proxies) = match prev {
             None => (
+                HashMap::new(),
+                HashMap::new(),
                 HashMap::new(),
                 HashMap::new(),
                 Some(Full::First),
                 Default::default(),
             ),
-            Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => (
-                HashMap::new(),
-                HashMap::new(),
-                Some(Full::Context),
-                Default::default(),
-            ),
+            Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => {
+                self.retired = Some(p.inputs);
+                (
+                    HashMap::new(),
+                    HashMap::new(),
+                    HashMap::new(),
+                    HashMap::new(),
+                    Some(Full::Context),
+                    Default::default(),
+                )
+            }
             Some(mut p) => {
                 let gateways = std::mem::take(&mut p.gateways);
+                let bindings = std::mem::take(&mut p.bindings);
+                let tails = std::mem::take(&mut p.tails);
                 let trees = std::mem::take(&mut p.proxy_trees);
                 let proxies = httpproxy::Memo::carry(trees, p.inputs.inputs(), new);
-                (unchanged(p, new, &ambiguous), gateways, None, proxies)
+                let (prior, old) = unchanged(p, new, &ambiguous);
+                self.retired = Some(old);
+                (prior, gateways, bindings, tails, None, proxies)
             }
         };
         let mut memo = RouteMemo {
@@ -184,6 +245,13 @@ impl Translator {
             next_gateways: HashMap::new(),
             gateways_reused: 0,
             proxies,
+            hosts_spliced: 0,
+            hosts_encoded: 0,
+            keys: Vec::new(),
+            prior_bindings,
+            next_bindings: HashMap::new(),
+            prior_tails,
+            next_tails: HashMap::new(),
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
@@ -191,6 +259,8 @@ impl Translator {
             routes_built: memo.built,
             routes_reused: memo.reused,
             gateways_reused: memo.gateways_reused,
+            hosts_spliced: memo.hosts_spliced,
+            hosts_encoded: memo.hosts_encoded,
         };
         let (proxy_trees, tree_stats) = memo.proxies.finish();
         self.proxy_trees = tree_stats;
@@ -200,6 +270,8 @@ impl Translator {
             works: memo.next,
             gateways: memo.next_gateways,
             proxy_trees,
+            bindings: memo.next_bindings,
+            tails: memo.next_tails,
         });
         out
     }
@@ -208,8 +280,8 @@ impl Translator {
 /// The pipeline's side of the memo: works to reuse, and every route's
 /// works for the next call.
 pub(crate) struct RouteMemo {
-    prior: HashMap<RouteKey, Vec<Work>>,
-    next: HashMap<RouteKey, Vec<Work>>,
+    prior: HashMap<RouteKey, Vec<Arc<Work>>>,
+    next: HashMap<RouteKey, Vec<Arc<Work>>>,
     /// Keys held by more than one route: never reused nor kept.
     ambiguous: HashSet<RouteKey>,
     built: usize,
@@ -221,6 +293,43 @@ pub(crate) struct RouteMemo {
     gateways_reused: usize,
     /// HTTPProxy trees (`httpproxy.rs`).
     pub(crate) proxies: httpproxy::Memo,
+    hosts_spliced: usize,
+    hosts_encoded: usize,
+    /// The pipeline's routes' keys, in its order (set by [`bind_all`]).
+    keys: Vec<RouteKey>,
+    prior_bindings: HashMap<RouteKey, Vec<ParentBinding>>,
+    next_bindings: HashMap<RouteKey, Vec<ParentBinding>>,
+    prior_tails: HashMap<RouteKey, RouteTail>,
+    next_tails: HashMap<RouteKey, RouteTail>,
+}
+
+/// The pipeline's binding of every route with the memo: an unchanged route
+/// (its object the same, unique, and the context the same: the routes whose
+/// works are offered for reuse) binds as last time — binding reads only the
+/// route, the index, the Gateways' and ListenerSets' states, all context
+/// (the attached-route counts it does not read are counted after it).
+pub(crate) fn bind_all(
+    memo: &mut RouteMemo,
+    routes: &[Route<'_>],
+    bind: impl Fn(&Route<'_>) -> Vec<ParentBinding>,
+) -> Vec<Vec<ParentBinding>> {
+    memo.keys = routes
+        .iter()
+        .map(|r| (r.kind, r.namespace.clone(), r.name.clone()))
+        .collect();
+    memo.next_bindings.reserve(routes.len());
+    let mut out = Vec::with_capacity(routes.len());
+    for (r, k) in routes.iter().zip(&memo.keys) {
+        let b = match memo.prior_bindings.remove(k) {
+            Some(b) if memo.prior.contains_key(k) => b,
+            _ => bind(r),
+        };
+        if !memo.ambiguous.contains(k) {
+            memo.next_bindings.insert(k.clone(), b.clone());
+        }
+        out.push(b);
+    }
+    out
 }
 
 /// One Gateway's assembly (xDS and the scopes its policies fenced), with
@@ -229,6 +338,9 @@ struct GatewayMemo {
     signature: Signature,
     built: GatewayXds,
     fences: Vec<ScopeFence>,
+    /// Its route configurations' virtual hosts, for an assembly that
+    /// cannot be reused whole to splice the unchanged ones from.
+    configs: Option<ConfigMemos>,
 }
 
 /// What a Gateway's assembly reads of its works besides their content:
@@ -253,14 +365,18 @@ pub(crate) struct Gateways<'m> {
     memo: Option<&'m mut RouteMemo>,
     keys: Vec<String>,
     signatures: Vec<Option<Signature>>,
-    reuse: Vec<Option<(GatewayXds, Vec<ScopeFence>)>>,
+    reuse: Vec<Reuse>,
 }
+
+/// Per Gateway: its whole assembly to reuse, or else (or also, to keep
+/// them) the memos of its route configurations to splice from.
+pub(crate) type Reuse = (Option<(GatewayXds, Vec<ScopeFence>)>, Option<ConfigMemos>);
 
 impl<'m> Gateways<'m> {
     pub(crate) fn new(
         memo: Option<&'m mut RouteMemo>,
         gateways: &[GatewayState<'_>],
-        per_gateway: &[Vec<Work>],
+        per_gateway: &[Vec<(usize, Arc<Work>)>],
         routes: &[Route<'_>],
         age_rank: &[usize],
         settings: &Settings,
@@ -271,7 +387,7 @@ impl<'m> Gateways<'m> {
                 memo: None,
                 keys: Vec::new(),
                 signatures: vec![None; n],
-                reuse: (0..n).map(|_| None).collect(),
+                reuse: (0..n).map(|_| (None, None)).collect(),
             };
         };
         let served = settings
@@ -288,32 +404,36 @@ impl<'m> Gateways<'m> {
             if served.as_deref() == Some(key.as_str()) {
                 keys.push(key);
                 signatures.push(None);
-                reuse.push(None);
+                reuse.push((None, None));
                 continue;
             }
-            let mut ages: Vec<usize> = works.iter().map(|w| age_rank[w.route]).collect();
+            let mut ages: Vec<usize> = works.iter().map(|(ri, _)| age_rank[*ri]).collect();
             ages.sort_unstable();
             ages.dedup();
             let signature: Signature = works
                 .iter()
-                .map(|w| {
-                    let r = &routes[w.route];
-                    let age = ages.binary_search(&age_rank[w.route]).unwrap_or(usize::MAX);
+                .map(|(ri, w)| {
+                    let r = &routes[*ri];
+                    let age = ages.binary_search(&age_rank[*ri]).unwrap_or(usize::MAX);
                     ((r.kind, r.namespace.clone(), r.name.clone()), w.listener, age)
                 })
                 .collect();
             let all_reused = works
                 .iter()
-                .all(|w| !memo.rebuilt.get(w.route).copied().unwrap_or(true));
-            let hit = prior
-                .filter(|p| all_reused && p.signature == signature)
-                .map(|p| (p.built, p.fences));
+                .all(|(ri, _)| !memo.rebuilt.get(*ri).copied().unwrap_or(true));
+            let (hit, configs) = match prior {
+                Some(p) if all_reused && p.signature == signature => (Some((p.built, p.fences)), p.configs),
+                Some(p) => (None, p.configs),
+                // No memo of this Gateway yet: an empty one asks the
+                // assembly to make one.
+                None => (None, Some(ConfigMemos::new())),
+            };
             if hit.is_some() {
                 memo.gateways_reused += 1;
             }
             keys.push(key);
             signatures.push(Some(signature));
-            reuse.push(hit);
+            reuse.push((hit, configs));
         }
         Self {
             memo: Some(memo),
@@ -323,13 +443,51 @@ impl<'m> Gateways<'m> {
         }
     }
 
+    /// Per route (pipeline order): last call's status, diagnostics and
+    /// replacements, for the routes whose works were reused — the object,
+    /// its bindings (see [`bind_all`]) and its report (read from its works,
+    /// and from STRICT and hooks, which run with no memo) are the same.
+    pub(crate) fn tails(&mut self, n: usize) -> Vec<Option<RouteTail>> {
+        let Some(memo) = self.memo.as_deref_mut() else {
+            return (0..n).map(|_| None).collect();
+        };
+        (0..n)
+            .map(|ri| {
+                let reused = !memo.rebuilt.get(ri).copied().unwrap_or(true);
+                let k = memo.keys.get(ri)?;
+                reused.then(|| memo.prior_tails.remove(k)).flatten()
+            })
+            .collect()
+    }
+
+    /// Keeps every route's tail for the next call.
+    pub(crate) fn keep_tails(&mut self, tails: Vec<RouteTail>) {
+        let Some(memo) = self.memo.as_deref_mut() else {
+            return;
+        };
+        memo.next_tails.reserve(tails.len());
+        for (k, t) in memo.keys.iter().zip(tails) {
+            if !memo.ambiguous.contains(k) {
+                memo.next_tails.insert(k.clone(), t);
+            }
+        }
+    }
+
     /// Per Gateway: its reused assembly, if any.
-    pub(crate) fn take(&mut self) -> Vec<Option<(GatewayXds, Vec<ScopeFence>)>> {
+    pub(crate) fn take(&mut self) -> Vec<Reuse> {
         std::mem::take(&mut self.reuse)
     }
 
-    /// Keeps Gateway `gi`'s assembly for the next call.
-    pub(crate) fn keep(&mut self, gi: usize, built: &GatewayXds, fences: &[ScopeFence]) {
+    /// Keeps Gateway `gi`'s assembly (and its route configurations' memos)
+    /// for the next call.
+    pub(crate) fn keep(
+        &mut self,
+        gi: usize,
+        built: &GatewayXds,
+        fences: &[ScopeFence],
+        configs: Option<ConfigMemos>,
+        reused: bool,
+    ) {
         let (Some(memo), Some(Some(signature)), Some(key)) = (
             self.memo.as_deref_mut(),
             self.signatures.get_mut(gi),
@@ -337,52 +495,45 @@ impl<'m> Gateways<'m> {
         ) else {
             return;
         };
+        if !reused {
+            for c in configs.iter().flat_map(|c| c.values()) {
+                memo.hosts_spliced += c.spliced;
+                memo.hosts_encoded += c.encoded;
+            }
+        }
         memo.next_gateways.insert(
             key.clone(),
             GatewayMemo {
                 signature: std::mem::take(signature),
                 built: built.clone(),
                 fences: fences.to_vec(),
+                configs,
             },
         );
     }
 }
 
-/// The pipeline's `build_all` with the memo: reused works are patched with
-/// the route's position and age rank in this translation; the others are
-/// built (on `threads`).
+/// The pipeline's `build_all` with the memo: reused works are shared as
+/// they are (the pipeline supplies the route's position and age rank in
+/// this translation beside them); the others are built (on `threads`).
 pub(crate) fn build_all<'r>(
     memo: &mut RouteMemo,
     routes: &[Route<'r>],
-    age_rank: &[usize],
     threads: usize,
     build: impl Fn(usize) -> Vec<Work> + Sync,
-) -> Vec<Vec<Work>> {
+) -> Vec<Vec<Arc<Work>>> {
     let keys: Vec<RouteKey> = routes
         .iter()
         .map(|r| (r.kind, r.namespace.clone(), r.name.clone()))
         .collect();
-    let mut out: Vec<Option<Vec<Work>>> = keys
-        .iter()
-        .enumerate()
-        .map(|(ri, k)| {
-            let mut works = memo.prior.remove(k)?;
-            for w in &mut works {
-                w.route = ri;
-                for o in &mut w.orders {
-                    o.route = age_rank[ri];
-                }
-            }
-            Some(works)
-        })
-        .collect();
+    let mut out: Vec<Option<Vec<Arc<Work>>>> = keys.iter().map(|k| memo.prior.remove(k)).collect();
     let todo: Vec<usize> = (0..routes.len()).filter(|&ri| out[ri].is_none()).collect();
     memo.rebuilt = out.iter().map(Option::is_none).collect();
     memo.reused = routes.len() - todo.len();
     memo.built = todo.len();
     let built = parallel::map(todo.clone(), threads, PARALLEL_MIN_ROUTES, build);
     for (ri, works) in todo.into_iter().zip(built) {
-        out[ri] = Some(works);
+        out[ri] = Some(works.into_iter().map(Arc::new).collect());
     }
     memo.next.reserve(routes.len());
     for (k, works) in keys.into_iter().zip(&out) {
@@ -428,7 +579,7 @@ fn duplicate_keys(inputs: &Inputs) -> HashSet<RouteKey> {
 
 /// The previous works of the routes of `new` equal to their previous
 /// object (same key, unique in both).
-fn unchanged(mut prev: Prev, new: &Inputs, ambiguous: &HashSet<RouteKey>) -> HashMap<RouteKey, Vec<Work>> {
+fn unchanged(mut prev: Prev, new: &Inputs, ambiguous: &HashSet<RouteKey>) -> (Works, Arc<dyn Held>) {
     let old = prev.inputs.inputs();
     let old_dup = duplicate_keys(old);
     let mut old_http = HashMap::with_capacity(old.http_routes.len());
@@ -459,7 +610,7 @@ fn unchanged(mut prev: Prev, new: &Inputs, ambiguous: &HashSet<RouteKey>) -> Has
         let same = old_grpc.get(&k).is_some_and(|o| same_route(o, r));
         take(k, same);
     }
-    prior
+    (prior, prev.inputs)
 }
 
 /// Whether a route builds the same works: the object and its unreadable

@@ -27,14 +27,16 @@ const VH_ROUTES: u32 = 3;
 pub struct EncodedRouteConfiguration {
     /// The configuration's `name` (what RDS asks for).
     pub name: String,
-    bytes: Vec<u8>,
+    /// Shared: the incremental translator's memo and the output hold the
+    /// same bytes, and splice unchanged virtual hosts out of them.
+    bytes: std::sync::Arc<Vec<u8>>,
 }
 
 impl EncodedRouteConfiguration {
     pub fn new(rc: &RouteConfiguration) -> Self {
         Self {
             name: rc.name.clone(),
-            bytes: canonical::route_configuration(rc),
+            bytes: std::sync::Arc::new(canonical::route_configuration(rc)),
         }
     }
 
@@ -43,7 +45,7 @@ impl EncodedRouteConfiguration {
     }
 
     pub fn into_bytes(self) -> Vec<u8> {
-        self.bytes
+        std::sync::Arc::unwrap_or_clone(self.bytes)
     }
 
     /// The message. The bytes were encoded here, so they always decode;
@@ -84,10 +86,20 @@ impl std::fmt::Debug for EncodedRouteConfiguration {
 /// One virtual host to assemble: `head` holds its fields before `routes`
 /// (name, domains), `tail` those after; `routes` each already encoded
 /// (`canonical::route`), in order.
-pub struct HostParts {
+pub struct HostParts<R = Vec<u8>> {
     pub head: VirtualHost,
-    pub routes: Vec<Vec<u8>>,
+    pub routes: Vec<R>,
     pub tail: VirtualHost,
+}
+
+/// A virtual host of a route configuration being assembled: built from
+/// its parts, or its payload (the `VirtualHost` message without the
+/// field's key and length) already encoded, spliced from a previous
+/// assembly by the incremental translator (`xds::route`).
+pub enum Host<'a, R = Vec<u8>> {
+    /// Boxed: a `VirtualHost` head and tail are ~2.5 KiB inline.
+    Parts(Box<HostParts<R>>),
+    Encoded(&'a [u8]),
 }
 
 fn nested_len(field: u32, len: usize) -> usize {
@@ -103,22 +115,47 @@ fn nested_head(field: u32, len: usize, out: &mut Vec<u8>) {
 /// bytes once. `head` holds the fields before `virtual_hosts` (the name),
 /// `tail` those after it (both without virtual hosts), so that the result
 /// is in field-number order, as prost writes it (map entries aside).
-pub fn assemble(
+pub fn assemble<R: AsRef<[u8]>>(
     head: &RouteConfiguration,
-    hosts: Vec<HostParts>,
+    hosts: Vec<HostParts<R>>,
     tail: &RouteConfiguration,
 ) -> EncodedRouteConfiguration {
-    let host_heads: Vec<Vec<u8>> = hosts.iter().map(|h| h.head.encode_to_vec()).collect();
+    assemble_hosts(
+        head,
+        hosts.into_iter().map(|h| Host::Parts(Box::new(h))).collect(),
+        tail,
+    )
+    .0
+}
+
+/// [`assemble`] of hosts some of which are already encoded; also returns
+/// where each host's payload lies in the result's bytes (in order), so a
+/// later assembly can splice it.
+pub fn assemble_hosts<R: AsRef<[u8]>>(
+    head: &RouteConfiguration,
+    hosts: Vec<Host<'_, R>>,
+    tail: &RouteConfiguration,
+) -> (EncodedRouteConfiguration, Vec<std::ops::Range<usize>>) {
+    let host_heads: Vec<Vec<u8>> = hosts
+        .iter()
+        .map(|h| match h {
+            Host::Parts(h) => h.head.encode_to_vec(),
+            Host::Encoded(_) => Vec::new(),
+        })
+        .collect();
     let host_lens: Vec<usize> = hosts
         .iter()
         .zip(&host_heads)
-        .map(|(h, hh)| {
-            hh.len()
-                + h.routes
-                    .iter()
-                    .map(|r| nested_len(VH_ROUTES, r.len()))
-                    .sum::<usize>()
-                + h.tail.encoded_len()
+        .map(|(h, hh)| match h {
+            Host::Parts(h) => {
+                hh.len()
+                    + h.routes
+                        .iter()
+                        .map(|r| nested_len(VH_ROUTES, r.as_ref().len()))
+                        .sum::<usize>()
+                    + h.tail.encoded_len()
+            }
+            Host::Encoded(b) => b.len(),
         })
         .collect();
     let total = head.encoded_len()
@@ -128,21 +165,33 @@ pub fn assemble(
             .sum::<usize>()
         + tail.encoded_len();
     let mut out = Vec::with_capacity(total);
+    let mut ranges = Vec::with_capacity(hosts.len());
     head.encode_raw(&mut out);
     for ((h, hh), len) in hosts.into_iter().zip(host_heads).zip(host_lens) {
         nested_head(RC_VIRTUAL_HOSTS, len, &mut out);
-        out.extend_from_slice(&hh);
-        for r in h.routes {
-            nested_head(VH_ROUTES, r.len(), &mut out);
-            out.extend_from_slice(&r);
+        let start = out.len();
+        match h {
+            Host::Parts(h) => {
+                out.extend_from_slice(&hh);
+                for r in h.routes {
+                    let r = r.as_ref();
+                    nested_head(VH_ROUTES, r.len(), &mut out);
+                    out.extend_from_slice(r);
+                }
+                canonical::host_tail(&h.tail, &mut out);
+            }
+            Host::Encoded(b) => out.extend_from_slice(b),
         }
-        canonical::host_tail(&h.tail, &mut out);
+        ranges.push(start..out.len());
     }
     canonical::config_tail(tail, &mut out);
-    EncodedRouteConfiguration {
-        name: head.name.clone(),
-        bytes: out,
-    }
+    (
+        EncodedRouteConfiguration {
+            name: head.name.clone(),
+            bytes: std::sync::Arc::new(out),
+        },
+        ranges,
+    )
 }
 
 /// One field of an encoded message: its number, the whole field with its
@@ -310,7 +359,7 @@ impl Layout<'_> {
         }
         EncodedRouteConfiguration {
             name: self.name.to_string(),
-            bytes: out,
+            bytes: std::sync::Arc::new(out),
         }
     }
 }
@@ -450,7 +499,7 @@ mod tests {
         ] {
             let e = EncodedRouteConfiguration {
                 name: "x".into(),
-                bytes,
+                bytes: std::sync::Arc::new(bytes),
             };
             assert!(e.layout().is_none(), "{e:?}");
         }
@@ -464,6 +513,9 @@ mod tests {
         };
         let e = EncodedRouteConfiguration::new(&rc);
         assert_eq!(e.decode(), rc);
-        assert_eq!(assemble(&rc, Vec::new(), &RouteConfiguration::default()), e);
+        assert_eq!(
+            assemble::<Vec<u8>>(&rc, Vec::new(), &RouteConfiguration::default()),
+            e
+        );
     }
 }

@@ -30,14 +30,36 @@ pub fn ads() -> ConfigSource {
     }
 }
 
-pub fn build(mut gw: ir::Gateway, listener_address: &str, store: &mut ir::RouteStore) -> GatewayXds {
+pub fn build(gw: ir::Gateway, listener_address: &str, store: &mut ir::RouteStore) -> GatewayXds {
+    build_memo(gw, listener_address, store, None).0
+}
+
+/// Route configuration memos by name (see [`route::ConfigMemo`]).
+pub type ConfigMemos = std::collections::HashMap<String, route::ConfigMemo>;
+
+/// [`build`] for the incremental translator: each route configuration
+/// splices the unchanged virtual hosts of its memo in `prior` (when given),
+/// and this assembly's memos are returned (when `prior` is given).
+pub fn build_memo(
+    mut gw: ir::Gateway,
+    listener_address: &str,
+    store: &mut ir::RouteStore,
+    prior: Option<&ConfigMemos>,
+) -> (GatewayXds, Option<ConfigMemos>) {
     let mut out = GatewayXds::default();
+    let mut memos = prior.map(|_| ConfigMemos::new());
     let ports = std::mem::take(&mut gw.ports);
     for (port, p) in ports {
         out.listeners
             .push(listener::build(&gw, port, &p, listener_address));
         for chain in p.chains {
-            out.routes.push(route::build(chain, store));
+            let name = chain.route_config.clone();
+            let before = prior.and_then(|m| m.get(&name));
+            let (config, memo) = route::build_memo(chain, store, before, memos.is_some());
+            if let (Some(memos), Some(memo)) = (memos.as_mut(), memo) {
+                memos.insert(name, memo);
+            }
+            out.routes.push(config);
         }
     }
     for c in gw.clusters.values() {
@@ -55,7 +77,7 @@ pub fn build(mut gw: ir::Gateway, listener_address: &str, store: &mut ir::RouteS
             })),
         });
     }
-    out
+    (out, memos)
 }
 
 fn inline(s: &str) -> envoy_types::pb::envoy::config::core::v3::DataSource {
