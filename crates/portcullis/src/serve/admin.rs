@@ -52,6 +52,7 @@ fn health() -> Router<Arc<State>> {
 async fn metrics(AxState(state): AxState<Arc<State>>) -> Response {
     state.refresh_provider_metrics();
     state.refresh_extension_metrics();
+    state.metrics.refresh_allocator();
     (
         [(
             header::CONTENT_TYPE,

@@ -116,6 +116,18 @@ pub struct Metrics {
     /// Duration of extension hook calls that went to a server (fed by the
     /// client's observer).
     pub extension_hook_duration: Family<HookLabels, Histogram, fn() -> Histogram>,
+    /// The allocator's own figures (jemalloc, the binary's global
+    /// allocator): `allocated` is what live objects hold, `resident` what
+    /// the allocator keeps in RAM (RSS minus code and stacks, roughly); the
+    /// gap is freed memory not yet returned to the OS.
+    pub allocator: Family<AllocatorLabels, Gauge>,
+}
+
+/// One of jemalloc's `stats.*` figures.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AllocatorLabels {
+    /// `allocated`, `active`, `resident`, `retained`.
+    pub kind: String,
 }
 
 impl Metrics {
@@ -262,6 +274,12 @@ impl Metrics {
             "Duration of extension hook calls made to a server (retries included)",
             extension_hook_duration.clone(),
         );
+        let allocator = Family::<AllocatorLabels, Gauge>::default();
+        registry.register(
+            "allocator_bytes",
+            "The memory allocator's figures (jemalloc stats: allocated = live objects, resident = kept in RAM)",
+            allocator.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             translation_seconds,
@@ -285,6 +303,30 @@ impl Metrics {
             httpproxies,
             extension_hook_calls,
             extension_hook_duration,
+            allocator,
+        }
+    }
+
+    /// Brings the allocator gauges up to date (before `/metrics` renders).
+    /// Outside a binary whose global allocator is jemalloc the figures are
+    /// jemalloc's own (near zero), not the process's.
+    pub fn refresh_allocator(&self) {
+        // jemalloc's statistics are a snapshot refreshed by advancing the epoch.
+        if tikv_jemalloc_ctl::epoch::advance().is_err() {
+            return;
+        }
+        let figures = [
+            ("allocated", tikv_jemalloc_ctl::stats::allocated::read()),
+            ("active", tikv_jemalloc_ctl::stats::active::read()),
+            ("resident", tikv_jemalloc_ctl::stats::resident::read()),
+            ("retained", tikv_jemalloc_ctl::stats::retained::read()),
+        ];
+        for (kind, value) in figures {
+            if let Ok(v) = value {
+                self.allocator
+                    .get_or_create(&AllocatorLabels { kind: kind.into() })
+                    .set(i64::try_from(v).unwrap_or(i64::MAX));
+            }
         }
     }
 
