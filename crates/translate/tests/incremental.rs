@@ -17,46 +17,12 @@ use std::sync::Arc;
 use translate::Settings;
 use translate::incremental::{Full, Translator};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
+#[path = "support/random_edits.rs"]
+mod random_edits;
+use random_edits::Rng;
+use random_edits::tls_pair;
 
 const NAMESPACES: [&str; 2] = ["ns-0", "ns-1"];
-
-/// A certificate and key (for `example.com`, `*.example.com`) from a
-/// golden fixture, base64 as a Secret carries them.
-fn tls_pair() -> (String, String) {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/httpproxy-tls.yaml"
-    ))
-    .expect("read the httpproxy-tls fixture");
-    let value = |key: &str| {
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix(key))
-            .map(|v| v.trim().to_string())
-            .expect("the fixture carries a TLS Secret")
-    };
-    (value("tls.crt:"), value("tls.key:"))
-}
 
 fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -21,44 +21,10 @@ use translate::Settings;
 use translate::httpproxy::{HttpProxySettings, ProxyId};
 use translate::incremental::Translator;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
-
-/// The TLS pair of a golden fixture (for `example.com`, `*.example.com`),
-/// base64 as a Secret carries it.
-fn tls_pair() -> (String, String) {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/httpproxy-tls.yaml"
-    ))
-    .expect("read the httpproxy-tls fixture");
-    let value = |key: &str| {
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix(key))
-            .map(|v| v.trim().to_string())
-            .expect("the fixture carries a TLS Secret")
-    };
-    (value("tls.crt:"), value("tls.key:"))
-}
+#[path = "support/random_edits.rs"]
+mod random_edits;
+use random_edits::Rng;
+use random_edits::tls_pair;
 
 const ROOTS: usize = 4;
 const CHILDREN: usize = 8;

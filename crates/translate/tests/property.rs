@@ -17,24 +17,9 @@ use std::path::Path;
 use serde_json::{Value, json};
 use translate::output::bootstrap;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
+#[path = "support/random_edits.rs"]
+mod random_edits;
+use random_edits::Rng;
 
 /// Values that have broken control planes before.
 fn hostile(rng: &mut Rng) -> Value {

@@ -869,15 +869,7 @@ impl Document<'_> {
             }
         }
 
-        let meta = object.meta_mut();
-        if T::NAMESPACED {
-            if meta.namespace.as_deref().is_none_or(str::is_empty) {
-                meta.namespace = Some("default".to_string());
-            }
-        } else {
-            meta.namespace = None;
-        }
-        object.normalize();
+        defaults(&mut object);
         let unreadable = neutralised
             .found
             .into_iter()
@@ -918,15 +910,7 @@ impl Document<'_> {
             sink.bailed = true;
             return;
         }
-        let meta = object.meta_mut();
-        if T::NAMESPACED {
-            if meta.namespace.as_deref().is_none_or(str::is_empty) {
-                meta.namespace = Some("default".to_string());
-            }
-        } else {
-            meta.namespace = None;
-        }
-        object.normalize();
+        defaults(&mut object);
         sink.add(Source::new(self.file, self.line), object, Vec::new());
     }
 
@@ -1565,4 +1549,19 @@ fn names_are_valid(
         valid = false;
     }
     valid
+}
+
+/// What the apiserver would fill in: the `default` namespace for a
+/// namespaced kind written without one, none for a cluster-scoped kind;
+/// then the kind's own normalisation.
+fn defaults<T: Object>(object: &mut T) {
+    let meta = object.meta_mut();
+    if T::NAMESPACED {
+        if meta.namespace.as_deref().is_none_or(str::is_empty) {
+            meta.namespace = Some("default".to_string());
+        }
+    } else {
+        meta.namespace = None;
+    }
+    object.normalize();
 }
