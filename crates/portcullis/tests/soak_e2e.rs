@@ -109,9 +109,15 @@ fn ask(port: u16, host: &str, path: &str, full: bool) -> Option<Answer> {
 }
 
 fn rss_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `/proc/<pid>/status` field in KiB: `VmRSS:` now, `VmHWM:` the peak
+/// (which samples taken between edits can miss).
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .trim()
         .trim_end_matches("kB")
         .trim()
@@ -674,8 +680,9 @@ fn soak_random_edits_under_traffic() {
         .filter(|&g| checked.contains_key(&w.gw_ports[g]) || checked.contains_key(&w.extra_ports[g]))
         .count();
     eprintln!(
-        "soak: serve RSS ready {rss_ready} KiB, end {rss_end} KiB, max {rss_max} KiB; Envoys' RSS {} KiB; \
-         edits checked on {covered} of {gateways} Gateway(s)",
+        "soak: serve RSS ready {rss_ready} KiB, end {rss_end} KiB, max sampled {rss_max} KiB, peak (VmHWM) {} KiB; \
+         Envoys' RSS {} KiB; edits checked on {covered} of {gateways} Gateway(s)",
+        status_kib(pid, "VmHWM:").unwrap_or(0),
         envoys_rss_kib(&serve.run_dir)
     );
 
