@@ -295,8 +295,12 @@ pub fn output_to_json(out: &Output) -> Value {
 /// literal blocks (`|`); long single-line strings (type URLs, messages) stay
 /// on one line instead of being folded.
 pub fn json_to_yaml(value: &Value) -> Result<String, OutputError> {
-    let options = serde_saphyr::ser_options! { folded_wrap_chars: usize::MAX };
-    serde_saphyr::to_string_with_options(value, options).map_err(|e| OutputError::Yaml(e.to_string()))
+    serde_saphyr::to_string_with_options(value, yaml_options()).map_err(|e| OutputError::Yaml(e.to_string()))
+}
+
+/// How every YAML document is written (the streamed one too).
+pub(super) fn yaml_options() -> serde_saphyr::SerializerOptions {
+    serde_saphyr::ser_options! { folded_wrap_chars: usize::MAX }
 }
 
 /// [`output_to_json`] as YAML, key order kept.

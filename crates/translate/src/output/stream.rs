@@ -353,6 +353,20 @@ pub fn write_output_json<W: Write>(out: &Output, w: &mut W) -> io::Result<()> {
     w.write_all(b"\n")
 }
 
+/// The design §5 document as YAML, byte for byte what
+/// [`super::output_to_yaml`] gives, written as it renders: the same
+/// serializer (serde-saphyr, same options) is driven by the same calls as
+/// for the whole `Value`, with each resource rendered only when reached
+/// (see `lazy.rs`). Fails only when writing fails (or the serializer
+/// refuses a value, which it does not for JSON values).
+pub fn write_output_yaml<W: Write>(out: &Output, w: &mut W) -> io::Result<()> {
+    let doc = super::lazy::Document::new(out);
+    serde_saphyr::to_io_writer_with_options(w, &doc, super::json::yaml_options()).map_err(|e| match e {
+        serde_saphyr::ser::Error::IO { error } => error,
+        other => io::Error::other(other.to_string()),
+    })
+}
+
 /// A static bootstrap of one Gateway ([`super::static_bootstrap`]), byte
 /// for byte what pretty-printing it gives (with a trailing newline), with
 /// `static_resources` written one resource at a time.
