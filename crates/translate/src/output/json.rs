@@ -165,6 +165,8 @@ pub(super) trait Resource {
     fn type_name() -> String;
     fn resource_name(&self) -> &str;
     fn to_json(&self) -> Result<Value, OutputError>;
+    /// The message's wire bytes.
+    fn encoded(&self) -> std::borrow::Cow<'_, [u8]>;
 }
 
 macro_rules! resource {
@@ -179,6 +181,9 @@ macro_rules! resource {
             }
             fn to_json(&self) -> Result<Value, OutputError> {
                 message_to_json(self)
+            }
+            fn encoded(&self) -> std::borrow::Cow<'_, [u8]> {
+                std::borrow::Cow::Owned(self.encode_to_vec())
             }
         }
     };
@@ -195,6 +200,9 @@ impl Resource for crate::xds::encoded::EncodedRouteConfiguration {
     }
     fn to_json(&self) -> Result<Value, OutputError> {
         bytes_to_json(&Self::type_name(), self.bytes())
+    }
+    fn encoded(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(self.bytes())
     }
 }
 resource!(envoy_types::pb::envoy::config::listener::v3::Listener, name);

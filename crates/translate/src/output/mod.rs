@@ -5,6 +5,7 @@
 //! they render.
 
 pub mod bootstrap;
+mod fast;
 pub mod json;
 mod lazy;
 pub mod redact;
