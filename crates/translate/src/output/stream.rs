@@ -242,6 +242,11 @@ fn write_route_configuration<W: Write>(
                 list.next(w, None)?;
                 // Checked by `route_configuration_is_well_formed`.
                 let (own, routes) = wire::split(host, VH_ROUTES).unwrap_or_default();
+                if write_fast_head(w, &own, list.depth, routes > 0, |w, d| {
+                    write_routes(w, d, host, buf, &mut failed)
+                })? {
+                    continue;
+                }
                 let head = match super::json::bytes_to_json(VIRTUAL_HOST, &own) {
                     Ok(v) => v,
                     Err(e) => {
@@ -258,21 +263,7 @@ fn write_route_configuration<W: Write>(
                     &head,
                     "routes",
                     routes > 0,
-                    |w, d| {
-                        let mut rs = Frame::open(w, d, b"[")?;
-                        for route in wire::children(host, VH_ROUTES) {
-                            rs.next(w, None)?;
-                            match render_message(buf, ROUTE, route, rs.depth) {
-                                Ok(()) => w.write_all(buf)?,
-                                Err(e) => {
-                                    let v = json!({ "@error": e.to_string() });
-                                    failed.get_or_insert(e);
-                                    write_at(w, rs.depth, &v)?;
-                                }
-                            }
-                        }
-                        rs.close(w, b"]")
-                    },
+                    |w, d| write_routes(w, d, host, buf, &mut failed),
                 )?;
             }
             list.close(w, b"]")
@@ -282,6 +273,99 @@ fn write_route_configuration<W: Write>(
         return Err(StreamError::Written(e));
     }
     Ok(())
+}
+
+/// A virtual host's routes, one at a time; one that cannot be rendered is
+/// `{"@error": …}` in its place, its error kept in `failed`.
+fn write_routes<W: Write>(
+    w: &mut W,
+    depth: usize,
+    host: &[u8],
+    buf: &mut Vec<u8>,
+    failed: &mut Option<OutputError>,
+) -> io::Result<()> {
+    let mut rs = Frame::open(w, depth, b"[")?;
+    for route in wire::children(host, VH_ROUTES) {
+        rs.next(w, None)?;
+        match render_message(buf, ROUTE, route, rs.depth) {
+            Ok(()) => w.write_all(buf)?,
+            Err(e) => {
+                let v = json!({ "@error": e.to_string() });
+                failed.get_or_insert(e);
+                write_at(w, rs.depth, &v)?;
+            }
+        }
+    }
+    rs.close(w, b"]")
+}
+
+/// A virtual host's own fields (`own`, without its routes) rendered by the
+/// fast path with `"routes"` written at its place by `routes`: the fields
+/// numbered below `routes` and those above are rendered as two messages,
+/// and their members joined around it (members are in number order, so
+/// this is the text of the whole). `Ok(false)`, with nothing written,
+/// when the fast path does not apply.
+fn write_fast_head<W: Write>(
+    w: &mut W,
+    own: &[u8],
+    depth: usize,
+    present: bool,
+    routes: impl FnOnce(&mut W, usize) -> io::Result<()>,
+) -> io::Result<bool> {
+    let Some(desc) = super::json::descriptor_pool().get_message_by_name(VIRTUAL_HOST) else {
+        return Ok(false);
+    };
+    let (mut below, mut above) = (Vec::new(), Vec::new());
+    for f in wire::fields(own) {
+        let Ok(f) = f else { return Ok(false) };
+        if f.number < VH_ROUTES {
+            &mut below
+        } else {
+            &mut above
+        }
+        .extend_from_slice(f.whole);
+    }
+    let (mut b, mut a) = (Vec::new(), Vec::new());
+    if super::fast::message(&mut b, &desc, &below, depth).is_err()
+        || super::fast::message(&mut a, &desc, &above, depth).is_err()
+    {
+        return Ok(false);
+    }
+    // `{` members `\n<indent>}`, or `{}`: the members, each starting
+    // with `\n` (the first) or `,\n`.
+    let close = 2 * depth + 2;
+    let body = |t: &[u8]| -> Vec<u8> {
+        if t == b"{}" {
+            Vec::new()
+        } else {
+            t[1..t.len() - close].to_vec()
+        }
+    };
+    let (below, above) = (body(&b), body(&a));
+    w.write_all(b"{")?;
+    w.write_all(&below)?;
+    let mut any = !below.is_empty();
+    if present {
+        w.write_all(if any { b",\n" } else { b"\n" })?;
+        indent(w, depth + 1)?;
+        w.write_all(b"\"routes\": ")?;
+        routes(w, depth + 1)?;
+        any = true;
+    }
+    if !above.is_empty() {
+        if any {
+            // Its first member now follows another one.
+            w.write_all(b",")?;
+        }
+        w.write_all(&above)?;
+        any = true;
+    }
+    if any {
+        w.write_all(b"\n")?;
+        indent(w, depth)?;
+    }
+    w.write_all(b"}")?;
+    Ok(true)
 }
 
 /// One list of resources at `depth`; a resource that cannot be rendered is
