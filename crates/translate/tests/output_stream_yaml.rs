@@ -247,3 +247,27 @@ fn memory_held_while_streaming_yaml_does_not_grow_with_the_output() {
         "peak memory while writing {small_len} bytes: {small_peak}; {large_len} bytes: {large_peak}"
     );
 }
+
+/// The same for `-o json` (`write_output_json`), whose route
+/// configurations are walked on their bytes too (it held every virtual
+/// host's rendered head at once before).
+#[test]
+fn memory_held_while_streaming_json_does_not_grow_with_the_output() {
+    let _one = lock();
+    let small = generated(200);
+    let large = generated(1_600);
+    stream::write_output_json(&small, &mut Sink::new()).expect("written");
+    let measure = |out: &translate::Output| {
+        let mut sink = Sink::new();
+        stream::write_output_json(out, &mut sink).expect("written");
+        (sink.peak as usize, sink.written)
+    };
+    let (small_peak, small_len) = measure(&small);
+    let (large_peak, large_len) = measure(&large);
+    eprintln!("streamed JSON: {small_len} bytes held {small_peak}; {large_len} bytes held {large_peak}");
+    assert!(large_len > 6 * small_len, "{small_len} and {large_len} bytes");
+    assert!(
+        large_peak <= small_peak + 64 * 1024 && large_peak < large_len / 16,
+        "peak memory while writing {small_len} bytes: {small_peak}; {large_len} bytes: {large_peak}"
+    );
+}
