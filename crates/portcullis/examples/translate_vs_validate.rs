@@ -20,7 +20,8 @@
 //! Wall times are the child's, from spawn to exit, output to a file. Peak
 //! RSS is the child's maximum resident set (`/usr/bin/time -f %M`, left
 //! out when that is missing). `PORTCULLIS_BIN` overrides the `portcullis`
-//! binary (default: the release binary next to this example's directory).
+//! binary (default: the release binary next to this example's directory);
+//! `PORTCULLIS_WORKLOAD_DIR=DIR` writes the workload to DIR and keeps it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -130,7 +131,10 @@ fn main() {
 
     let scratch =
         std::env::temp_dir().join(format!("portcullis-translate-vs-validate-{}", std::process::id()));
-    let dir = scratch.join("in");
+    // PORTCULLIS_WORKLOAD_DIR=DIR writes the workload there and keeps it
+    // (for profiling `portcullis translate -f DIR` on its own).
+    let keep = std::env::var_os("PORTCULLIS_WORKLOAD_DIR").map(PathBuf::from);
+    let dir = keep.clone().unwrap_or_else(|| scratch.join("in"));
     std::fs::create_dir_all(&dir).expect("create the workload directory");
     let input_bytes = write_workload(&dir, routes);
     let dir_arg = dir.to_str().expect("a UTF-8 temporary directory");
