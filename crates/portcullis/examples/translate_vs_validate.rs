@@ -175,12 +175,21 @@ fn main() {
         run(&envoy, &args, &scratch.join("envoy.out"), &scratch)
     };
 
-    let (mut ours, mut theirs, mut startup) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut our_rss, mut their_rss) = (0.0f64, 0.0f64);
+    // PORTCULLIS_BIN_BASELINE=BIN: another build timed in the same runs
+    // (alternating), its output checked to be the same bytes.
+    let baseline = std::env::var_os("PORTCULLIS_BIN_BASELINE").map(PathBuf::from);
+    let base_json = scratch.join("base.json");
+    let (mut ours, mut theirs, mut startup, mut base) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut our_rss, mut their_rss, mut base_rss) = (0.0f64, 0.0f64, 0.0f64);
     for _ in 0..runs {
         let r = run(&portcullis, &translate_args, &json, &scratch);
         ours.push(r.ms);
         our_rss = our_rss.max(r.rss_mib.unwrap_or(0.0));
+        if let Some(b) = &baseline {
+            let r = run(b, &translate_args, &base_json, &scratch);
+            base.push(r.ms);
+            base_rss = base_rss.max(r.rss_mib.unwrap_or(0.0));
+        }
         let mut envoy_ms = 0.0;
         for b in &bootstraps {
             let r = validate(b);
@@ -191,6 +200,14 @@ fn main() {
         startup.push(validate(&empty).ms);
     }
     let (ours, theirs, startup) = (median(&mut ours), median(&mut theirs), median(&mut startup));
+    if baseline.is_some() {
+        let same = std::fs::read(&json).ok() == std::fs::read(&base_json).ok();
+        let base = median(&mut base);
+        println!(
+            "baseline_translate_ms={base:.0} baseline_ratio={:.3} baseline_peak_rss_mib={base_rss:.0} same_output={same}",
+            base / theirs
+        );
+    }
     println!(
         "routes={routes} input_mb={:.1} output_json_mb={:.1} bootstraps_mb={:.1} gateways={} runs={runs}",
         input_bytes as f64 / 1e6,
