@@ -362,9 +362,8 @@ fn is_default(kind: &Kind, w: Wire<'_>) -> Fast<bool> {
         (Kind::Double, Wire::Fixed64(b)) => f64::from_bits(b) == 0.0,
         (Kind::Float, Wire::Fixed32(b)) => f32::from_bits(b) == 0.0,
         (Kind::Message(_), _) => false,
-        (Kind::Int32 | Kind::Sint32 | Kind::Uint32 | Kind::Enum(_) | Kind::Bool, Wire::Varint(v)) => {
-            v as u32 == 0
-        }
+        // 32-bit kinds are the varint's low 32 bits (a bool is any non-zero).
+        (Kind::Int32 | Kind::Sint32 | Kind::Uint32 | Kind::Enum(_), Wire::Varint(v)) => v as u32 == 0,
         (_, Wire::Varint(v)) => v == 0,
         (_, Wire::Fixed64(v)) => v == 0,
         (_, Wire::Fixed32(v)) => v == 0,
