@@ -165,6 +165,8 @@ pub(super) trait Resource {
     fn type_name() -> String;
     fn resource_name(&self) -> &str;
     fn to_json(&self) -> Result<Value, OutputError>;
+    /// The message's wire bytes.
+    fn encoded(&self) -> std::borrow::Cow<'_, [u8]>;
 }
 
 macro_rules! resource {
@@ -179,6 +181,9 @@ macro_rules! resource {
             }
             fn to_json(&self) -> Result<Value, OutputError> {
                 message_to_json(self)
+            }
+            fn encoded(&self) -> std::borrow::Cow<'_, [u8]> {
+                std::borrow::Cow::Owned(self.encode_to_vec())
             }
         }
     };
@@ -195,6 +200,9 @@ impl Resource for crate::xds::encoded::EncodedRouteConfiguration {
     }
     fn to_json(&self) -> Result<Value, OutputError> {
         bytes_to_json(&Self::type_name(), self.bytes())
+    }
+    fn encoded(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(self.bytes())
     }
 }
 resource!(envoy_types::pb::envoy::config::listener::v3::Listener, name);
@@ -295,8 +303,12 @@ pub fn output_to_json(out: &Output) -> Value {
 /// literal blocks (`|`); long single-line strings (type URLs, messages) stay
 /// on one line instead of being folded.
 pub fn json_to_yaml(value: &Value) -> Result<String, OutputError> {
-    let options = serde_saphyr::ser_options! { folded_wrap_chars: usize::MAX };
-    serde_saphyr::to_string_with_options(value, options).map_err(|e| OutputError::Yaml(e.to_string()))
+    serde_saphyr::to_string_with_options(value, yaml_options()).map_err(|e| OutputError::Yaml(e.to_string()))
+}
+
+/// How every YAML document is written (the streamed one too).
+pub(super) fn yaml_options() -> serde_saphyr::SerializerOptions {
+    serde_saphyr::ser_options! { folded_wrap_chars: usize::MAX }
 }
 
 /// [`output_to_json`] as YAML, key order kept.

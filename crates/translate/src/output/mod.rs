@@ -1,10 +1,13 @@
 //! Rendering an [`Output`](crate::Output): canonical proto-JSON/YAML of the
 //! xDS (design §5, [`json`]) and Envoy bootstraps ([`bootstrap`]): a static
 //! one with every resource inline, and a dynamic one pointing at the ADS
-//! server. [`stream`] writes the CLI's documents as they render.
+//! server. [`stream`] writes the CLI's documents (JSON, YAML, bootstrap) as
+//! they render.
 
 pub mod bootstrap;
+mod fast;
 pub mod json;
+mod lazy;
 pub mod redact;
 pub mod stream;
 

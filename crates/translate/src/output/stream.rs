@@ -174,51 +174,60 @@ fn write_with_streamed_field<W: Write>(
     f.close(w, b"}")
 }
 
-fn write_items<W: Write>(
-    w: &mut W,
-    depth: usize,
-    items: usize,
-    item: &mut impl FnMut(&mut W, usize, usize) -> io::Result<()>,
-) -> io::Result<()> {
-    let mut f = Frame::open(w, depth, b"[")?;
-    for i in 0..items {
-        f.next(w, None)?;
-        item(w, f.depth, i)?;
-    }
-    f.close(w, b"]")
-}
-
-const ROUTE_CONFIGURATION: &str = "envoy.config.route.v3.RouteConfiguration";
-const VIRTUAL_HOST: &str = "envoy.config.route.v3.VirtualHost";
-const ROUTE: &str = "envoy.config.route.v3.Route";
+use super::lazy::{RC_VIRTUAL_HOSTS, ROUTE, ROUTE_CONFIGURATION, VH_ROUTES, VIRTUAL_HOST, wire};
 const BOOTSTRAP: &str = "envoy.config.bootstrap.v3.Bootstrap";
 
-/// One route configuration, a route at a time: a configuration of 10,000
+/// One message as canonical proto-JSON, pretty at `depth`, into `buf`
+/// (cleared first): straight from its bytes ([`super::fast`]) where that
+/// renders it exactly, else through the dynamic message and `Value`.
+fn render_message(buf: &mut Vec<u8>, type_name: &str, bytes: &[u8], depth: usize) -> Result<(), OutputError> {
+    buf.clear();
+    if let Some(desc) = super::json::descriptor_pool().get_message_by_name(type_name) {
+        if super::fast::message(buf, &desc, bytes, depth).is_ok() {
+            return Ok(());
+        }
+        buf.clear();
+    }
+    let v = super::json::bytes_to_json(type_name, bytes)?;
+    write_at(buf, depth, &v).map_err(|e| OutputError::Render(e.to_string()))
+}
+
+/// [`render_message`]'s fast path alone: `None` where it defers to the
+/// general path. For tests that compare the two.
+#[doc(hidden)]
+pub fn fast_message_json(type_name: &str, bytes: &[u8], depth: usize) -> Option<String> {
+    let desc = super::json::descriptor_pool().get_message_by_name(type_name)?;
+    let mut buf = Vec::new();
+    super::fast::message(&mut buf, &desc, bytes, depth).ok()?;
+    String::from_utf8(buf).ok()
+}
+
+/// One route configuration, a virtual host's own fields and a route at a
+/// time, walked on its bytes (`lazy::wire`): a configuration of 10,000
 /// routes is most of a Gateway's output, and its `Value` alone is several
-/// times the size of its text. Falls back to the whole message when its
-/// bytes cannot be split (never for what the translator encodes).
+/// times the size of its text. Its own fields are rendered before anything
+/// is written, so that they fail it whole (`@error`); a virtual host or a
+/// route that cannot be rendered (an Any of a type the descriptor pool
+/// lacks) is written as `{"@error": …}` in its place, which Envoy rejects,
+/// and reported: unlike the whole-document path, the rest of its
+/// configuration is already written. Falls back to the whole message when
+/// its bytes cannot be walked (never for what the translator encodes).
 fn write_route_configuration<W: Write>(
     w: &mut W,
     depth: usize,
     rc: &crate::xds::encoded::EncodedRouteConfiguration,
+    buf: &mut Vec<u8>,
 ) -> Result<(), StreamError> {
-    let Some(layout) = rc.layout() else {
-        write_at(w, depth, &rc.to_json()?)?;
+    let bytes = rc.bytes();
+    let split = wire::route_configuration_is_well_formed(bytes)
+        .then(|| wire::split(bytes, RC_VIRTUAL_HOSTS))
+        .flatten();
+    let Some((envelope, hosts)) = split else {
+        render_message(buf, ROUTE_CONFIGURATION, bytes, depth)?;
+        w.write_all(buf)?;
         return Ok(());
     };
-    let (envelope, hosts) = layout.parts();
-    // Render every part before writing any, so a part that cannot be
-    // rendered fails the whole configuration (written as `@error`), not
-    // half of it.
     let rest = super::json::bytes_to_json(ROUTE_CONFIGURATION, &envelope)?;
-    let heads = hosts
-        .iter()
-        .map(|(fields, _)| super::json::bytes_to_json(VIRTUAL_HOST, fields))
-        .collect::<Result<Vec<_>, _>>()?;
-    // A route that cannot be rendered (an Any of a type the descriptor
-    // pool lacks) is written as `{"@error": …}` in its place, which Envoy
-    // rejects, and reported: unlike the whole-document path, the rest of
-    // its configuration is already written.
     let mut failed: Option<OutputError> = None;
     write_with_streamed_field(
         w,
@@ -226,40 +235,137 @@ fn write_route_configuration<W: Write>(
         ROUTE_CONFIGURATION,
         &rest,
         "virtual_hosts",
-        !hosts.is_empty(),
+        hosts > 0,
         |w, d| {
-            write_items(w, d, hosts.len(), &mut |w, d, h| {
-                let routes = &hosts[h].1;
+            let mut list = Frame::open(w, d, b"[")?;
+            for host in wire::children(bytes, RC_VIRTUAL_HOSTS) {
+                list.next(w, None)?;
+                // Checked by `route_configuration_is_well_formed`.
+                let (own, routes) = wire::split(host, VH_ROUTES).unwrap_or_default();
+                if write_fast_head(w, &own, list.depth, routes > 0, |w, d| {
+                    write_routes(w, d, host, buf, &mut failed)
+                })? {
+                    continue;
+                }
+                let head = match super::json::bytes_to_json(VIRTUAL_HOST, &own) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let v = json!({ "@error": e.to_string() });
+                        failed.get_or_insert(e);
+                        write_at(w, list.depth, &v)?;
+                        continue;
+                    }
+                };
                 write_with_streamed_field(
                     w,
-                    d,
+                    list.depth,
                     VIRTUAL_HOST,
-                    &heads[h],
+                    &head,
                     "routes",
-                    !routes.is_empty(),
-                    |w, d| {
-                        write_items(
-                            w,
-                            d,
-                            routes.len(),
-                            &mut |w, d, r| match super::json::bytes_to_json(ROUTE, routes[r]) {
-                                Ok(v) => write_at(w, d, &v),
-                                Err(e) => {
-                                    let v = json!({ "@error": e.to_string() });
-                                    failed.get_or_insert(e);
-                                    write_at(w, d, &v)
-                                }
-                            },
-                        )
-                    },
-                )
-            })
+                    routes > 0,
+                    |w, d| write_routes(w, d, host, buf, &mut failed),
+                )?;
+            }
+            list.close(w, b"]")
         },
     )?;
     if let Some(e) = failed {
         return Err(StreamError::Written(e));
     }
     Ok(())
+}
+
+/// A virtual host's routes, one at a time; one that cannot be rendered is
+/// `{"@error": …}` in its place, its error kept in `failed`.
+fn write_routes<W: Write>(
+    w: &mut W,
+    depth: usize,
+    host: &[u8],
+    buf: &mut Vec<u8>,
+    failed: &mut Option<OutputError>,
+) -> io::Result<()> {
+    let mut rs = Frame::open(w, depth, b"[")?;
+    for route in wire::children(host, VH_ROUTES) {
+        rs.next(w, None)?;
+        match render_message(buf, ROUTE, route, rs.depth) {
+            Ok(()) => w.write_all(buf)?,
+            Err(e) => {
+                let v = json!({ "@error": e.to_string() });
+                failed.get_or_insert(e);
+                write_at(w, rs.depth, &v)?;
+            }
+        }
+    }
+    rs.close(w, b"]")
+}
+
+/// A virtual host's own fields (`own`, without its routes) rendered by the
+/// fast path with `"routes"` written at its place by `routes`: the fields
+/// numbered below `routes` and those above are rendered as two messages,
+/// and their members joined around it (members are in number order, so
+/// this is the text of the whole). `Ok(false)`, with nothing written,
+/// when the fast path does not apply.
+fn write_fast_head<W: Write>(
+    w: &mut W,
+    own: &[u8],
+    depth: usize,
+    present: bool,
+    routes: impl FnOnce(&mut W, usize) -> io::Result<()>,
+) -> io::Result<bool> {
+    let Some(desc) = super::json::descriptor_pool().get_message_by_name(VIRTUAL_HOST) else {
+        return Ok(false);
+    };
+    let (mut below, mut above) = (Vec::new(), Vec::new());
+    for f in wire::fields(own) {
+        let Ok(f) = f else { return Ok(false) };
+        if f.number < VH_ROUTES {
+            &mut below
+        } else {
+            &mut above
+        }
+        .extend_from_slice(f.whole);
+    }
+    let (mut b, mut a) = (Vec::new(), Vec::new());
+    if super::fast::message(&mut b, &desc, &below, depth).is_err()
+        || super::fast::message(&mut a, &desc, &above, depth).is_err()
+    {
+        return Ok(false);
+    }
+    // `{` members `\n<indent>}`, or `{}`: the members, each starting
+    // with `\n` (the first) or `,\n`.
+    let close = 2 * depth + 2;
+    let body = |t: &[u8]| -> Vec<u8> {
+        if t == b"{}" {
+            Vec::new()
+        } else {
+            t[1..t.len() - close].to_vec()
+        }
+    };
+    let (below, above) = (body(&b), body(&a));
+    w.write_all(b"{")?;
+    w.write_all(&below)?;
+    let mut any = !below.is_empty();
+    if present {
+        w.write_all(if any { b",\n" } else { b"\n" })?;
+        indent(w, depth + 1)?;
+        w.write_all(b"\"routes\": ")?;
+        routes(w, depth + 1)?;
+        any = true;
+    }
+    if !above.is_empty() {
+        if any {
+            // Its first member now follows another one.
+            w.write_all(b",")?;
+        }
+        w.write_all(&above)?;
+        any = true;
+    }
+    if any {
+        w.write_all(b"\n")?;
+        indent(w, depth)?;
+    }
+    w.write_all(b"}")?;
+    Ok(true)
 }
 
 /// One list of resources at `depth`; a resource that cannot be rendered is
@@ -270,15 +376,20 @@ fn write_list<W: Write, R: Resource>(
     depth: usize,
     items: &[R],
     errors: &mut Vec<String>,
+    buf: &mut Vec<u8>,
 ) -> io::Result<()> {
     let mut f = Frame::open(w, depth, b"[")?;
+    let type_name = R::type_name();
     for r in items {
         f.next(w, None)?;
-        let v = r.to_json().unwrap_or_else(|e| {
-            errors.push(super::json::render_error::<R>(r, &e));
-            json!({ "name": r.resource_name(), "@error": e.to_string() })
-        });
-        write_at(w, f.depth, &v)?;
+        match render_message(buf, &type_name, &r.encoded(), f.depth) {
+            Ok(()) => w.write_all(buf)?,
+            Err(e) => {
+                errors.push(super::json::render_error::<R>(r, &e));
+                let v = json!({ "name": r.resource_name(), "@error": e.to_string() });
+                write_at(w, f.depth, &v)?;
+            }
+        }
     }
     f.close(w, b"]")
 }
@@ -288,15 +399,16 @@ fn write_gateway<W: Write>(
     depth: usize,
     gw: &GatewayXds,
     errors: &mut Vec<String>,
+    buf: &mut Vec<u8>,
 ) -> io::Result<()> {
     let mut f = Frame::open(w, depth, b"{")?;
     f.next(w, Some("listeners"))?;
-    write_list(w, f.depth, &gw.listeners, errors)?;
+    write_list(w, f.depth, &gw.listeners, errors, buf)?;
     f.next(w, Some("routes"))?;
     let mut list = Frame::open(w, f.depth, b"[")?;
     for rc in &gw.routes {
         list.next(w, None)?;
-        match write_route_configuration(w, list.depth, rc) {
+        match write_route_configuration(w, list.depth, rc, buf) {
             Ok(()) => {}
             Err(StreamError::Io(e)) => return Err(e),
             Err(StreamError::Written(e)) => errors.push(super::json::render_error(rc, &e)),
@@ -312,11 +424,11 @@ fn write_gateway<W: Write>(
     }
     list.close(w, b"]")?;
     f.next(w, Some("clusters"))?;
-    write_list(w, f.depth, &gw.clusters, errors)?;
+    write_list(w, f.depth, &gw.clusters, errors, buf)?;
     f.next(w, Some("endpoints"))?;
-    write_list(w, f.depth, &gw.endpoints, errors)?;
+    write_list(w, f.depth, &gw.endpoints, errors, buf)?;
     f.next(w, Some("secrets"))?;
-    write_list(w, f.depth, &gw.secrets, errors)?;
+    write_list(w, f.depth, &gw.secrets, errors, buf)?;
     f.close(w, b"}")
 }
 
@@ -325,13 +437,15 @@ fn write_gateway<W: Write>(
 /// as it renders.
 pub fn write_output_json<W: Write>(out: &Output, w: &mut W) -> io::Result<()> {
     let mut errors: Vec<(String, String)> = Vec::new();
+    // One resource's (or route's) text at a time.
+    let mut buf = Vec::new();
     let mut doc = Frame::open(w, 0, b"{")?;
     doc.next(w, Some("gateways"))?;
     let mut gws = Frame::open(w, doc.depth, b"{")?;
     for (key, gw) in &out.gateways {
         gws.next(w, Some(key))?;
         let mut errs = Vec::new();
-        write_gateway(w, gws.depth, gw, &mut errs)?;
+        write_gateway(w, gws.depth, gw, &mut errs, &mut buf)?;
         errors.extend(errs.into_iter().map(|e| (key.clone(), e)));
     }
     gws.close(w, b"}")?;
@@ -353,6 +467,20 @@ pub fn write_output_json<W: Write>(out: &Output, w: &mut W) -> io::Result<()> {
     w.write_all(b"\n")
 }
 
+/// The design §5 document as YAML, byte for byte what
+/// [`super::output_to_yaml`] gives, written as it renders: the same
+/// serializer (serde-saphyr, same options) is driven by the same calls as
+/// for the whole `Value`, with each resource rendered only when reached
+/// (see `lazy.rs`). Fails only when writing fails (or the serializer
+/// refuses a value, which it does not for JSON values).
+pub fn write_output_yaml<W: Write>(out: &Output, w: &mut W) -> io::Result<()> {
+    let doc = super::lazy::Document::new(out);
+    serde_saphyr::to_io_writer_with_options(w, &doc, super::json::yaml_options()).map_err(|e| match e {
+        serde_saphyr::ser::Error::IO { error } => error,
+        other => io::Error::other(other.to_string()),
+    })
+}
+
 /// A static bootstrap of one Gateway ([`super::static_bootstrap`]), byte
 /// for byte what pretty-printing it gives (with a trailing newline), with
 /// `static_resources` written one resource at a time.
@@ -368,19 +496,20 @@ pub fn write_static_bootstrap<W: Write>(
     // `static_resources` in at its place.
     let rest = message_to_json(&proto)?;
     let mut errors = Vec::new();
+    let mut buf = Vec::new();
     write_with_streamed_field(w, 0, BOOTSTRAP, &rest, "static_resources", true, |w, d| {
         let mut f = Frame::open(w, d, b"{")?;
         if !resources.listeners.is_empty() {
             f.next(w, Some("listeners"))?;
-            write_list(w, f.depth, &resources.listeners, &mut errors)?;
+            write_list(w, f.depth, &resources.listeners, &mut errors, &mut buf)?;
         }
         if !resources.clusters.is_empty() {
             f.next(w, Some("clusters"))?;
-            write_list(w, f.depth, &resources.clusters, &mut errors)?;
+            write_list(w, f.depth, &resources.clusters, &mut errors, &mut buf)?;
         }
         if !resources.secrets.is_empty() {
             f.next(w, Some("secrets"))?;
-            write_list(w, f.depth, &resources.secrets, &mut errors)?;
+            write_list(w, f.depth, &resources.secrets, &mut errors, &mut buf)?;
         }
         f.close(w, b"}")
     })?;
