@@ -97,7 +97,9 @@ impl Builder {
                     Some((version, loaded)) => self.cached_or(&mut pass, key, version, |_| loaded),
                     None if self.cache.contains_key(&key) => pass.keys.push(key),
                     // Every object is loaded before its store holds it.
-                    None => tracing::debug!(kind = resource.name(), name = %key.2, "an object without its load"),
+                    None => {
+                        tracing::debug!(kind = resource.name(), name = %key.2, "an object without its load")
+                    }
                 }
             }
         }
@@ -234,7 +236,11 @@ mod tests {
                     fresh: fresh.clone(),
                 },
             );
-            Self { writer, fresh, stores }
+            Self {
+                writer,
+                fresh,
+                stores,
+            }
         }
 
         fn apply(&mut self, mut event: watcher::Event<DynamicObject>) {
@@ -278,7 +284,10 @@ mod tests {
         routes.apply(watcher::Event::Delete(route("3", "/b", json!({}))));
         let deleted = builder.build(&routes.stores).await.expect("a delete");
         assert!(deleted.inputs.http_routes.is_empty());
-        assert!(routes.fresh.lock().expect("fresh").is_empty(), "no load left behind");
+        assert!(
+            routes.fresh.lock().expect("fresh").is_empty(),
+            "no load left behind"
+        );
     }
 
     /// The route store keeps the route's identity and status only (the
@@ -287,20 +296,37 @@ mod tests {
     #[tokio::test]
     async fn a_route_store_keeps_no_spec() {
         let mut routes = Routes::new();
-        let status = json!({"parents": [{"controllerName": "other", "parentRef": {"name": "gw"}, "conditions": []}]});
+        let status =
+            json!({"parents": [{"controllerName": "other", "parentRef": {"name": "gw"}, "conditions": []}]});
         routes.apply(watcher::Event::Apply(route("1", "/a", status.clone())));
-        let held = routes.stores.get(Kind::HttpRoute, Some("app"), "r").expect("in the store");
-        assert_eq!(held.data, json!({"status": status}), "the store keeps only status");
+        let held = routes
+            .stores
+            .get(Kind::HttpRoute, Some("app"), "r")
+            .expect("in the store");
+        assert_eq!(
+            held.data,
+            json!({"status": status}),
+            "the store keeps only status"
+        );
         assert_eq!(held.metadata.resource_version.as_deref(), Some("1"));
         assert_eq!(held.metadata.generation, Some(1));
-        assert_eq!((held.metadata.labels.clone(), held.metadata.annotations.clone()), (None, None));
+        assert_eq!(
+            (held.metadata.labels.clone(), held.metadata.annotations.clone()),
+            (None, None)
+        );
         let loaded = builder().build(&routes.stores).await.expect("a build");
         let route = &loaded.inputs.http_routes[0];
         let rules = route.object.spec.rules.as_ref().expect("rules");
-        let path = rules[0].matches.as_ref().expect("matches")[0].path.as_ref().expect("path");
+        let path = rules[0].matches.as_ref().expect("matches")[0]
+            .path
+            .as_ref()
+            .expect("path");
         assert_eq!(path.value.as_deref(), Some("/a"));
         let annotations = route.object.metadata.annotations.clone().unwrap_or_default();
-        assert_eq!(annotations.get("note").map(String::as_str), Some("kept in the load"));
+        assert_eq!(
+            annotations.get("note").map(String::as_str),
+            Some("kept in the load")
+        );
     }
 
     /// An object listed by a relist that failed, and absent from the next
@@ -313,7 +339,10 @@ mod tests {
         // The relist failed; the next one lists nothing.
         routes.apply(watcher::Event::Init);
         routes.apply(watcher::Event::InitDone);
-        let watched = routes.stores.watched(&Resource::Kind(Kind::HttpRoute)).expect("watched");
+        let watched = routes
+            .stores
+            .watched(&Resource::Kind(Kind::HttpRoute))
+            .expect("watched");
         crate::prune(&routes.fresh, &watched.store);
         assert!(routes.fresh.lock().expect("fresh").is_empty());
     }

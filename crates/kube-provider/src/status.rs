@@ -215,16 +215,20 @@ impl StatusWriter {
                 }
             }
         }
-        let confirmed = self.shared.confirmed.lock().unwrap_or_else(PoisonError::into_inner);
+        let confirmed = self
+            .shared
+            .confirmed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut pending = self.shared.pending.lock().unwrap_or_else(PoisonError::into_inner);
         for (key, status) in desired {
             let live = self
                 .stores
                 .get(key.kind, key.namespace.as_deref(), &key.name)
                 .and_then(|o| o.metadata.resource_version.clone());
-            let done = confirmed.get(&key).is_some_and(|c| {
-                Some(&c.version) == live.as_ref() && c.desired == fingerprint(&status)
-            });
+            let done = confirmed
+                .get(&key)
+                .is_some_and(|c| Some(&c.version) == live.as_ref() && c.desired == fingerprint(&status));
             if done {
                 // Also drops an older desired status still queued: the
                 // latest is already in the API.
@@ -286,7 +290,13 @@ async fn write_loop(
                 let mut confirmed = shared.confirmed.lock().unwrap_or_else(PoisonError::into_inner);
                 match version {
                     Some(version) => {
-                        confirmed.insert(key.clone(), Confirmed { desired: print, version });
+                        confirmed.insert(
+                            key.clone(),
+                            Confirmed {
+                                desired: print,
+                                version,
+                            },
+                        );
                     }
                     None => {
                         confirmed.remove(&key);
@@ -637,9 +647,7 @@ mod mock_tests {
         let patches = Arc::new(AtomicUsize::new(0));
         let seen = patches.clone();
         let parent = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "infra", "name": "gw"});
-        let cond = |time: &str| {
-            json!({"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "observedGeneration": 1, "lastTransitionTime": time})
-        };
+        let cond = |time: &str| json!({"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "observedGeneration": 1, "lastTransitionTime": time});
         let live = |version: &str, status: Value| -> DynamicObject {
             serde_json::from_value(json!({
                 "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
@@ -648,7 +656,8 @@ mod mock_tests {
             }))
             .expect("route")
         };
-        let written = json!({"parents": [{"parentRef": parent, "controllerName": "us", "conditions": [cond("T1")]}]});
+        let written =
+            json!({"parents": [{"parentRef": parent, "controllerName": "us", "conditions": [cond("T1")]}]});
         let answer = serde_json::to_value(live("8", written.clone())).expect("json");
         let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
             let (seen, answer) = (seen.clone(), answer.clone());
@@ -704,7 +713,11 @@ mod mock_tests {
         // The store sees the write.
         writer.apply_watcher_event(&watcher::Event::Apply(live("8", written.clone())));
         publish("T2");
-        assert_eq!(metrics.status_queue_depth.get(), 0, "a confirmed status was queued again");
+        assert_eq!(
+            metrics.status_queue_depth.get(),
+            0,
+            "a confirmed status was queued again"
+        );
         settle().await;
         assert_eq!(metrics.status_unchanged.get_or_create(&labels).get(), 0);
         assert_eq!(patches.load(Ordering::SeqCst), 1);
