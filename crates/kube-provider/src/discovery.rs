@@ -33,7 +33,7 @@ use kube::core::PartialObjectMeta;
 use kube::discovery::Scope;
 use kube::runtime::watcher;
 
-use crate::{Client, Resource, Shared, Stores, Watched};
+use crate::{Client, Resource, Shared, Stores};
 
 /// How long CRD events of a missing resource keep it rediscovered.
 pub const RECHECK_FOR: Duration = Duration::from_secs(30);
@@ -152,14 +152,14 @@ pub(crate) async fn late_kinds(shared: Shared, stores: Stores, mut missing: Vec<
                             missing.retain(|m| *m != resource);
                             tracing::info!(kind = resource.name(), version = %ar.version, "CRD installed: watching this kind");
                             shared.metrics.late_kinds.get_or_create(&crate::metrics::KindLabels::named(resource.name())).inc();
-                            let (store, task) = shared.reflector(&resource, &ar);
+                            let (watched, task) = shared.reflector(&resource, &ar, namespaced);
                             let (stores, changed) = (stores.clone(), shared.changed.clone());
                             reflectors.spawn(async move {
                                 // The reflector runs in the same set; this
                                 // task only publishes the store once listed.
                                 let _keep = AbortOnDrop(task);
-                                if store.wait_until_ready().await.is_ok() {
-                                    stores.insert(resource, Watched { ar, namespaced, store });
+                                if watched.store.wait_until_ready().await.is_ok() {
+                                    stores.insert(resource, watched);
                                     changed.notify_one();
                                 }
                                 std::future::pending::<()>().await;

@@ -18,13 +18,26 @@
 //! `api:<plural>/<namespace>/<name>.json`, so a field that does not parse
 //! is reported exactly as in file mode (kind, namespace/name, field path),
 //! and an HTTPRoute rule with an unreadable value is fenced, not dropped.
-//! The load of each object is cached by `resourceVersion` (`load.rs`): an
-//! event re-reads only the object it names. `resourceVersion` and
-//! `managedFields` are not part of what is loaded, so a change of `status`
-//! alone (our own status writes, one per changed route) loads the same,
-//! and the build stops there: nothing is merged or published. The stores
-//! keep neither `managedFields` nor kubectl's `last-applied-configuration`
-//! (`slim`).
+//! Each object is loaded **as it arrives** (in the reflector's stream,
+//! before the store sees it: [`arrive`]), so an event re-reads only the
+//! object it names; the build takes the fresh loads and keeps one per
+//! object (`load.rs`). `resourceVersion` and `managedFields` are not part
+//! of what is loaded, so a change of `status` alone (our own status
+//! writes, one per changed route) loads the same, and the build stops
+//! there: nothing is merged or published.
+//!
+//! What a store keeps of an object is what the controller reads from it
+//! after the load ([`Keep`]): for most kinds only the object's identity
+//! (name, namespace, `resourceVersion`, `generation`) and, for the kinds we
+//! write status on, its `status` (the status writer merges with other
+//! controllers' `status.parents` entries and keeps transition times); the
+//! spec stays whole only where the provider reads it again (Gateway and
+//! ListenerSet listeners and HTTPProxy roots name the Secrets to fetch,
+//! GatewayClass and Gateway decide the xDS certificates and the
+//! provisioned addresses, Services carry those addresses). No store keeps
+//! `managedFields` or kubectl's `last-applied-configuration` (`slim`):
+//! at 10,000 routes a store holding each route's spec as untyped JSON was
+//! the controller's largest part (README, Kubernetes mode).
 //!
 //! # When snapshots are published
 //!
@@ -65,8 +78,8 @@ pub mod status;
 pub mod xds_ca;
 pub mod xds_issuer;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -190,6 +203,27 @@ impl Kind {
         Kind::ALL.into_iter().find(|k| k.name() == kind)
     }
 
+    /// What the store of this kind keeps of an object (see the crate doc).
+    pub fn keep(self) -> Keep {
+        match self {
+            // Read again after the load: `secrets` (listeners' and roots'
+            // certificate references), `xds_issuer` (our GatewayClasses'
+            // Gateways), `provision::addresses` (Gateways, Services).
+            Kind::GatewayClass | Kind::Gateway | Kind::ListenerSet | Kind::HttpProxy | Kind::Service => {
+                Keep::Whole
+            }
+            // Status written back by us, merged with the live status.
+            Kind::HttpRoute | Kind::GrpcRoute | Kind::TrafficPolicy => Keep::Status,
+            Kind::ReferenceGrant
+            | Kind::Namespace
+            | Kind::EndpointSlice
+            | Kind::Secret
+            | Kind::GatewayExtension
+            | Kind::GatewayParameters
+            | Kind::TlsCertificateDelegation => Keep::Identity,
+        }
+    }
+
     fn field_selector(self) -> Option<&'static str> {
         match self {
             Kind::Secret => Some("type=kubernetes.io/tls"),
@@ -221,6 +255,15 @@ impl Resource {
         match self {
             Resource::Kind(k) => k.name(),
             Resource::Extension { kind, .. } => kind,
+        }
+    }
+
+    /// What the store of this resource keeps of an object (an extension
+    /// kind is only loaded).
+    pub fn keep(&self) -> Keep {
+        match self {
+            Resource::Kind(k) => k.keep(),
+            Resource::Extension { .. } => Keep::Identity,
         }
     }
 
@@ -300,12 +343,29 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<Client, Star
     Client::try_from(config).map_err(|e| error(e.to_string()))
 }
 
+/// What a store keeps of an object once it is loaded (see the crate doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// The object (its spec is read again after the load).
+    Whole,
+    /// Identity and `status` (we write status on this kind).
+    Status,
+    /// Identity only: name, namespace, `resourceVersion`, `generation`.
+    Identity,
+}
+
+/// The loads of objects that arrived since the last build, by
+/// `(namespace, name)` with their `resourceVersion`: filled by [`arrive`],
+/// taken by the build (`load.rs`).
+pub(crate) type Fresh = Arc<Mutex<HashMap<(String, String), (String, api::loader::Loaded)>>>;
+
 /// One watched resource's store, with what it was discovered as.
 #[derive(Clone)]
 struct Watched {
     ar: ApiResource,
     namespaced: bool,
     store: Store<DynamicObject>,
+    fresh: Fresh,
 }
 
 /// The reflector stores, by resource (a resource the apiserver does not
@@ -393,16 +453,20 @@ struct Shared {
     metrics: metrics::KubeMetrics,
     /// Woken by every event; the publish loop builds after a burst.
     changed: Arc<Notify>,
+    /// What objects are loaded with ([`arrive`]).
+    loader: api::loader::Options,
 }
 
 impl Shared {
     /// Starts the reflector of a discovered resource; its store is ready
-    /// once the initial list is complete.
+    /// once the initial list is complete. Objects are loaded as they
+    /// arrive ([`arrive`]) and kept as [`Resource::keep`] says.
     fn reflector(
         &self,
         resource: &Resource,
         ar: &ApiResource,
-    ) -> (Store<DynamicObject>, tokio::task::JoinHandle<()>) {
+        namespaced: bool,
+    ) -> (Watched, tokio::task::JoinHandle<()>) {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), ar);
         let mut config = watcher::Config::default();
         if let Resource::Kind(kind) = resource
@@ -412,9 +476,26 @@ impl Shared {
         }
         let writer = reflector::store::Writer::new(ar.clone());
         let store = writer.as_reader();
+        let fresh = Fresh::default();
+        let (keep, loader) = (resource.keep(), self.loader.clone());
+        let (arrived, loaded_ar) = (fresh.clone(), ar.clone());
+        let (pruned, listed) = (fresh.clone(), store.clone());
         let stream = backoff::retried(watcher(api, config))
-            .modify(slim)
-            .reflect(writer);
+            .map(move |mut event| {
+                if let Ok(event) = &mut event {
+                    arrive(event, &loaded_ar, &loader, keep, &arrived);
+                }
+                event
+            })
+            .reflect(writer)
+            .inspect(move |event| {
+                // The store now holds exactly the relist's objects: a load
+                // of an object the relist no longer has (listed during a
+                // relist that failed) will never be taken.
+                if let Ok(watcher::Event::InitDone) = event {
+                    prune(&pruned, &listed);
+                }
+            });
         let task = tokio::spawn(drive(
             stream,
             resource.name().to_string(),
@@ -422,8 +503,96 @@ impl Shared {
             self.metrics.clone(),
             self.changed.clone(),
         ));
-        (store, task)
+        (
+            Watched {
+                ar: ar.clone(),
+                namespaced,
+                store,
+                fresh,
+            },
+            task,
+        )
     }
+}
+
+/// What one watch event does before the store sees it: the object is
+/// loaded (as in file mode, `load::load_object`) into `fresh`, then
+/// reduced to what the store keeps (`keep`). A deleted object's unbuilt
+/// load is dropped.
+pub(crate) fn arrive(
+    event: &mut watcher::Event<DynamicObject>,
+    ar: &ApiResource,
+    loader: &api::loader::Options,
+    keep: Keep,
+    fresh: &Fresh,
+) {
+    let key = |o: &DynamicObject| {
+        (
+            o.metadata.namespace.clone().unwrap_or_default(),
+            o.metadata.name.clone().unwrap_or_default(),
+        )
+    };
+    match event {
+        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+            // What is loaded is slimmed too: kubectl's copy of the object
+            // would be a second copy in every snapshot.
+            slim(object);
+            let loaded = load::load_object(ar, object, loader);
+            let version = object.metadata.resource_version.clone().unwrap_or_default();
+            fresh
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key(object), (version, loaded));
+            reduce(object, keep);
+        }
+        watcher::Event::Delete(object) => {
+            fresh
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&key(object));
+            slim(object);
+            reduce(object, keep);
+        }
+        watcher::Event::Init | watcher::Event::InitDone => {}
+    }
+}
+
+/// Drops the unbuilt loads of objects `store` does not hold.
+fn prune(fresh: &Fresh, store: &Store<DynamicObject>) {
+    let listed: std::collections::HashSet<(String, String)> = store
+        .state()
+        .iter()
+        .map(|o| {
+            (
+                o.metadata.namespace.clone().unwrap_or_default(),
+                o.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    fresh
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .retain(|k, _| listed.contains(k));
+}
+
+/// Reduces a loaded object to what its store keeps (see [`Keep`]).
+fn reduce(object: &mut DynamicObject, keep: Keep) {
+    if keep == Keep::Whole {
+        return;
+    }
+    let status = match (keep, &mut object.data) {
+        (Keep::Status, serde_json::Value::Object(map)) => map.remove("status"),
+        _ => None,
+    };
+    object.data = match status {
+        Some(status) => serde_json::json!({ "status": status }),
+        None => serde_json::Value::Object(serde_json::Map::new()),
+    };
+    let meta = &mut object.metadata;
+    meta.labels = None;
+    meta.annotations = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
 }
 
 /// What a store keeps of an object: not `managedFields`, nor kubectl's
@@ -449,6 +618,7 @@ pub async fn start(
         client: client.clone(),
         metrics: metrics.clone(),
         changed: Arc::new(Notify::new()),
+        loader: options.loader.clone(),
     };
     let mut tasks = Vec::new();
     let mut found = BTreeMap::new();
@@ -496,16 +666,9 @@ pub async fn start(
             )));
             continue;
         }
-        let (store, task) = shared.reflector(&resource, &ar);
+        let (watched, task) = shared.reflector(&resource, &ar, namespaced);
         tasks.push(task);
-        found.insert(
-            resource,
-            Watched {
-                ar,
-                namespaced,
-                store,
-            },
-        );
+        found.insert(resource, watched);
     }
     let stores = Stores {
         secrets,

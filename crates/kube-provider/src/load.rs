@@ -1,7 +1,9 @@
 //! Building a snapshot from the stores: every object read through the
-//! file loader, cached by `resourceVersion` (see the crate doc).
+//! file loader as it arrived (`crate::arrive`), one load kept per object
+//! (see the crate doc).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::PoisonError;
 
 use api::loader::Loaded;
 use kube::api::{ApiResource, DynamicObject};
@@ -11,7 +13,8 @@ use crate::{Client, Resource, Stores, metrics};
 /// Which object a cached load is of.
 pub(crate) type ObjectKey = (Resource, String, String);
 
-/// Loads objects, caching each object's load by `resourceVersion`.
+/// Keeps each object's load (by `resourceVersion`) and merges them into
+/// snapshots.
 pub(crate) struct Builder {
     pub(crate) client: Client,
     pub(crate) metrics: metrics::KubeMetrics,
@@ -57,7 +60,8 @@ impl Builder {
     }
 
     /// The snapshot of the stores, or `None` when it would equal the last
-    /// one. Only objects whose `resourceVersion` changed are loaded again;
+    /// one. Only the objects that arrived since the last build were loaded
+    /// again (`crate::arrive`);
     /// a change that loads the same (a status write: ours after every
     /// translation, at scale one per route) is found without merging
     /// every object, which is what a build costs.
@@ -76,13 +80,27 @@ impl Builder {
                     .cmp(&(b.metadata.namespace.as_deref(), b.metadata.name.as_deref()))
             });
             for object in objects {
-                let namespace = object.metadata.namespace.clone().unwrap_or_default();
-                let name = object.metadata.name.clone().unwrap_or_default();
-                let version = object.metadata.resource_version.clone().unwrap_or_default();
-                let key = (resource.clone(), namespace, name);
-                self.cached_or(&mut pass, key, version, |loader| {
-                    load_object(&watched.ar, &object, loader)
-                });
+                let id = (
+                    object.metadata.namespace.clone().unwrap_or_default(),
+                    object.metadata.name.clone().unwrap_or_default(),
+                );
+                // The load made when the object arrived, if not yet taken
+                // (during a relist it may be of a newer version than the
+                // store's, which is as good).
+                let arrived = watched
+                    .fresh
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+                let key = (resource.clone(), id.0, id.1);
+                match arrived {
+                    Some((version, loaded)) => self.cached_or(&mut pass, key, version, |_| loaded),
+                    None if self.cache.contains_key(&key) => pass.keys.push(key),
+                    // Every object is loaded before its store holds it.
+                    None => {
+                        tracing::debug!(kind = resource.name(), name = %key.2, "an object without its load")
+                    }
+                }
             }
         }
         self.load_secrets(stores, &mut pass).await;
@@ -182,53 +200,150 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{Kind, Watched};
+    use crate::{Fresh, Kind, Watched};
 
     fn route(version: &str, path: &str, status: serde_json::Value) -> DynamicObject {
         serde_json::from_value(json!({
             "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-            "metadata": {"name": "r", "namespace": "app", "resourceVersion": version, "generation": 1},
+            "metadata": {"name": "r", "namespace": "app", "resourceVersion": version, "generation": 1,
+                "labels": {"team": "a"}, "annotations": {"note": "kept in the load"}},
             "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": path}}]}]},
             "status": status,
         }))
         .expect("route")
     }
 
+    /// A route reflector as the provider's: every event goes through
+    /// `arrive` before the store.
+    struct Routes {
+        writer: reflector::store::Writer<DynamicObject>,
+        fresh: Fresh,
+        stores: Stores,
+    }
+
+    impl Routes {
+        fn new() -> Self {
+            let ar = Kind::HttpRoute.api_resource();
+            let writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
+            let fresh = Fresh::default();
+            let stores = Stores::default();
+            stores.insert(
+                Resource::Kind(Kind::HttpRoute),
+                Watched {
+                    ar,
+                    namespaced: true,
+                    store: writer.as_reader(),
+                    fresh: fresh.clone(),
+                },
+            );
+            Self {
+                writer,
+                fresh,
+                stores,
+            }
+        }
+
+        fn apply(&mut self, mut event: watcher::Event<DynamicObject>) {
+            crate::arrive(
+                &mut event,
+                &Kind::HttpRoute.api_resource(),
+                &api::loader::Options::default(),
+                Kind::HttpRoute.keep(),
+                &self.fresh,
+            );
+            self.writer.apply_watcher_event(&event);
+        }
+    }
+
+    fn builder() -> Builder {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no apiserver"))
+        });
+        Builder::new(
+            Client::new(service, "default"),
+            metrics::KubeMetrics::default(),
+            api::loader::Options::default(),
+        )
+    }
+
     /// A new `resourceVersion` that loads the same (a status write) builds
     /// nothing; a spec change builds a snapshot.
     #[tokio::test]
     async fn a_status_write_builds_nothing() {
-        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
-            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no apiserver"))
-        });
-        let client = Client::new(service, "default");
-        let ar = Kind::HttpRoute.api_resource();
-        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
-        writer.apply_watcher_event(&watcher::Event::Apply(route("1", "/a", json!({}))));
-        let stores = Stores::default();
-        stores.insert(
-            Resource::Kind(Kind::HttpRoute),
-            Watched {
-                ar,
-                namespaced: true,
-                store: writer.as_reader(),
-            },
-        );
-        let mut builder = Builder::new(
-            client,
-            metrics::KubeMetrics::default(),
-            api::loader::Options::default(),
-        );
-        let first = builder.build(&stores).await.expect("the first build");
+        let mut routes = Routes::new();
+        routes.apply(watcher::Event::Apply(route("1", "/a", json!({}))));
+        let mut builder = builder();
+        let first = builder.build(&routes.stores).await.expect("the first build");
         assert_eq!(first.inputs.http_routes.len(), 1);
-        assert!(builder.build(&stores).await.is_none(), "nothing changed");
-        writer.apply_watcher_event(&watcher::Event::Apply(route("2", "/a", json!({"parents": []}))));
-        assert!(builder.build(&stores).await.is_none(), "a status write");
-        writer.apply_watcher_event(&watcher::Event::Apply(route("3", "/b", json!({"parents": []}))));
-        let edited = builder.build(&stores).await.expect("a spec change");
+        assert!(builder.build(&routes.stores).await.is_none(), "nothing changed");
+        routes.apply(watcher::Event::Apply(route("2", "/a", json!({"parents": []}))));
+        assert!(builder.build(&routes.stores).await.is_none(), "a status write");
+        routes.apply(watcher::Event::Apply(route("3", "/b", json!({"parents": []}))));
+        let edited = builder.build(&routes.stores).await.expect("a spec change");
         assert_ne!(edited, first);
-        writer.apply_watcher_event(&watcher::Event::Delete(route("3", "/b", json!({}))));
-        let deleted = builder.build(&stores).await.expect("a delete");
+        routes.apply(watcher::Event::Delete(route("3", "/b", json!({}))));
+        let deleted = builder.build(&routes.stores).await.expect("a delete");
         assert!(deleted.inputs.http_routes.is_empty());
+        assert!(
+            routes.fresh.lock().expect("fresh").is_empty(),
+            "no load left behind"
+        );
+    }
+
+    /// The route store keeps the route's identity and status only (the
+    /// status writer's reads); its spec, labels and annotations are in the
+    /// snapshot, loaded as the route arrived.
+    #[tokio::test]
+    async fn a_route_store_keeps_no_spec() {
+        let mut routes = Routes::new();
+        let status =
+            json!({"parents": [{"controllerName": "other", "parentRef": {"name": "gw"}, "conditions": []}]});
+        routes.apply(watcher::Event::Apply(route("1", "/a", status.clone())));
+        let held = routes
+            .stores
+            .get(Kind::HttpRoute, Some("app"), "r")
+            .expect("in the store");
+        assert_eq!(
+            held.data,
+            json!({"status": status}),
+            "the store keeps only status"
+        );
+        assert_eq!(held.metadata.resource_version.as_deref(), Some("1"));
+        assert_eq!(held.metadata.generation, Some(1));
+        assert_eq!(
+            (held.metadata.labels.clone(), held.metadata.annotations.clone()),
+            (None, None)
+        );
+        let loaded = builder().build(&routes.stores).await.expect("a build");
+        let route = &loaded.inputs.http_routes[0];
+        let rules = route.object.spec.rules.as_ref().expect("rules");
+        let path = rules[0].matches.as_ref().expect("matches")[0]
+            .path
+            .as_ref()
+            .expect("path");
+        assert_eq!(path.value.as_deref(), Some("/a"));
+        let annotations = route.object.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            annotations.get("note").map(String::as_str),
+            Some("kept in the load")
+        );
+    }
+
+    /// An object listed by a relist that failed, and absent from the next
+    /// one, leaves no load behind.
+    #[test]
+    fn a_relist_prunes_loads_of_objects_it_no_longer_lists() {
+        let mut routes = Routes::new();
+        routes.apply(watcher::Event::Init);
+        routes.apply(watcher::Event::InitApply(route("1", "/a", json!({}))));
+        // The relist failed; the next one lists nothing.
+        routes.apply(watcher::Event::Init);
+        routes.apply(watcher::Event::InitDone);
+        let watched = routes
+            .stores
+            .watched(&Resource::Kind(Kind::HttpRoute))
+            .expect("watched");
+        crate::prune(&routes.fresh, &watched.store);
+        assert!(routes.fresh.lock().expect("fresh").is_empty());
     }
 }

@@ -2,7 +2,7 @@
 //! `410 Gone` (an `ERROR` event with code 410, as a real apiserver sends
 //! when the resourceVersion was compacted) makes the watcher relist; the
 //! objects stay in every snapshot published meanwhile, and the relist's
-//! new object is published. The stores are slimmed (`slim`).
+//! new object is published. The stores are slimmed (`slim`, `Keep`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -109,14 +109,27 @@ async fn a_410_gone_relists_and_keeps_every_object() {
         ..Options::default()
     };
     let (provider, mut snapshots) = start(client, options, metrics.clone()).await.expect("start");
-    // The store keeps neither managedFields nor kubectl's copy of the object.
+    // The store keeps the route's identity only (no status yet, no spec,
+    // no managedFields); the snapshot has the route without kubectl's
+    // copy of the object.
     let a = provider
         .stores
         .get(Kind::HttpRoute, Some("app"), "a")
         .expect("a in the store");
     assert_eq!(a.metadata.managed_fields, None);
-    let annotations = a.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(a.metadata.annotations, None);
+    assert_eq!(a.data, serde_json::json!({}));
+    let loaded = snapshots.borrow().clone();
+    let a = loaded
+        .loaded
+        .inputs
+        .http_routes
+        .iter()
+        .find(|r| r.object.metadata.name.as_deref() == Some("a"))
+        .expect("a in the snapshot");
+    let annotations = a.object.metadata.annotations.clone().unwrap_or_default();
     assert_eq!(annotations.keys().collect::<Vec<_>>(), ["kept"]);
+    assert_eq!(a.object.metadata.managed_fields, None);
     let names = |s: &provider::Snapshot| {
         s.loaded
             .inputs

@@ -20,6 +20,15 @@
 //!   are, ours are replaced (a route no longer attached to us loses ours);
 //!   the write carries the live `resourceVersion`, so a concurrent change
 //!   is a conflict (`409`) and the object is retried on the next round;
+//! - a desired status is not even queued when it is what this writer last
+//!   confirmed in the API for the object, at the object's live
+//!   `resourceVersion` ([`Confirmed`]: a hash of the desired status without
+//!   transition times, and the version the write made or found equal): a
+//!   translation republishes every object's status, and at 10,000 routes
+//!   holding each as JSON until the writer compared it with the live
+//!   object was tens of MiB (README, Kubernetes mode). Any change of the
+//!   object (another controller's entries, an edit, a status wiped) moves
+//!   its `resourceVersion` and queues it again;
 //! - nothing is written when the merged status equals the live one (for
 //!   HTTPProxy, whose status is wholly ours as it is Contour's, a field we
 //!   no longer set — `loadBalancer` of a root no longer served, `errors`
@@ -35,7 +44,8 @@
 //! `observedGeneration` comes from the translator (the object's
 //! `metadata.generation` as loaded).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -62,7 +72,56 @@ pub struct ObjectKey {
 
 struct Shared {
     pending: Mutex<BTreeMap<ObjectKey, Value>>,
+    /// What this writer last confirmed in the API, per object.
+    confirmed: Mutex<HashMap<ObjectKey, Confirmed>>,
     wake: Notify,
+}
+
+/// A status this writer wrote (or found already there): the
+/// [`fingerprint`] of the desired status, and the object's
+/// `resourceVersion` after the write (or when found equal). While both
+/// still hold, publishing the same status again has nothing to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Confirmed {
+    desired: u64,
+    version: String,
+}
+
+/// A hash of a desired status, without its `lastTransitionTime`s (the
+/// translator stamps every condition with the translation's time; the
+/// time written is the live one's when the condition's status is
+/// unchanged, see [`keep_transition_times`]). Object keys are hashed in
+/// order, so the fingerprint does not depend on how a map was built.
+fn fingerprint(status: &Value) -> u64 {
+    fn walk(value: &Value, h: &mut std::collections::hash_map::DefaultHasher) {
+        match value {
+            Value::Null => 0u8.hash(h),
+            Value::Bool(b) => (1u8, b).hash(h),
+            Value::Number(n) => (2u8, n.to_string()).hash(h),
+            Value::String(s) => (3u8, s).hash(h),
+            Value::Array(items) => {
+                (4u8, items.len()).hash(h);
+                for item in items {
+                    walk(item, h);
+                }
+            }
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map
+                    .keys()
+                    .filter(|k| k.as_str() != "lastTransitionTime")
+                    .collect();
+                keys.sort();
+                (5u8, keys.len()).hash(h);
+                for k in keys {
+                    k.hash(h);
+                    walk(&map[k], h);
+                }
+            }
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    walk(status, &mut h);
+    h.finish()
 }
 
 /// The handle translations publish to; the writer task stops when the
@@ -91,6 +150,7 @@ impl StatusWriter {
     ) -> StatusWriter {
         let shared = Arc::new(Shared {
             pending: Mutex::new(BTreeMap::new()),
+            confirmed: Mutex::new(HashMap::new()),
             wake: Notify::new(),
         });
         let task = tokio::spawn(write_loop(
@@ -155,8 +215,29 @@ impl StatusWriter {
                 }
             }
         }
+        let confirmed = self
+            .shared
+            .confirmed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut pending = self.shared.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.extend(desired);
+        for (key, status) in desired {
+            let live = self
+                .stores
+                .get(key.kind, key.namespace.as_deref(), &key.name)
+                .and_then(|o| o.metadata.resource_version.clone());
+            let done = confirmed
+                .get(&key)
+                .is_some_and(|c| Some(&c.version) == live.as_ref() && c.desired == fingerprint(&status));
+            if done {
+                // Also drops an older desired status still queued: the
+                // latest is already in the API.
+                pending.remove(&key);
+            } else {
+                pending.insert(key, status);
+            }
+        }
+        drop(confirmed);
         self.metrics.status_queue_depth.set(pending.len() as i64);
         drop(pending);
         self.shared.wake.notify_one();
@@ -199,18 +280,40 @@ async fn write_loop(
         metrics.status_queue_depth.set(0);
         let mut retry = BTreeMap::new();
         for (key, desired) in batch {
+            let print = fingerprint(&desired);
             let outcome = write_one(&client, &stores, &controller, &key, desired.clone()).await;
-            if !matches!(outcome, Outcome::Unchanged | Outcome::Gone) {
+            let version = match &outcome {
+                Outcome::Written(version) | Outcome::Unchanged(version) => version.clone(),
+                _ => None,
+            };
+            {
+                let mut confirmed = shared.confirmed.lock().unwrap_or_else(PoisonError::into_inner);
+                match version {
+                    Some(version) => {
+                        confirmed.insert(
+                            key.clone(),
+                            Confirmed {
+                                desired: print,
+                                version,
+                            },
+                        );
+                    }
+                    None => {
+                        confirmed.remove(&key);
+                    }
+                }
+            }
+            if !matches!(outcome, Outcome::Unchanged(_) | Outcome::Gone) {
                 // At most WRITES_PER_SECOND requests: a Gateway change that
                 // touches every route must not flood the apiserver.
                 tokio::time::sleep(Duration::from_secs(1) / WRITES_PER_SECOND).await;
             }
             let labels = KindLabels::of(key.kind);
             match outcome {
-                Outcome::Written => {
+                Outcome::Written(_) => {
                     metrics.status_writes.get_or_create(&labels).inc();
                 }
-                Outcome::Unchanged | Outcome::Gone => {
+                Outcome::Unchanged(_) | Outcome::Gone => {
                     metrics.status_unchanged.get_or_create(&labels).inc();
                 }
                 Outcome::Conflict => {
@@ -239,9 +342,11 @@ async fn write_loop(
     }
 }
 
+/// What a write did; `Written` and `Unchanged` carry the object's
+/// `resourceVersion` after it, for [`Confirmed`].
 enum Outcome {
-    Written,
-    Unchanged,
+    Written(Option<String>),
+    Unchanged(Option<String>),
     Gone,
     Conflict,
     Failed(kube::Error),
@@ -269,7 +374,7 @@ async fn write_one(
     let unchanged = owned_equal(&live_status, &merged)
         && (key.kind != Kind::HttpProxy || owned_equal(&merged, &live_status));
     if unchanged {
-        return Outcome::Unchanged;
+        return Outcome::Unchanged(live.metadata.resource_version.clone());
     }
     let ar = key.kind.api_resource();
     let api: Api<DynamicObject> = match key.namespace.as_deref() {
@@ -298,7 +403,7 @@ async fn write_one(
         )
         .await
     {
-        Ok(_) => Outcome::Written,
+        Ok(written) => Outcome::Written(written.metadata.resource_version),
         Err(kube::Error::Api(e)) if e.code == 409 => Outcome::Conflict,
         Err(kube::Error::Api(e)) if e.code == 404 => Outcome::Gone,
         Err(e) => Outcome::Failed(e),
@@ -505,6 +610,7 @@ mod mock_tests {
                 ar,
                 namespaced: true,
                 store: writer.as_reader(),
+                fresh: crate::Fresh::default(),
             },
         );
         // No election: the sender is gone at once (`--no-leader-election`).
@@ -529,5 +635,107 @@ mod mock_tests {
         assert_eq!(metrics.status_conflicts.get_or_create(&labels).get(), 1);
         assert_eq!(metrics.status_writes.get_or_create(&labels).get(), 1);
         assert_eq!(patches.load(Ordering::SeqCst), 2);
+    }
+
+    /// A status this writer wrote is not queued again while the object's
+    /// `resourceVersion` is the one the write made, whatever the
+    /// translation's timestamps; a change of the object queues it again
+    /// (and the writer compares it with the live status: equal, nothing
+    /// written).
+    #[tokio::test]
+    async fn a_confirmed_status_is_not_queued_again() {
+        let patches = Arc::new(AtomicUsize::new(0));
+        let seen = patches.clone();
+        let parent = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "infra", "name": "gw"});
+        let cond = |time: &str| json!({"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "observedGeneration": 1, "lastTransitionTime": time});
+        let live = |version: &str, status: Value| -> DynamicObject {
+            serde_json::from_value(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"name": "r", "namespace": "app", "resourceVersion": version, "generation": 1},
+                "status": status,
+            }))
+            .expect("route")
+        };
+        let written =
+            json!({"parents": [{"parentRef": parent, "controllerName": "us", "conditions": [cond("T1")]}]});
+        let answer = serde_json::to_value(live("8", written.clone())).expect("json");
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let (seen, answer) = (seen.clone(), answer.clone());
+            async move {
+                assert_eq!(request.method(), http::Method::PATCH);
+                seen.fetch_add(1, Ordering::SeqCst);
+                http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(answer.to_string().into_bytes()))
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            }
+        });
+        let client = Client::new(service, "default");
+        let ar = Kind::HttpRoute.api_resource();
+        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
+        writer.apply_watcher_event(&watcher::Event::Apply(live("7", json!({}))));
+        let stores = Stores::default();
+        stores.insert(
+            crate::Resource::Kind(Kind::HttpRoute),
+            crate::Watched {
+                ar,
+                namespaced: true,
+                store: writer.as_reader(),
+                fresh: crate::Fresh::default(),
+            },
+        );
+        let leader = tokio::sync::watch::channel(true).1;
+        let metrics = KubeMetrics::default();
+        let status_writer = StatusWriter::start(client, stores, "us".into(), leader, metrics.clone());
+        let publish = |time: &str| {
+            status_writer.publish(&[translate::ObjectStatus::new(
+                "gateway.networking.k8s.io/v1",
+                "HTTPRoute",
+                Some("app"),
+                "r",
+                json!({"parents": [{"parentRef": parent, "controllerName": "us", "conditions": [cond(time)]}]}),
+            )]);
+        };
+        let labels = KindLabels::of(Kind::HttpRoute);
+        let settle = || async {
+            for _ in 0..100 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if metrics.status_queue_depth.get() == 0 {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        publish("T1");
+        settle().await;
+        assert_eq!(patches.load(Ordering::SeqCst), 1, "the first status is written");
+        // The store sees the write.
+        writer.apply_watcher_event(&watcher::Event::Apply(live("8", written.clone())));
+        publish("T2");
+        assert_eq!(
+            metrics.status_queue_depth.get(),
+            0,
+            "a confirmed status was queued again"
+        );
+        settle().await;
+        assert_eq!(metrics.status_unchanged.get_or_create(&labels).get(), 0);
+        assert_eq!(patches.load(Ordering::SeqCst), 1);
+        // Someone else changed the object: compared again, still equal.
+        writer.apply_watcher_event(&watcher::Event::Apply(live("9", written)));
+        publish("T3");
+        assert_eq!(metrics.status_queue_depth.get(), 1, "a changed object is queued");
+        settle().await;
+        assert_eq!(metrics.status_unchanged.get_or_create(&labels).get(), 1);
+        assert_eq!(patches.load(Ordering::SeqCst), 1, "nothing to write");
+    }
+
+    #[test]
+    fn a_fingerprint_ignores_transition_times_and_key_order() {
+        let a = json!({"conditions": [{"type": "A", "status": "True", "lastTransitionTime": "T0"}]});
+        let b = json!({"conditions": [{"lastTransitionTime": "T1", "status": "True", "type": "A"}]});
+        let c = json!({"conditions": [{"type": "A", "status": "False", "lastTransitionTime": "T0"}]});
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        assert_ne!(fingerprint(&a), fingerprint(&c));
     }
 }
