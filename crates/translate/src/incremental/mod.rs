@@ -56,6 +56,14 @@
 //!   reused by another route meanwhile), the same listener policy and the
 //!   same configuration retry policy (`xds::route`). Fenced hosts are
 //!   always built.
+//! - **The route order and the age order** (the precedence tie-break):
+//!   last call's two permutations are offered whatever changed, and each
+//!   is taken only when its comparison is strictly increasing along it on
+//!   this call's routes (`pipeline::sorted_by`): then it is the only
+//!   sorted order, the one a sort would produce. A route added, removed,
+//!   renamed or given another creation time fails that check (or the
+//!   length check) and the routes are sorted again. The check is O(routes)
+//!   comparisons, the sort it saves O(routes log routes).
 //! - **Everything else** (Gateway and ListenerSet status, policy reports,
 //!   HTTPProxy's cross-tree steps, route models, policy attachment) runs in full on every
 //!   call: those steps read all routes at once (attached-route counts,
@@ -159,6 +167,16 @@ struct Prev {
     proxy_trees: httpproxy::Trees,
     bindings: HashMap<RouteKey, Vec<ParentBinding>>,
     tails: HashMap<RouteKey, RouteTail>,
+    orders: Option<Orders>,
+}
+
+/// Last call's route order and age order (indices into the routes as the
+/// pipeline read them from the inputs, then sorted): candidates the
+/// pipeline takes only when they still sort this call's routes strictly
+/// (`pipeline::sorted_by`), so they are offered whatever changed.
+pub(crate) struct Orders {
+    pub(crate) sorted: Vec<usize>,
+    pub(crate) by_age: Vec<usize>,
 }
 
 impl Translator {
@@ -188,7 +206,7 @@ impl Translator {
     /// Translates `inputs` as [`crate::translate_seams`] would, reusing the
     /// works of routes unchanged since the previous call.
     pub fn translate(&mut self, inputs: Arc<dyn Held>, settings: &Settings, seams: Seams<'_>) -> Output {
-        let prev = self.prev.take();
+        let mut prev = self.prev.take();
         // Dropped here only if the caller did not take it after last call.
         self.retired = None;
         if seams.hooks.is_some() {
@@ -203,6 +221,7 @@ impl Translator {
         }
         let new = inputs.inputs();
         let ambiguous = duplicate_keys(new);
+        let prior_orders = prev.as_mut().and_then(|p| p.orders.take());
         let (prior, prior_gateways, prior_bindings, prior_tails, full, proxies) = match prev {
             None => (
                 HashMap::new(),
@@ -252,6 +271,8 @@ impl Translator {
             next_bindings: HashMap::new(),
             prior_tails,
             next_tails: HashMap::new(),
+            prior_orders,
+            next_orders: None,
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
@@ -272,6 +293,7 @@ impl Translator {
             proxy_trees,
             bindings: memo.next_bindings,
             tails: memo.next_tails,
+            orders: memo.next_orders,
         });
         out
     }
@@ -301,6 +323,9 @@ pub(crate) struct RouteMemo {
     next_bindings: HashMap<RouteKey, Vec<ParentBinding>>,
     prior_tails: HashMap<RouteKey, RouteTail>,
     next_tails: HashMap<RouteKey, RouteTail>,
+    /// Last call's orders, offered to the pipeline, and this call's.
+    pub(crate) prior_orders: Option<Orders>,
+    pub(crate) next_orders: Option<Orders>,
 }
 
 /// The pipeline's binding of every route with the memo: an unchanged route
