@@ -166,14 +166,15 @@ pub(crate) fn translate_memo(
 
     // Bind every route, counting attachments per listener.
     let bind = |r: &Route<'_>| binding::bind(&index, &gateways, &listener_sets, r);
-    let bindings: Vec<Vec<ParentBinding>> = match memo.as_deref_mut() {
+    // Shared with the incremental translator's memo (not copied).
+    let bindings: Vec<Arc<Vec<ParentBinding>>> = match memo.as_deref_mut() {
         Some(m) => crate::incremental::bind_all(m, &routes, bind),
-        None => routes.iter().map(bind).collect(),
+        None => routes.iter().map(|r| Arc::new(bind(r))).collect(),
     };
     out.scoped_policies = policy::scope::in_force(&scopes, &attachment, &routes, &bindings, &gateways);
     for bs in &bindings {
         let mut counted = BTreeSet::new();
-        for b in bs {
+        for b in bs.iter() {
             for a in &b.attachments {
                 if counted.insert((b.gateway, a.listener)) {
                     gateways[b.gateway].listeners[a.listener].attached_routes += 1;
@@ -686,7 +687,7 @@ fn build_all(
     index: &Index<'_>,
     gateways: &[GatewayState<'_>],
     routes: &[Route<'_>],
-    bindings: &[Vec<ParentBinding>],
+    bindings: &[Arc<Vec<ParentBinding>>],
     age_rank: &[usize],
     effective: &[Vec<Option<Box<policy::Effective>>>],
     scopes: &[policy::scope::GatewayScopes],
