@@ -335,20 +335,53 @@ impl World {
         Some(format!("tweak {name} at {i} to {letter}"))
     }
 
+    /// Two routes swap their names (each file keeps its place): the same
+    /// number of routes and the same names, in other positions of the
+    /// inputs and (when their namespaces differ) under other keys — what a
+    /// memo of the route order must not take for the previous order.
+    fn swap_names(&mut self, rng: &mut Rng) -> Option<String> {
+        let names: Vec<String> = self
+            .files
+            .keys()
+            .filter(|n| n.starts_with("route-"))
+            .cloned()
+            .collect();
+        let a = names.get(rng.below(names.len()))?.clone();
+        let b = names.get(rng.below(names.len()))?.clone();
+        let name_of = |text: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("  name: "))
+                .map(str::to_string)
+        };
+        let (ta, tb) = (self.files.get(&a)?.clone(), self.files.get(&b)?.clone());
+        let (na, nb) = (name_of(&ta)?, name_of(&tb)?);
+        let rename = |text: &str, from: &str, to: &str| {
+            text.replacen(&format!("  name: {from}\n"), &format!("  name: {to}\n"), 1)
+        };
+        self.files.insert(a.clone(), rename(&ta, &na, &nb));
+        self.files.insert(b.clone(), rename(&tb, &nb, &na));
+        Some(format!("swap the names of {a} ({na}) and {b} ({nb})"))
+    }
+
     /// One random edit; returns what it did (for the failure message).
     fn edit(&mut self, rng: &mut Rng) -> String {
         // Routes most often, as in real use.
         let kind = [
-            "route", "route", "route", "route", "tweak", "tweak", "tweak", "gateway", "policy", "service",
-            "secret", "grant",
-        ][rng.below(12)];
+            "route", "route", "route", "route", "tweak", "tweak", "tweak", "swap", "gateway", "policy",
+            "service", "secret", "grant",
+        ][rng.below(13)];
         if kind == "tweak"
             && let Some(what) = self.tweak(rng)
         {
             return what;
         }
+        if kind == "swap"
+            && let Some(what) = self.swap_names(rng)
+        {
+            return what;
+        }
         let (max, file) = match kind {
-            "route" | "tweak" => (14, "route"),
+            "route" | "tweak" | "swap" => (14, "route"),
             "gateway" => (3, "gateway"),
             "policy" => (4, "policy"),
             "service" => (5, "service"),
@@ -367,7 +400,7 @@ impl World {
             "add"
         };
         match kind {
-            "route" | "tweak" => self.route(rng, i),
+            "route" | "tweak" | "swap" => self.route(rng, i),
             "gateway" => self.gateway(rng, i),
             "policy" => self.policy(rng, i),
             "service" => self.service(rng, i),

@@ -368,7 +368,7 @@ pub fn report_conflicts(
     source: &api::Source,
     installed: &Installed,
     routes: &[crate::route::model::Route<'_>],
-    bindings: &[Vec<crate::binding::ParentBinding>],
+    bindings: &[std::sync::Arc<Vec<crate::binding::ParentBinding>>],
     statuses: &mut Statuses,
     reports: &mut [crate::route_status::RouteReport],
     out: &mut crate::Output,

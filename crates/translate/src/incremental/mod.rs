@@ -44,7 +44,13 @@
 //!   - its tail ([`Gateways::tails`]), when its works were reused: status
 //!     reads the route, its bindings, its report (from its works) and the
 //!     Gateways' names; the call's transition time and the route's source
-//!     are the only things restamped.
+//!     are the only things restamped. Tails are kept with their keys in
+//!     route order and looked up by position first (the key compared),
+//!     then by key from the first route found elsewhere: the lookup, not
+//!     the reuse condition, is what the position saves.
+//!
+//!   Bindings and works are shared (`Arc`) between the memo and the
+//!   pipeline, never copied.
 //! - **A Gateway's assembly** (merging its works into virtual hosts, scope
 //!   projection, xDS) is reused whole when all its works were reused and
 //!   they are the same routes on the same listeners in the same relative
@@ -56,6 +62,14 @@
 //!   reused by another route meanwhile), the same listener policy and the
 //!   same configuration retry policy (`xds::route`). Fenced hosts are
 //!   always built.
+//! - **The route order and the age order** (the precedence tie-break):
+//!   last call's two permutations are offered whatever changed, and each
+//!   is taken only when its comparison is strictly increasing along it on
+//!   this call's routes (`pipeline::sorted_by`): then it is the only
+//!   sorted order, the one a sort would produce. A route added, removed,
+//!   renamed or given another creation time fails that check (or the
+//!   length check) and the routes are sorted again. The check is O(routes)
+//!   comparisons, the sort it saves O(routes log routes).
 //! - **Everything else** (Gateway and ListenerSet status, policy reports,
 //!   HTTPProxy's cross-tree steps, route models, policy attachment) runs in full on every
 //!   call: those steps read all routes at once (attached-route counts,
@@ -157,8 +171,18 @@ struct Prev {
     works: HashMap<RouteKey, Vec<Arc<Work>>>,
     gateways: HashMap<String, GatewayMemo>,
     proxy_trees: httpproxy::Trees,
-    bindings: HashMap<RouteKey, Vec<ParentBinding>>,
-    tails: HashMap<RouteKey, RouteTail>,
+    bindings: HashMap<RouteKey, Arc<Vec<ParentBinding>>>,
+    tails: Vec<(RouteKey, RouteTail)>,
+    orders: Option<Orders>,
+}
+
+/// Last call's route order and age order (indices into the routes as the
+/// pipeline read them from the inputs, then sorted): candidates the
+/// pipeline takes only when they still sort this call's routes strictly
+/// (`pipeline::sorted_by`), so they are offered whatever changed.
+pub(crate) struct Orders {
+    pub(crate) sorted: Vec<usize>,
+    pub(crate) by_age: Vec<usize>,
 }
 
 impl Translator {
@@ -188,7 +212,7 @@ impl Translator {
     /// Translates `inputs` as [`crate::translate_seams`] would, reusing the
     /// works of routes unchanged since the previous call.
     pub fn translate(&mut self, inputs: Arc<dyn Held>, settings: &Settings, seams: Seams<'_>) -> Output {
-        let prev = self.prev.take();
+        let mut prev = self.prev.take();
         // Dropped here only if the caller did not take it after last call.
         self.retired = None;
         if seams.hooks.is_some() {
@@ -203,12 +227,13 @@ impl Translator {
         }
         let new = inputs.inputs();
         let ambiguous = duplicate_keys(new);
+        let prior_orders = prev.as_mut().and_then(|p| p.orders.take());
         let (prior, prior_gateways, prior_bindings, prior_tails, full, proxies) = match prev {
             None => (
                 HashMap::new(),
                 HashMap::new(),
                 HashMap::new(),
-                HashMap::new(),
+                Vec::new(),
                 Some(Full::First),
                 Default::default(),
             ),
@@ -218,7 +243,7 @@ impl Translator {
                     HashMap::new(),
                     HashMap::new(),
                     HashMap::new(),
-                    HashMap::new(),
+                    Vec::new(),
                     Some(Full::Context),
                     Default::default(),
                 )
@@ -251,7 +276,9 @@ impl Translator {
             prior_bindings,
             next_bindings: HashMap::new(),
             prior_tails,
-            next_tails: HashMap::new(),
+            next_tails: Vec::new(),
+            prior_orders,
+            next_orders: None,
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
@@ -272,6 +299,7 @@ impl Translator {
             proxy_trees,
             bindings: memo.next_bindings,
             tails: memo.next_tails,
+            orders: memo.next_orders,
         });
         out
     }
@@ -297,10 +325,15 @@ pub(crate) struct RouteMemo {
     hosts_encoded: usize,
     /// The pipeline's routes' keys, in its order (set by [`bind_all`]).
     keys: Vec<RouteKey>,
-    prior_bindings: HashMap<RouteKey, Vec<ParentBinding>>,
-    next_bindings: HashMap<RouteKey, Vec<ParentBinding>>,
-    prior_tails: HashMap<RouteKey, RouteTail>,
-    next_tails: HashMap<RouteKey, RouteTail>,
+    prior_bindings: HashMap<RouteKey, Arc<Vec<ParentBinding>>>,
+    next_bindings: HashMap<RouteKey, Arc<Vec<ParentBinding>>>,
+    /// Every route's tail with its key, in last call's route order: looked
+    /// up by position first ([`Gateways::tails`]).
+    prior_tails: Vec<(RouteKey, RouteTail)>,
+    next_tails: Vec<(RouteKey, RouteTail)>,
+    /// Last call's orders, offered to the pipeline, and this call's.
+    pub(crate) prior_orders: Option<Orders>,
+    pub(crate) next_orders: Option<Orders>,
 }
 
 /// The pipeline's binding of every route with the memo: an unchanged route
@@ -312,7 +345,7 @@ pub(crate) fn bind_all(
     memo: &mut RouteMemo,
     routes: &[Route<'_>],
     bind: impl Fn(&Route<'_>) -> Vec<ParentBinding>,
-) -> Vec<Vec<ParentBinding>> {
+) -> Vec<Arc<Vec<ParentBinding>>> {
     memo.keys = routes
         .iter()
         .map(|r| (r.kind, r.namespace.clone(), r.name.clone()))
@@ -322,10 +355,10 @@ pub(crate) fn bind_all(
     for (r, k) in routes.iter().zip(&memo.keys) {
         let b = match memo.prior_bindings.remove(k) {
             Some(b) if memo.prior.contains_key(k) => b,
-            _ => bind(r),
+            _ => Arc::new(bind(r)),
         };
         if !memo.ambiguous.contains(k) {
-            memo.next_bindings.insert(k.clone(), b.clone());
+            memo.next_bindings.insert(k.clone(), Arc::clone(&b));
         }
         out.push(b);
     }
@@ -451,26 +484,45 @@ impl<'m> Gateways<'m> {
         let Some(memo) = self.memo.as_deref_mut() else {
             return (0..n).map(|_| None).collect();
         };
+        // Last call's tails by position: when the routes are the same keys
+        // in the same order (an edit that adds, removes or renames no
+        // route), each is found where it was, and the key comparison is
+        // all the lookup costs. From the first one not found there, the
+        // remaining ones are looked up by key.
+        let mut by_position: Vec<Option<(RouteKey, RouteTail)>> = std::mem::take(&mut memo.prior_tails)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut by_key: Option<HashMap<RouteKey, RouteTail>> = None;
         (0..n)
             .map(|ri| {
                 let reused = !memo.rebuilt.get(ri).copied().unwrap_or(true);
                 let k = memo.keys.get(ri)?;
-                reused.then(|| memo.prior_tails.remove(k)).flatten()
+                if !reused {
+                    return None;
+                }
+                if by_key.is_none()
+                    && let Some(slot) = by_position.get_mut(ri)
+                    && slot.as_ref().is_some_and(|(pk, _)| pk == k)
+                {
+                    return slot.take().map(|(_, t)| t);
+                }
+                by_key
+                    .get_or_insert_with(|| by_position.iter_mut().filter_map(Option::take).collect())
+                    .remove(k)
             })
             .collect()
     }
 
-    /// Keeps every route's tail for the next call.
+    /// Keeps every route's tail for the next call, with its key, in route
+    /// order. The tails of keys held by several routes are kept too but
+    /// never taken: a tail is taken only for a route whose works were
+    /// reused, and works are never reused for such a key.
     pub(crate) fn keep_tails(&mut self, tails: Vec<RouteTail>) {
         let Some(memo) = self.memo.as_deref_mut() else {
             return;
         };
-        memo.next_tails.reserve(tails.len());
-        for (k, t) in memo.keys.iter().zip(tails) {
-            if !memo.ambiguous.contains(k) {
-                memo.next_tails.insert(k.clone(), t);
-            }
-        }
+        memo.next_tails = std::mem::take(&mut memo.keys).into_iter().zip(tails).collect();
     }
 
     /// Per Gateway: its reused assembly, if any.

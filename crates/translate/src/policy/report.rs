@@ -20,7 +20,7 @@ pub fn report(
     scopes: &super::scope::Scopes,
     providers: &BTreeMap<(String, String), super::ext_auth::Provider>,
     routes: &[Route<'_>],
-    bindings: &[Vec<ParentBinding>],
+    bindings: &[std::sync::Arc<Vec<ParentBinding>>],
     gateways: &[GatewayState<'_>],
     settings: &Settings,
     out: &mut Output,
@@ -31,7 +31,7 @@ pub fn report(
         let mut ancestors: BTreeSet<super::scope::Ancestor> =
             scopes.reached.get(pi).cloned().unwrap_or_default();
         for &ri in reached {
-            for b in &bindings[ri] {
+            for b in bindings[ri].iter() {
                 if !b.attachments.is_empty() {
                     ancestors.insert(super::scope::Ancestor::gateway(&gateways[b.gateway]));
                 }

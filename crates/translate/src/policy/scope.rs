@@ -686,7 +686,7 @@ pub fn in_force(
     scopes: &Scopes,
     attachment: &super::attach::Attachment,
     routes: &[crate::route::model::Route<'_>],
-    bindings: &[Vec<crate::binding::ParentBinding>],
+    bindings: &[std::sync::Arc<Vec<crate::binding::ParentBinding>>],
     gateways: &[GatewayState<'_>],
 ) -> crate::ScopedPolicies {
     let mut out = crate::ScopedPolicies::default();
@@ -694,7 +694,7 @@ pub fn in_force(
     let mut slots: std::collections::HashMap<(usize, usize), Option<usize>> = Default::default();
     for (ri, route) in routes.iter().enumerate() {
         let mut listeners = Vec::new();
-        for b in &bindings[ri] {
+        for b in bindings[ri].iter() {
             for a in &b.attachments {
                 let slot = *slots.entry((b.gateway, a.listener)).or_insert_with(|| {
                     let features = listener_features(scopes, gateways, b.gateway, a.listener);
