@@ -46,7 +46,9 @@ fn main() {
     for e in 0..edits {
         // One route's first path match gets a new value.
         let ri = (e * 7919) % inputs.http_routes.len();
-        let route = &mut inputs.http_routes[ri].object;
+        // Copy on write: the snapshot the translator holds keeps the old
+        // route; every other route stays shared between the two.
+        let route = Arc::make_mut(&mut inputs.http_routes[ri].object);
         if let Some(path) = route
             .spec
             .rules
