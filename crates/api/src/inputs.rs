@@ -1,4 +1,13 @@
 //! The input snapshot: every object a provider has loaded, by kind.
+//!
+//! Data model: [`Inputs`] is a list per kind of [`Sourced`] entries; an
+//! entry is where the object was read (file and line), the object behind
+//! an `Arc`, and what in it could not be read. The object is built once by
+//! the loader and then only shared: a provider's caches and every snapshot
+//! built from them point at the same allocation, so cloning [`Inputs`]
+//! copies entries (a source, a pointer, usually an empty list), never an
+//! object, and an object that did not change between two snapshots is the
+//! same pointer in both (ARCHITECTURE.md §1, "Shared objects").
 
 use gateway_api::experimental::{
     gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
@@ -15,8 +24,8 @@ use crate::policy::{GatewayExtension, TrafficPolicy};
 
 /// An object together with where it was read from.
 ///
-/// The object is shared, never copied: the loader builds it once
-/// ([`Sourced::new`]), and every holder after that — the file provider's
+/// The object is shared, never copied: the loader builds it once, and
+/// every holder after that — the file provider's
 /// per-file state and its [`crate::loader::DocumentCache`], the Kubernetes
 /// provider's per-object cache, every snapshot's [`Inputs`] and their
 /// clones — points at that one allocation. An object whose document did

@@ -16,6 +16,7 @@ pub(crate) struct Builder {
     pub(crate) client: Client,
     pub(crate) metrics: metrics::KubeMetrics,
     pub(crate) loader: api::loader::Options,
+    /// Each object's load; snapshots share its objects (`api::Sourced`).
     pub(crate) cache: HashMap<ObjectKey, (String, Loaded)>,
     /// The objects of the last build, in order (`None` before the first).
     last: Option<Vec<ObjectKey>>,

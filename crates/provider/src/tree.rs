@@ -1,6 +1,11 @@
 //! Per-file state of the watched directory: for every manifest file, the
 //! last good load and why the version on disk is not in force, if it isn't.
 //!
+//! Objects are shared, not copied (`api::Sourced`): a file's good load,
+//! its document cache and every snapshot [`Tree::loaded`] builds point at
+//! the same allocations, and a document that did not change keeps its
+//! objects across reloads of its file.
+//!
 //! Files are keyed by their path relative to the root, so the map's order
 //! (component-wise, as [`Path`] compares) is the order `load_path` reads a
 //! directory in, and every subtree is one contiguous range of the map.
@@ -68,6 +73,8 @@ struct FileState {
     empty_since: Option<Instant>,
     /// The decoded documents of the last version read: a new version
     /// decodes only its changed documents (`api::loader::DocumentCache`).
+    /// Its objects are `good`'s own allocations (and every published
+    /// snapshot's), not copies: see `api::Sourced`.
     documents: loader::DocumentCache,
 }
 

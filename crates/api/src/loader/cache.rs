@@ -11,6 +11,12 @@
 //! diagnostic is decoded again on every load (its lines and messages are
 //! the spanned path's). The cache holds the documents of the last load
 //! only, so it is bounded by the file's size.
+//!
+//! It holds no copy of its own: an entry's objects are the very `Arc`s the
+//! load handed out (`api::Sourced`), and a reused document hands the same
+//! ones out again, only its entries' lines re-stamped. So the file's last
+//! load, the cache and every snapshot built from them share each object,
+//! and an unchanged document is the same pointer across loads of its file.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -20,7 +26,7 @@ use crate::Inputs;
 
 /// One file's decoded documents (see the module docs). Cloning is cheap
 /// (the documents are shared, never changed in place: a load builds the
-/// next set beside them).
+/// next set beside them; their objects are shared with the loads).
 #[derive(Clone, Default)]
 pub struct DocumentCache {
     /// The file and options the entries were decoded for; another file
