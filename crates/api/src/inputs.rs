@@ -1,4 +1,13 @@
 //! The input snapshot: every object a provider has loaded, by kind.
+//!
+//! Data model: [`Inputs`] is a list per kind of [`Sourced`] entries; an
+//! entry is where the object was read (file and line), the object behind
+//! an `Arc`, and what in it could not be read. The object is built once by
+//! the loader and then only shared: a provider's caches and every snapshot
+//! built from them point at the same allocation, so cloning [`Inputs`]
+//! copies entries (a source, a pointer, usually an empty list), never an
+//! object, and an object that did not change between two snapshots is the
+//! same pointer in both (ARCHITECTURE.md §1, "Shared objects").
 
 use gateway_api::experimental::{
     gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute, httproutes::HttpRoute,
@@ -6,6 +15,7 @@ use gateway_api::experimental::{
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use std::sync::Arc;
 
 use crate::Source;
 use crate::gateway_parameters::GatewayParameters;
@@ -13,10 +23,21 @@ use crate::httpproxy::{HttpProxy, TlsCertificateDelegation};
 use crate::policy::{GatewayExtension, TrafficPolicy};
 
 /// An object together with where it was read from.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// The object is shared, never copied: the loader builds it once, and
+/// every holder after that — the file provider's
+/// per-file state and its [`crate::loader::DocumentCache`], the Kubernetes
+/// provider's per-object cache, every snapshot's [`Inputs`] and their
+/// clones — points at that one allocation. An object whose document did
+/// not change keeps its `Arc` across loads, so a consumer can tell
+/// "unchanged" with [`Arc::ptr_eq`] before comparing values (the
+/// incremental translator does). Code that must change an object after it
+/// was shared uses [`Arc::make_mut`], which copies only when another
+/// holder still points at it.
+#[derive(Debug)]
 pub struct Sourced<T> {
     pub source: Source,
-    pub object: T,
+    pub object: Arc<T>,
     /// Values inside the object's rules (HTTPRoute, GRPCRoute) or listeners
     /// (Gateway, ListenerSet) that could not be read, see [`Unreadable`];
     /// empty otherwise.
@@ -45,6 +66,50 @@ pub struct Unreadable {
     pub path: Vec<FieldStep>,
     /// Why it cannot be read, e.g. `unknown value "Foo", expected one of ...`.
     pub message: String,
+}
+
+impl<T> Sourced<T> {
+    /// An object read from `source` with nothing unreadable in it.
+    pub fn new(source: Source, object: T) -> Self {
+        Self {
+            source,
+            object: Arc::new(object),
+            unreadable: Vec::new(),
+        }
+    }
+
+    /// Whether `self` and `other` carry equal objects with the same
+    /// unreadable values (where they were read from is not compared). The
+    /// same allocation is equal without a look inside; only different
+    /// allocations are compared field by field.
+    pub fn same(&self, other: &Self) -> bool
+    where
+        T: PartialEq,
+    {
+        self.unreadable == other.unreadable
+            && (Arc::ptr_eq(&self.object, &other.object) || self.object == other.object)
+    }
+}
+
+/// Not derived: a derived `Clone` would ask `T: Clone`. Without that bound
+/// the compiler proves that cloning an entry (or a whole [`Inputs`])
+/// copies no object.
+impl<T> Clone for Sourced<T> {
+    fn clone(&self) -> Self {
+        Self {
+            source: self.source.clone(),
+            object: Arc::clone(&self.object),
+            unreadable: self.unreadable.clone(),
+        }
+    }
+}
+
+/// As a derived `==` (source, object, unreadable values), the object
+/// compared by pointer first.
+impl<T: PartialEq> PartialEq for Sourced<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source && self.same(other)
+    }
 }
 
 impl Unreadable {
@@ -230,5 +295,37 @@ impl Inputs {
         self.http_proxies.extend(other.http_proxies);
         self.tls_certificate_delegations
             .extend(other.tls_certificate_delegations);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Never equal, not even to itself: only a pointer compare can find
+    /// two entries of it equal.
+    #[derive(Debug)]
+    struct Never;
+    impl PartialEq for Never {
+        fn eq(&self, _: &Self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn the_same_allocation_is_equal_unread() {
+        let a = Sourced::new(Source::new("a.yaml", 1), Never);
+        let shared = a.clone();
+        assert!(
+            a.same(&shared) && a == shared,
+            "one allocation: equal without a look"
+        );
+        let copy = Sourced::new(a.source.clone(), Never);
+        assert!(!a.same(&copy) && a != copy, "two allocations: compared by value");
+        let moved = Sourced {
+            source: Source::new("a.yaml", 2),
+            ..a.clone()
+        };
+        assert!(a.same(&moved) && a != moved, "`==` still compares the source");
     }
 }

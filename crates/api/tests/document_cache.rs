@@ -111,3 +111,82 @@ fn json_files_and_options_are_keyed() {
     assert_eq!(second, load_str_with("w.yaml", widget, &plain));
     assert_eq!(cache.decoded(), 1);
 }
+
+/// The cache and the loads share each object (one allocation, see
+/// `api::Sourced`): a load of unchanged text hands out the very `Arc`s of
+/// the load before; an edited document gets a new one and its neighbours,
+/// moved down a line or not, keep theirs; the cache keeps no copy of its
+/// own (an object lives exactly as long as a load or the cache points at
+/// it) and lets go of what the last load no longer has.
+#[test]
+fn loads_share_each_object_with_the_cache() {
+    use std::sync::{Arc, Weak};
+
+    let mut documents: Vec<String> = (0..5).flat_map(|i| [route(i, "/a"), service(i)]).collect();
+    let mut cache = DocumentCache::default();
+    let options = Options::default();
+    let file = "routes.yaml";
+    let first = load_str_cached(file, &stream(&documents), &options, &mut cache);
+    let again = load_str_cached(file, &stream(&documents), &options, &mut cache);
+    assert_eq!(first.inputs.http_routes.len(), 5);
+    for (a, b) in first.inputs.http_routes.iter().zip(&again.inputs.http_routes) {
+        assert!(Arc::ptr_eq(&a.object, &b.object), "unchanged text, same object");
+    }
+    for (a, b) in first.inputs.services.iter().zip(&again.inputs.services) {
+        assert!(Arc::ptr_eq(&a.object, &b.object), "unchanged text, same object");
+    }
+
+    // Route 1 edited and one line longer: routes 2.. move down a line.
+    documents[2] = route(1, "/edited").replace("spec:\n", "spec:\n  hostnames: [a.example.com]\n");
+    let edited = load_str_cached(file, &stream(&documents), &options, &mut cache);
+    let (old, new) = (&first.inputs.http_routes, &edited.inputs.http_routes);
+    assert!(
+        !Arc::ptr_eq(&old[1].object, &new[1].object),
+        "the edited route is new"
+    );
+    assert_ne!(old[1].object, new[1].object);
+    for i in [0, 2, 3, 4] {
+        assert!(
+            Arc::ptr_eq(&old[i].object, &new[i].object),
+            "route {i} kept its object"
+        );
+    }
+    assert_eq!(
+        new[2].source.line,
+        old[2].source.line + 1,
+        "re-stamped, not copied"
+    );
+    for (a, b) in first.inputs.services.iter().zip(&edited.inputs.services) {
+        assert!(Arc::ptr_eq(&a.object, &b.object), "services kept their objects");
+    }
+
+    // No copy of its own: besides `edited`, the cache is the one holder.
+    let replaced = Arc::downgrade(&old[1].object);
+    drop((first, again));
+    assert!(
+        replaced.upgrade().is_none(),
+        "the replaced route is gone from the cache"
+    );
+    let route0 = &edited.inputs.http_routes[0].object;
+    assert_eq!(
+        Arc::strong_count(route0),
+        2,
+        "held by this load and the cache only"
+    );
+    let kept: Vec<Weak<_>> = edited
+        .inputs
+        .http_routes
+        .iter()
+        .map(|r| Arc::downgrade(&r.object))
+        .collect();
+    drop(edited);
+    assert!(
+        kept.iter().all(|w| w.upgrade().is_some()),
+        "the cache holds the same objects"
+    );
+    drop(cache);
+    assert!(
+        kept.iter().all(|w| w.upgrade().is_none()),
+        "and nothing else does"
+    );
+}

@@ -19,6 +19,7 @@ pub(crate) struct Builder {
     pub(crate) client: Client,
     pub(crate) metrics: metrics::KubeMetrics,
     pub(crate) loader: api::loader::Options,
+    /// Each object's load; snapshots share its objects (`api::Sourced`).
     pub(crate) cache: HashMap<ObjectKey, (String, Loaded)>,
     /// The objects of the last build, in order (`None` before the first).
     last: Option<Vec<ObjectKey>>,
@@ -345,5 +346,53 @@ mod tests {
             .expect("watched");
         crate::prune(&routes.fresh, &watched.store);
         assert!(routes.fresh.lock().expect("fresh").is_empty());
+    }
+
+    /// Snapshots share the cached objects (`api::Sourced`): a route not
+    /// edited is the same allocation in the snapshot after another
+    /// route's edit, and the cache keeps no copy of its own.
+    #[tokio::test]
+    async fn snapshots_share_the_objects_of_unedited_routes() {
+        use std::sync::Arc;
+
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no apiserver"))
+        });
+        let client = Client::new(service, "default");
+        let ar = Kind::HttpRoute.api_resource();
+        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
+        let named = |name: &str, version: &str, path: &str| {
+            let mut r = route(version, path, json!({}));
+            r.metadata.name = Some(name.into());
+            r
+        };
+        writer.apply_watcher_event(&watcher::Event::Apply(named("a", "1", "/a")));
+        writer.apply_watcher_event(&watcher::Event::Apply(named("b", "2", "/b")));
+        let stores = Stores::default();
+        stores.insert(
+            Resource::Kind(Kind::HttpRoute),
+            Watched {
+                ar,
+                namespaced: true,
+                store: writer.as_reader(),
+            },
+        );
+        let mut builder = Builder::new(
+            client,
+            metrics::KubeMetrics::default(),
+            api::loader::Options::default(),
+        );
+        let first = builder.build(&stores).await.expect("the first build");
+        writer.apply_watcher_event(&watcher::Event::Apply(named("b", "3", "/edited")));
+        let edited = builder.build(&stores).await.expect("an edit");
+        let (old, new) = (&first.inputs.http_routes, &edited.inputs.http_routes);
+        assert!(
+            Arc::ptr_eq(&old[0].object, &new[0].object),
+            "route a kept its object"
+        );
+        assert!(!Arc::ptr_eq(&old[1].object, &new[1].object), "route b is new");
+        drop(first);
+        let a = &edited.inputs.http_routes[0].object;
+        assert_eq!(Arc::strong_count(a), 2, "this snapshot and the cache, no copy");
     }
 }

@@ -172,6 +172,14 @@ fn main() {
     drop(translator);
     a = report("dropped the translator (memo; snapshot still held)", a);
     drop(provider);
+    // The provider's task is aborted, not dropped in place: wait until it
+    // is gone (it owns the channel's sender) before counting what it held.
+    rt.block_on(async {
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while snapshots.changed().await.is_ok() {}
+        })
+        .await;
+    });
     a = report("dropped the provider (per-file loads, watch channel)", a);
     drop(snapshots);
     drop(held);

@@ -1,6 +1,11 @@
 //! Per-file state of the watched directory: for every manifest file, the
 //! last good load and why the version on disk is not in force, if it isn't.
 //!
+//! Objects are shared, not copied (`api::Sourced`): a file's good load,
+//! its document cache and every snapshot [`Tree::loaded`] builds point at
+//! the same allocations, and a document that did not change keeps its
+//! objects across reloads of its file.
+//!
 //! Files are keyed by their path relative to the root, so the map's order
 //! (component-wise, as [`Path`] compares) is the order `load_path` reads a
 //! directory in, and every subtree is one contiguous range of the map.
@@ -68,6 +73,8 @@ struct FileState {
     empty_since: Option<Instant>,
     /// The decoded documents of the last version read: a new version
     /// decodes only its changed documents (`api::loader::DocumentCache`).
+    /// Its objects are `good`'s own allocations (and every published
+    /// snapshot's), not copies: see `api::Sourced`.
     documents: loader::DocumentCache,
 }
 
@@ -620,6 +627,79 @@ mod tests {
                 .as_ref()
                 .is_some_and(|rules| format!("{rules:?}").contains("/edited"))
         );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Snapshots share the provider's objects (see `api::Sourced`): two
+    /// snapshots of an unchanged tree hold the same allocations; an edit
+    /// gives the edited document a new object while its neighbours, in
+    /// its file and in others, keep theirs; and the objects live exactly
+    /// as long as the provider's state or a snapshot points at them (the
+    /// per-file `DocumentCache` holds the same ones, no copy of its own).
+    #[test]
+    fn snapshots_share_the_objects_of_unchanged_documents() {
+        use std::sync::{Arc, Weak};
+
+        let dir = std::env::temp_dir().join(format!("provider-shared-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("temp dir");
+        let (a, b) = (dir.join("a.yaml"), dir.join("b.yaml"));
+        let mut documents: Vec<String> = (0..3).map(|i| route(i, "/a")).collect();
+        fs::write(&a, documents.join("---\n")).expect("write");
+        fs::write(&b, route(9, "/b")).expect("write");
+        let mut tree =
+            Tree::new(dir.clone(), Duration::from_secs(1), loader::Options::default()).expect("tree");
+        assert!(tree.rescan().expect("rescan"));
+        let first = tree.loaded();
+        assert!(!tree.rescan().expect("rescan"), "nothing changed");
+        let second = tree.loaded();
+        let routes = |l: &Loaded| {
+            l.inputs
+                .http_routes
+                .iter()
+                .map(|r| Arc::clone(&r.object))
+                .collect::<Vec<_>>()
+        };
+        let (one, two) = (routes(&first), routes(&second));
+        assert_eq!(one.len(), 4);
+        assert!(
+            one.iter().zip(&two).all(|(x, y)| Arc::ptr_eq(x, y)),
+            "same tree, same objects"
+        );
+
+        documents[1] = route(1, "/edited");
+        fs::write(&a, documents.join("---\n")).expect("write");
+        let batch = Batch {
+            full: false,
+            paths: [tree.absolute.join("a.yaml")].into_iter().collect(),
+        };
+        assert!(tree.apply(&batch));
+        let three = routes(&tree.loaded());
+        assert!(!Arc::ptr_eq(&one[1], &three[1]), "the edited route is new");
+        for i in [0, 2, 3] {
+            assert!(Arc::ptr_eq(&one[i], &three[i]), "route {i} kept its object");
+        }
+
+        // Held by the file's good load and its document cache, nothing
+        // else, once the snapshots are gone.
+        drop((first, second, one, two));
+        assert!(
+            three.iter().all(|r| Arc::strong_count(r) == 3),
+            "this test, the load, the cache"
+        );
+        let weak: Vec<Weak<_>> = three.iter().map(Arc::downgrade).collect();
+        drop(three);
+        assert!(
+            weak.iter().all(|w| w.upgrade().is_some()),
+            "the provider holds them"
+        );
+        fs::remove_file(&a).expect("remove");
+        assert!(tree.apply(&batch));
+        assert!(
+            weak[..3].iter().all(|w| w.upgrade().is_none()),
+            "gone with their file"
+        );
+        assert!(weak[3].upgrade().is_some(), "the other file's route stays");
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -7,7 +7,12 @@
 //! `cargo run --release -p translate --example translate_edit -- 10000 30`
 //! (`PORTCULLIS_THREADS=n` as `translate_scale`). A third argument `inc`
 //! runs only the incremental translations (for a profiler: `perf record`
-//! sees no full translation; the outputs are then not compared).
+//! sees no full translation; the outputs are then not compared). A third
+//! argument `copied` times, instead of the full translation, a second
+//! incremental translator fed the same inputs with every object copied
+//! (each snapshot its own objects, as before they were shared, see
+//! `api::Sourced`): the cost of comparing unchanged objects field by
+//! field rather than by pointer, alternating with the shared run.
 
 /// The allocator of the `portcullis` binary (which runs this library), so
 /// the figures are the product's.
@@ -28,7 +33,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let edits: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(30);
-    let only_incremental = args.next().as_deref() == Some("inc");
+    let mode = args.next();
+    let only_incremental = mode.as_deref() == Some("inc");
+    let copied_mode = mode.as_deref() == Some("copied");
     let loaded = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(n)));
     let settings = translate::Settings {
         parallelism: std::env::var("PORTCULLIS_THREADS")
@@ -40,13 +47,19 @@ fn main() {
     let mut translator = translate::incremental::Translator::new();
     let t = Instant::now();
     let first = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+    let mut copied_translator = translate::incremental::Translator::new();
+    if copied_mode {
+        drop(copied_translator.translate(Arc::new(copied(&inputs)), &settings, translate::Seams::default()));
+    }
     let first_ms = t.elapsed().as_secs_f64() * 1e3;
     drop(first);
     let (mut full, mut inc) = (Vec::new(), Vec::new());
     for e in 0..edits {
         // One route's first path match gets a new value.
         let ri = (e * 7919) % inputs.http_routes.len();
-        let route = &mut inputs.http_routes[ri].object;
+        // Copy on write: the snapshot the translator holds keeps the old
+        // route; every other route stays shared between the two.
+        let route = Arc::make_mut(&mut inputs.http_routes[ri].object);
         if let Some(path) = route
             .spec
             .rules
@@ -59,11 +72,21 @@ fn main() {
             path.value = Some(format!("/edited/{e}"));
         }
         let held = Arc::new(inputs.clone());
-        let a = (!only_incremental).then(|| {
+        let a = (copied_mode).then(|| {
+            let held = Arc::new(copied(&inputs));
             let t = Instant::now();
-            let a = translate::translate(&inputs, &settings);
+            let a = copied_translator.translate(held, &settings, translate::Seams::default());
             full.push(t.elapsed().as_secs_f64() * 1e3);
+            drop(copied_translator.retire());
             a
+        });
+        let a = a.or_else(|| {
+            (!only_incremental).then(|| {
+                let t = Instant::now();
+                let a = translate::translate(&inputs, &settings);
+                full.push(t.elapsed().as_secs_f64() * 1e3);
+                a
+            })
         });
         let t = Instant::now();
         let b = translator.translate(held, &settings, translate::Seams::default());
@@ -85,7 +108,8 @@ fn main() {
     }
     let s = translator.stats();
     println!(
-        "routes={n} edits={edits} first_ms={first_ms:.1} full_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} gateways_reused={} hosts_spliced={} hosts_encoded={}",
+        "routes={n} edits={edits} first_ms={first_ms:.1} {}_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} gateways_reused={} hosts_spliced={} hosts_encoded={}",
+        if copied_mode { "copied" } else { "full" },
         median(&mut full),
         median(&mut inc),
         s.routes_built,
@@ -94,4 +118,54 @@ fn main() {
         s.hosts_spliced,
         s.hosts_encoded
     );
+}
+
+/// `inputs` with every object copied into an allocation of its own.
+fn copied(inputs: &api::Inputs) -> api::Inputs {
+    fn each<T: Clone>(v: &[api::Sourced<T>]) -> Vec<api::Sourced<T>> {
+        v.iter()
+            .map(|s| api::Sourced {
+                object: Arc::new(T::clone(&s.object)),
+                ..s.clone()
+            })
+            .collect()
+    }
+    let api::Inputs {
+        gateway_classes,
+        gateways,
+        listener_sets,
+        http_routes,
+        grpc_routes,
+        reference_grants,
+        namespaces,
+        services,
+        endpoint_slices,
+        secrets,
+        traffic_policies,
+        gateway_extensions,
+        gateway_parameters,
+        http_proxies,
+        tls_certificate_delegations,
+        extension_resources,
+        provisioned_addresses,
+    } = inputs;
+    api::Inputs {
+        gateway_classes: each(gateway_classes),
+        gateways: each(gateways),
+        listener_sets: each(listener_sets),
+        http_routes: each(http_routes),
+        grpc_routes: each(grpc_routes),
+        reference_grants: each(reference_grants),
+        namespaces: each(namespaces),
+        services: each(services),
+        endpoint_slices: each(endpoint_slices),
+        secrets: each(secrets),
+        traffic_policies: each(traffic_policies),
+        gateway_extensions: each(gateway_extensions),
+        gateway_parameters: each(gateway_parameters),
+        http_proxies: each(http_proxies),
+        tls_certificate_delegations: each(tls_certificate_delegations),
+        extension_resources: each(extension_resources),
+        provisioned_addresses: provisioned_addresses.clone(),
+    }
 }

@@ -66,10 +66,10 @@ impl<'a> Index<'a> {
         }
         Self {
             namespace_labels,
-            services: by_namespace(inputs.services.iter().map(|s| (&s.object.metadata, &s.object))),
+            services: by_namespace(inputs.services.iter().map(|s| (&s.object.metadata, &*s.object))),
             endpoint_slices,
-            secrets: by_namespace(inputs.secrets.iter().map(|s| (&s.object.metadata, &s.object))),
-            reference_grants: inputs.reference_grants.iter().map(|g| &g.object).collect(),
+            secrets: by_namespace(inputs.secrets.iter().map(|s| (&s.object.metadata, &*s.object))),
+            reference_grants: inputs.reference_grants.iter().map(|g| &*g.object).collect(),
             endpoints_memo: Default::default(),
             endpoint_guard: Default::default(),
             extensions: None,

@@ -201,11 +201,10 @@ mod tests {
         use serde_json::json;
 
         fn sourced<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Sourced<T> {
-            Sourced {
-                source: Source::new("t.yaml", 1),
-                object: serde_json::from_value(value).expect("typed object"),
-                unreadable: Vec::new(),
-            }
+            Sourced::new(
+                Source::new("t.yaml", 1),
+                serde_json::from_value(value).expect("typed object"),
+            )
         }
         let route = |ns: &str, name: &str, backend: &str| {
             json!({"metadata": {"namespace": ns, "name": name}, "spec": {

@@ -13,8 +13,7 @@ use translate::incremental::Translator;
 use xds::{Snapshot, SnapshotCache, types};
 
 fn edit_first_path(inputs: &mut api::Inputs, route: usize, value: &str) {
-    let path = inputs.http_routes[route]
-        .object
+    let path = Arc::make_mut(&mut inputs.http_routes[route].object)
         .spec
         .rules
         .as_mut()
@@ -35,7 +34,7 @@ fn an_edit_changes_only_its_route_configuration() {
     // configurations, so "only the edited one changes" is a real claim
     // within a node too.
     for g in &mut inputs.gateways {
-        for (i, l) in g.object.spec.listeners.iter_mut().enumerate() {
+        for (i, l) in Arc::make_mut(&mut g.object).spec.listeners.iter_mut().enumerate() {
             if i % 2 == 1 {
                 l.port = 81;
             }

@@ -2,6 +2,7 @@
 //! `kind`, typed parse with field paths, defaulting, and the duplicate check.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use gateway_api::experimental::{
     gatewayclasses::GatewayClass,
@@ -247,6 +248,18 @@ impl Sink {
     }
 
     pub(crate) fn add<T: Object>(&mut self, source: Source, object: T, unreadable: Vec<Unreadable>) {
+        self.add_shared(source, Arc::new(object), unreadable);
+    }
+
+    /// [`Sink::add`] of an object already shared (taken from another load
+    /// or from a [`super::DocumentCache`]): the entry points at the same
+    /// allocation, no copy is made.
+    pub(crate) fn add_shared<T: Object>(
+        &mut self,
+        source: Source,
+        object: Arc<T>,
+        unreadable: Vec<Unreadable>,
+    ) {
         if self.single {
             T::bucket(&mut self.inputs).push(Sourced {
                 source,
@@ -277,7 +290,7 @@ impl Sink {
 
     /// Adds an extension object (first of the same group, kind, namespace
     /// and name wins, as for every kind).
-    pub(crate) fn add_extension(&mut self, source: Source, object: ExtensionObject) {
+    pub(crate) fn add_extension(&mut self, source: Source, object: Arc<ExtensionObject>) {
         let key = (
             object.group().to_string(),
             object.kind.clone(),
@@ -310,7 +323,7 @@ impl Sink {
                 unreadable,
             } in objects
             {
-                sink.add(source, object, unreadable);
+                sink.add_shared(source, object, unreadable);
             }
         }
         let Inputs {
@@ -661,13 +674,13 @@ fn load_extension(
     };
     sink.add_extension(
         source,
-        ExtensionObject {
+        Arc::new(ExtensionObject {
             api_version: api_version.to_string(),
             kind: kind.to_string(),
             namespace: namespace.to_string(),
             name: name.to_string(),
             json: json.into(),
-        },
+        }),
     );
 }
 

@@ -103,7 +103,7 @@ impl Memo {
 /// only, or not equal). Looked up as the stage does: the last object of
 /// an id wins.
 fn changed(old: &Inputs, new: &Inputs) -> HashSet<ProxyId> {
-    fn by_id(inputs: &Inputs) -> HashMap<ProxyId, &api::httpproxy::HttpProxy> {
+    fn by_id(inputs: &Inputs) -> HashMap<ProxyId, &Arc<api::httpproxy::HttpProxy>> {
         inputs
             .http_proxies
             .iter()
@@ -114,7 +114,8 @@ fn changed(old: &Inputs, new: &Inputs) -> HashSet<ProxyId> {
     let new = by_id(new);
     let mut changed: HashSet<ProxyId> = old
         .iter()
-        .filter(|(id, o)| new.get(*id).is_none_or(|n| n != *o))
+        // The same allocation (an unchanged document) is equal unread.
+        .filter(|(id, o)| new.get(*id).is_none_or(|n| !Arc::ptr_eq(n, o) && n != *o))
         .map(|(id, _)| id.clone())
         .collect();
     changed.extend(new.keys().filter(|id| !old.contains_key(*id)).cloned());
