@@ -355,36 +355,18 @@ mod tests {
     async fn snapshots_share_the_objects_of_unedited_routes() {
         use std::sync::Arc;
 
-        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
-            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no apiserver"))
-        });
-        let client = Client::new(service, "default");
-        let ar = Kind::HttpRoute.api_resource();
-        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
         let named = |name: &str, version: &str, path: &str| {
             let mut r = route(version, path, json!({}));
             r.metadata.name = Some(name.into());
             r
         };
-        writer.apply_watcher_event(&watcher::Event::Apply(named("a", "1", "/a")));
-        writer.apply_watcher_event(&watcher::Event::Apply(named("b", "2", "/b")));
-        let stores = Stores::default();
-        stores.insert(
-            Resource::Kind(Kind::HttpRoute),
-            Watched {
-                ar,
-                namespaced: true,
-                store: writer.as_reader(),
-            },
-        );
-        let mut builder = Builder::new(
-            client,
-            metrics::KubeMetrics::default(),
-            api::loader::Options::default(),
-        );
-        let first = builder.build(&stores).await.expect("the first build");
-        writer.apply_watcher_event(&watcher::Event::Apply(named("b", "3", "/edited")));
-        let edited = builder.build(&stores).await.expect("an edit");
+        let mut routes = Routes::new();
+        routes.apply(watcher::Event::Apply(named("a", "1", "/a")));
+        routes.apply(watcher::Event::Apply(named("b", "2", "/b")));
+        let mut builder = builder();
+        let first = builder.build(&routes.stores).await.expect("the first build");
+        routes.apply(watcher::Event::Apply(named("b", "3", "/edited")));
+        let edited = builder.build(&routes.stores).await.expect("an edit");
         let (old, new) = (&first.inputs.http_routes, &edited.inputs.http_routes);
         assert!(
             Arc::ptr_eq(&old[0].object, &new[0].object),
