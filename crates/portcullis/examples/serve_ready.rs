@@ -107,7 +107,12 @@ fn cpu_ms(pid: u32) -> f64 {
     // Fields after the command name, which is in parentheses.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
     // utime and stime are fields 14 and 15 of stat, 12 and 13 after ")".
     (ticks(11) + ticks(12)) * 10.0
 }
@@ -149,7 +154,10 @@ fn start_once(bin: &Path, dir: &Path, run_dir: &Path, run: usize) -> (f64, f64, 
     // The log line is written just after the admin API starts answering.
     let mut logged = Vec::new();
     for _ in 0..200 {
-        logged = fields(&std::fs::read_to_string(&log_path).unwrap_or_default(), "portcullis is serving");
+        logged = fields(
+            &std::fs::read_to_string(&log_path).unwrap_or_default(),
+            "portcullis is serving",
+        );
         if !logged.is_empty() {
             break;
         }
@@ -165,13 +173,15 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let routes: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let runs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(7);
-    let bin = std::env::var_os("PORTCULLIS_BIN").map(PathBuf::from).unwrap_or_else(|| {
-        let exe = std::env::current_exe().expect("own path");
-        exe.parent()
-            .and_then(Path::parent)
-            .map(|d| d.join("portcullis"))
-            .expect("target directory")
-    });
+    let bin = std::env::var_os("PORTCULLIS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let exe = std::env::current_exe().expect("own path");
+            exe.parent()
+                .and_then(Path::parent)
+                .map(|d| d.join("portcullis"))
+                .expect("target directory")
+        });
     assert!(
         bin.is_file(),
         "no portcullis binary at {} (build it: cargo build --release -p portcullis --bin portcullis, or set PORTCULLIS_BIN)",

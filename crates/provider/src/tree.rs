@@ -634,7 +634,10 @@ enum Version {
     Unchanged,
     /// Emptied while its good version has objects: kept for the grace
     /// period from `since`, then `path` is read again.
-    HeldEmpty { since: Instant, path: PathBuf },
+    HeldEmpty {
+        since: Instant,
+        path: PathBuf,
+    },
     /// Deleted.
     Gone,
     Next(FileState),

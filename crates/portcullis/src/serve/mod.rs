@@ -696,7 +696,8 @@ mod tests {
                     ..Default::default()
                 };
                 let (provider, snapshots) =
-                    tokio::task::spawn_blocking(move || provider::FileProvider::start(dir, options)).await??;
+                    tokio::task::spawn_blocking(move || provider::FileProvider::start(dir, options))
+                        .await??;
                 Ok::<_, anyhow::Error>(Source {
                     health: Some(provider.health()),
                     snapshots,
