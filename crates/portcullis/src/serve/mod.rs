@@ -482,9 +482,13 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
             sink.publish(&state.status_with_nacks());
         }
     };
-    let first = inputs.borrow_and_update().clone();
     let mut retry = crate::extensions::Retry::default();
-    let applied = apply(&first, &mut supervisor);
+    // Scoped: a handle kept here would hold the initial configuration for
+    // the life of the process (found by the test below).
+    let applied = {
+        let first = inputs.borrow_and_update().clone();
+        apply(&first, &mut supervisor)
+    };
     retry.after(applied.retry);
     publish(&mut sink);
 
