@@ -9,8 +9,13 @@
 //! allocator's retention (which RSS includes).
 //!
 //! ```sh
-//! cargo run --release -p portcullis --example serve_memory -- [ROUTES] [EDITS]
+//! cargo run --release -p portcullis --example serve_memory -- [ROUTES] [EDITS] [REST_SECS]
 //! ```
+//!
+//! RSS "at rest" is read after REST_SECS (default 12) without edits, after
+//! the start and after the last edit: what jemalloc's decay
+//! (`.cargo/config.toml`'s `malloc_conf`, printed first) returns by then.
+//! `_RJEM_MALLOC_CONF=...` overrides it at run time, for comparing values.
 //!
 //! The workload is the soak's (`tests/soak_e2e.rs`): one Gateway, one
 //! listener, ROUTES (default 10,000) one-rule HTTPRoutes in files of 500.
@@ -90,7 +95,17 @@ fn report(what: &str, before: usize) -> usize {
 fn main() {
     let mut args = std::env::args().skip(1);
     let routes: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
-    let edits: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
+    let edits: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let rest = Duration::from_secs(args.next().and_then(|a| a.parse().ok()).unwrap_or(12));
+    {
+        use tikv_jemalloc_ctl::{Access, AsName};
+        let dirty: Result<isize, _> = b"opt.dirty_decay_ms\0".name().read();
+        let muzzy: Result<isize, _> = b"opt.muzzy_decay_ms\0".name().read();
+        println!(
+            "jemalloc: dirty_decay_ms {dirty:?} muzzy_decay_ms {muzzy:?} background_thread {:?}",
+            tikv_jemalloc_ctl::background_thread::read()
+        );
+    }
     let dir = std::env::temp_dir().join(format!("serve-memory-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
     write(
@@ -133,6 +148,8 @@ fn main() {
     let mut out = translate_once(&mut translator, &snap);
     let mut held = snap;
     a = report("translated, xDS cache set (as at ready)", a);
+    std::thread::sleep(rest);
+    a = report(&format!("at rest ({} s after ready)", rest.as_secs()), a);
 
     let mut rng = 0x5eed_u64;
     for e in 0..edits {
@@ -164,7 +181,9 @@ fn main() {
     let stats = translator.stats();
     println!("last translation: {stats:?}");
 
-    a = report("(steady state)", a);
+    a = report(&format!("right after {edits} edits"), a);
+    std::thread::sleep(rest);
+    a = report(&format!("at rest ({} s after {edits} edits)", rest.as_secs()), a);
     drop(cache);
     a = report("dropped the xDS cache", a);
     drop(out);

@@ -39,6 +39,7 @@ enum Command {
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
+    serve::mark_process_start();
     // jemalloc returns freed pages to the OS as they age (10 s), but only
     // when some thread allocates: an idle serve kept every page its last
     // translations freed (RSS 180 MB at rest with 83 MiB live, 10,000

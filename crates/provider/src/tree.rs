@@ -361,10 +361,51 @@ impl Tree {
             self.files.remove(&path);
             changed = true;
         }
-        for path in found {
-            changed |= self.reload(&path);
+        // Read and parsed in parallel (the initial load of a large
+        // directory is most of `serve`'s start), committed in path order.
+        let found: Vec<PathBuf> = found.into_iter().collect();
+        for (path, version) in found.iter().zip(self.read_versions(&found)) {
+            changed |= self.commit(path, version);
         }
         changed
+    }
+
+    /// [`Tree::read_version`] of each path, on up to one thread per core
+    /// (at most 8), in the order given.
+    fn read_versions(&self, paths: &[PathBuf]) -> Vec<Version> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 8)
+            .min(paths.len());
+        if threads < 2 {
+            return paths.iter().map(|p| self.read_version(p)).collect();
+        }
+        // Interleaved, not contiguous: files of one directory tend to be of
+        // one size, and the threads should finish together.
+        let mut versions: Vec<Option<Version>> = std::iter::repeat_with(|| None).take(paths.len()).collect();
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    scope.spawn(move || {
+                        (t..paths.len())
+                            .step_by(threads)
+                            .map(|i| (i, self.read_version(&paths[i])))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for worker in workers {
+                // A panic while parsing is a bug; surface it as the same panic.
+                let done = worker.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+                for (i, version) in done {
+                    versions[i] = Some(version);
+                }
+            }
+        });
+        versions
+            .into_iter()
+            .map(|v| v.unwrap_or(Version::Unchanged))
+            .collect()
     }
 
     /// Collects the manifest files under `rel` the way `load_path` does:
@@ -460,6 +501,34 @@ impl Tree {
     /// Reads one manifest file and updates its state; returns whether the
     /// output changed. Identical bytes are not parsed again.
     fn reload(&mut self, rel: &Path) -> bool {
+        let version = self.read_version(rel);
+        self.commit(rel, version)
+    }
+
+    /// Applies what [`Tree::read_version`] found; returns whether the
+    /// output changed.
+    fn commit(&mut self, rel: &Path, version: Version) -> bool {
+        match version {
+            Version::Unchanged => false,
+            Version::HeldEmpty { since, path } => {
+                if let Some(state) = self.files.get_mut(rel) {
+                    state.empty_since = Some(since);
+                }
+                self.rechecks.push((path, since + self.empty_grace));
+                false
+            }
+            Version::Gone => self.files.remove(rel).is_some(),
+            Version::Next(next) => {
+                let changed = self.files.get(rel).is_none_or(|p| !p.same_output(&next));
+                self.files.insert(rel.to_path_buf(), next);
+                changed
+            }
+        }
+    }
+
+    /// Reads and parses one manifest file, changing nothing (so that files
+    /// can be read in parallel): what its state becomes.
+    fn read_version(&self, rel: &Path) -> Version {
         let path = self.absolute.join(rel);
         let name = self.name(rel);
         let previous = self.files.get(rel);
@@ -474,18 +543,14 @@ impl Tree {
             Ok(bytes) => {
                 let digest = Digest::of(&bytes);
                 if previous.is_some_and(|p| p.digest == Some(digest)) {
-                    return false;
+                    return Version::Unchanged;
                 }
                 // Truncated by a writer that has not written yet (`kubectl
                 // get ... > file`)? Hold the objects for a grace period.
                 if bytes.is_empty() && good.is_some_and(|g| !g.inputs.is_empty()) {
                     let since = previous.and_then(|p| p.empty_since).unwrap_or_else(Instant::now);
                     if since.elapsed() < self.empty_grace {
-                        if let Some(state) = self.files.get_mut(rel) {
-                            state.empty_since = Some(since);
-                        }
-                        self.rechecks.push((path, since + self.empty_grace));
-                        return false;
+                        return Version::HeldEmpty { since, path };
                     }
                 }
                 let good = good.cloned();
@@ -547,7 +612,7 @@ impl Tree {
             }
             // Absent (and not a dangling link): the file was deleted.
             Err(deadline::ReadFailure::File(error)) if error.is_not_found() => {
-                return self.files.remove(rel).is_some();
+                return Version::Gone;
             }
             Err(error) => {
                 tracing::warn!(file = %name, %error, "file not read; its last good version stays in force");
@@ -566,10 +631,23 @@ impl Tree {
                 }
             }
         };
-        let changed = previous.is_none_or(|p| !p.same_output(&next));
-        self.files.insert(rel.to_path_buf(), next);
-        changed
+        Version::Next(next)
     }
+}
+
+/// What reading a file found (see [`Tree::commit`]).
+enum Version {
+    /// The bytes of the version in force: nothing to do.
+    Unchanged,
+    /// Emptied while its good version has objects: kept for the grace
+    /// period from `since`, then `path` is read again.
+    HeldEmpty {
+        since: Instant,
+        path: PathBuf,
+    },
+    /// Deleted.
+    Gone,
+    Next(FileState),
 }
 
 /// The keys of `map` equal to `rel` or below it (all keys for `""`).

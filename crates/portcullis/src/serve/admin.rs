@@ -75,10 +75,13 @@ async fn status(AxState(state): AxState<Arc<State>>) -> Json<serde_json::Value> 
 }
 
 async fn config_dump(AxState(state): AxState<Arc<State>>) -> Json<serde_json::Value> {
-    let cur = state.read();
-    let gateways: serde_json::Map<String, serde_json::Value> = cur
-        .output
-        .as_ref()
+    // Rendered outside the lock (see `state::Current::output`).
+    let (generation, output) = {
+        let cur = state.read();
+        (cur.generation, cur.output.clone())
+    };
+    let gateways: serde_json::Map<String, serde_json::Value> = output
+        .as_deref()
         .map(|o| {
             o.gateways
                 .iter()
@@ -90,12 +93,15 @@ async fn config_dump(AxState(state): AxState<Arc<State>>) -> Json<serde_json::Va
                 .collect()
         })
         .unwrap_or_default();
-    Json(serde_json::json!({ "generation": cur.generation, "gateways": gateways }))
+    Json(serde_json::json!({ "generation": generation, "gateways": gateways }))
 }
 
 async fn views(AxState(state): AxState<Arc<State>>) -> Json<serde_json::Value> {
-    let cur = state.read();
-    let v = match (&cur.inputs, &cur.output) {
+    let (inputs, output) = {
+        let cur = state.read();
+        (cur.inputs.clone(), cur.output.clone())
+    };
+    let v = match (&inputs, &output) {
         (Some(i), Some(o)) => crate::views::build(&i.loaded.inputs, o),
         _ => Default::default(),
     };

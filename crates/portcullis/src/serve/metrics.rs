@@ -121,6 +121,39 @@ pub struct Metrics {
     /// the allocator keeps in RAM (RSS minus code and stacks, roughly); the
     /// gap is freed memory not yet returned to the OS.
     pub allocator: Family<AllocatorLabels, Gauge>,
+    /// How long jemalloc keeps freed pages before returning them to the
+    /// OS (`opt.dirty_decay_ms`, `opt.muzzy_decay_ms`; -1: never), as the
+    /// binary was built (`.cargo/config.toml`'s `malloc_conf`).
+    pub allocator_decay: Family<AllocatorLabels, Gauge>,
+    /// 1 while jemalloc's background threads purge freed pages on time.
+    pub allocator_background_threads: Gauge,
+}
+
+/// The jemalloc options that decide how fast freed memory goes back to the
+/// OS (ARCHITECTURE.md §7, "Memory"). `malloc_conf` is baked in at build
+/// time by `.cargo/config.toml` (`JEMALLOC_SYS_WITH_MALLOC_CONF`), so a
+/// build without it shows here (and fails `the_build_has_the_decay_settings`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocatorOptions {
+    pub dirty_decay_ms: isize,
+    pub muzzy_decay_ms: isize,
+    /// `opt.background_thread`: asked for at start by `malloc_conf`.
+    pub background_thread: bool,
+}
+
+/// jemalloc's options in force (those of the jemalloc this code is linked
+/// with, whether or not it is the global allocator), `None` if they cannot
+/// be read.
+pub fn allocator_options() -> Option<AllocatorOptions> {
+    use tikv_jemalloc_ctl::{Access, AsName};
+    let dirty: isize = b"opt.dirty_decay_ms\0".name().read().ok()?;
+    let muzzy: isize = b"opt.muzzy_decay_ms\0".name().read().ok()?;
+    let background: bool = b"opt.background_thread\0".name().read().ok()?;
+    Some(AllocatorOptions {
+        dirty_decay_ms: dirty,
+        muzzy_decay_ms: muzzy,
+        background_thread: background,
+    })
 }
 
 /// One of jemalloc's `stats.*` figures.
@@ -280,6 +313,25 @@ impl Metrics {
             "The memory allocator's figures (jemalloc stats: allocated = live objects, resident = kept in RAM)",
             allocator.clone(),
         );
+        let allocator_decay = Family::<AllocatorLabels, Gauge>::default();
+        registry.register(
+            "allocator_decay_milliseconds",
+            "How long the memory allocator keeps freed pages before returning them to the OS (jemalloc opt.dirty_decay_ms / opt.muzzy_decay_ms; -1 = never)",
+            allocator_decay.clone(),
+        );
+        if let Some(o) = allocator_options() {
+            for (kind, ms) in [("dirty", o.dirty_decay_ms), ("muzzy", o.muzzy_decay_ms)] {
+                allocator_decay
+                    .get_or_create(&AllocatorLabels { kind: kind.into() })
+                    .set(i64::try_from(ms).unwrap_or(i64::MAX));
+            }
+        }
+        let allocator_background_threads = Gauge::default();
+        registry.register(
+            "allocator_background_threads",
+            "1 while the memory allocator's background threads return freed pages to the OS on time",
+            allocator_background_threads.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             translation_seconds,
@@ -304,6 +356,8 @@ impl Metrics {
             extension_hook_calls,
             extension_hook_duration,
             allocator,
+            allocator_decay,
+            allocator_background_threads,
         }
     }
 
@@ -327,6 +381,9 @@ impl Metrics {
                     .get_or_create(&AllocatorLabels { kind: kind.into() })
                     .set(i64::try_from(v).unwrap_or(i64::MAX));
             }
+        }
+        if let Ok(on) = tikv_jemalloc_ctl::background_thread::read() {
+            self.allocator_background_threads.set(i64::from(on));
         }
     }
 
@@ -437,5 +494,33 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `.cargo/config.toml` bakes `malloc_conf` into jemalloc: dirty pages
+    /// go back to the OS after 1 s, by background threads (ARCHITECTURE.md
+    /// §7, "Memory"). A build without it (jemalloc's defaults: 10 s, no
+    /// background threads) fails here.
+    #[test]
+    fn the_build_has_the_decay_settings() {
+        let options = allocator_options().expect("jemalloc's options are readable");
+        assert_eq!(
+            options,
+            AllocatorOptions {
+                dirty_decay_ms: 1000,
+                muzzy_decay_ms: 0,
+                background_thread: true,
+            },
+            "jemalloc was built without .cargo/config.toml's JEMALLOC_SYS_WITH_MALLOC_CONF"
+        );
+        let metrics = Metrics::new().encode();
+        assert!(
+            metrics.contains("portcullis_allocator_decay_milliseconds{kind=\"dirty\"} 1000"),
+            "{metrics}"
+        );
     }
 }

@@ -20,7 +20,9 @@ pub struct Nack {
 
 #[derive(Default)]
 pub struct Current {
-    pub output: Option<translate::Output>,
+    /// Shared so that a slow reader (a config dump of 10,000 routes) takes
+    /// it and lets go of the lock: the translation loop is not held up.
+    pub output: Option<Arc<translate::Output>>,
     /// The input snapshot `output` was translated from.
     pub inputs: Option<Arc<provider::Snapshot>>,
     pub generation: u64,
