@@ -169,6 +169,9 @@ fn start_once(bin: &Path, dir: &Path, run_dir: &Path, run: usize) -> (f64, f64, 
     (ms, cpu, logged)
 }
 
+/// One binary's starts: wall ms, CPU ms, and each stage's values.
+type Samples = (Vec<f64>, Vec<f64>, Vec<Vec<f64>>);
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let routes: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
@@ -208,7 +211,7 @@ fn main() {
         binaries.push(("baseline", b));
     }
     // Per binary: wall ms, CPU ms, and each stage's values.
-    let mut results: Vec<(Vec<f64>, Vec<f64>, Vec<Vec<f64>>)> =
+    let mut results: Vec<Samples> =
         vec![(Vec::new(), Vec::new(), vec![Vec::new(); STAGES.len()]); binaries.len()];
     for run in 0..runs {
         for (b, (name, bin)) in binaries.iter().enumerate() {

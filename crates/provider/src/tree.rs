@@ -520,7 +520,7 @@ impl Tree {
             Version::Gone => self.files.remove(rel).is_some(),
             Version::Next(next) => {
                 let changed = self.files.get(rel).is_none_or(|p| !p.same_output(&next));
-                self.files.insert(rel.to_path_buf(), next);
+                self.files.insert(rel.to_path_buf(), *next);
                 changed
             }
         }
@@ -631,7 +631,7 @@ impl Tree {
                 }
             }
         };
-        Version::Next(next)
+        Version::Next(Box::new(next))
     }
 }
 
@@ -641,13 +641,12 @@ enum Version {
     Unchanged,
     /// Emptied while its good version has objects: kept for the grace
     /// period from `since`, then `path` is read again.
-    HeldEmpty {
-        since: Instant,
-        path: PathBuf,
-    },
+    HeldEmpty { since: Instant, path: PathBuf },
     /// Deleted.
     Gone,
-    Next(FileState),
+    /// Boxed: a file's state is large, and a directory's versions are
+    /// collected before they are committed.
+    Next(Box<FileState>),
 }
 
 /// The keys of `map` equal to `rel` or below it (all keys for `""`).

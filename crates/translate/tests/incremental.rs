@@ -20,6 +20,7 @@ use translate::incremental::{Full, Translator};
 #[path = "support/random_edits.rs"]
 mod random_edits;
 use random_edits::Rng;
+use random_edits::assert_same_output;
 use random_edits::tls_pair;
 
 const NAMESPACES: [&str; 2] = ["ns-0", "ns-1"];
@@ -411,31 +412,6 @@ impl World {
     }
 }
 
-fn compare(step: usize, what: &str, full: &translate::Output, inc: &translate::Output) {
-    let names: Vec<&String> = full.gateways.keys().collect();
-    assert_eq!(
-        names,
-        inc.gateways.keys().collect::<Vec<_>>(),
-        "step {step} ({what}): Gateways differ"
-    );
-    for (k, f) in &full.gateways {
-        let i = &inc.gateways[k];
-        let f_routes: Vec<(&str, &[u8])> = f.routes.iter().map(|r| (r.name.as_str(), r.bytes())).collect();
-        let i_routes: Vec<(&str, &[u8])> = i.routes.iter().map(|r| (r.name.as_str(), r.bytes())).collect();
-        assert!(
-            f_routes == i_routes,
-            "step {step} ({what}): route configuration bytes of {k} differ"
-        );
-        assert_eq!(f, i, "step {step} ({what}): xDS of {k} differs");
-    }
-    assert_eq!(full.status, inc.status, "step {step} ({what}): status differs");
-    assert_eq!(
-        full.diagnostics, inc.diagnostics,
-        "step {step} ({what}): diagnostics differ"
-    );
-    assert!(full == inc, "step {step} ({what}): reports differ");
-}
-
 fn run(seed: u64, steps: usize, totals: &mut [usize; 5]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
@@ -455,7 +431,7 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 5]) {
         };
         let full = translate::translate(&inputs, &settings);
         let inc = translator.translate(Arc::new(inputs), &settings, translate::Seams::default());
-        compare(step, &format!("seed {seed}: {what}"), &full, &inc);
+        assert_same_output(&format!("step {step} (seed {seed}: {what})"), &full, &inc);
         let stats = translator.stats();
         match stats.full {
             None => totals[0] += 1,

@@ -24,6 +24,7 @@ use translate::incremental::Translator;
 #[path = "support/random_edits.rs"]
 mod random_edits;
 use random_edits::Rng;
+use random_edits::assert_same_output;
 use random_edits::tls_pair;
 
 const ROOTS: usize = 4;
@@ -293,31 +294,6 @@ fn settings(step: usize, root_namespaces: Vec<String>) -> Settings {
     }
 }
 
-fn compare(what: &str, full: &translate::Output, inc: &translate::Output) {
-    assert_eq!(
-        full.gateways.keys().collect::<Vec<_>>(),
-        inc.gateways.keys().collect::<Vec<_>>(),
-        "{what}: Gateways differ"
-    );
-    for (k, f) in &full.gateways {
-        let i = &inc.gateways[k];
-        let f_routes: Vec<(&str, &[u8])> = f.routes.iter().map(|r| (r.name.as_str(), r.bytes())).collect();
-        let i_routes: Vec<(&str, &[u8])> = i.routes.iter().map(|r| (r.name.as_str(), r.bytes())).collect();
-        assert!(
-            f_routes == i_routes,
-            "{what}: route configuration bytes of {k} differ"
-        );
-        assert_eq!(f, i, "{what}: xDS of {k} differs");
-    }
-    assert_eq!(full.status, inc.status, "{what}: status differs");
-    assert_eq!(full.diagnostics, inc.diagnostics, "{what}: diagnostics differ");
-    assert_eq!(
-        full.http_proxies, inc.http_proxies,
-        "{what}: HTTPProxy reports differ"
-    );
-    assert!(full == inc, "{what}: outputs differ");
-}
-
 #[test]
 fn incremental_httpproxy_equals_full_after_every_edit() {
     let steps: usize = std::env::var("PORTCULLIS_INCREMENTAL_STEPS")
@@ -351,7 +327,7 @@ fn incremental_httpproxy_equals_full_after_every_edit() {
             let settings = settings(step, roots.clone());
             let full = translate::translate(&inputs, &settings);
             let inc = translator.translate(Arc::new(inputs), &settings, translate::Seams::default());
-            compare(&format!("seed {seed} step {step} ({what})"), &full, &inc);
+            assert_same_output(&format!("seed {seed} step {step} ({what})"), &full, &inc);
             let trees = translator.httpproxy_trees();
             totals[0] += trees.reused;
             totals[1] += trees.recomputed.len();
@@ -437,7 +413,7 @@ fn an_edit_of_one_child_recomputes_exactly_its_trees() {
         // change.
         assert_eq!(t.stats().full, None, "editing {proxy}");
         let full = translate::translate(&fixed(Some((proxy, "/edited"))), &settings);
-        compare(&format!("editing {proxy}"), &full, &inc);
+        assert_same_output(&format!("editing {proxy}"), &full, &inc);
         assert_ne!(inc.gateways, first.gateways, "editing {proxy} changed nothing");
         // Back to the original: the same trees again.
         let _ = t.translate(Arc::new(fixed(None)), &settings, translate::Seams::default());
@@ -453,7 +429,7 @@ fn an_edit_of_one_child_recomputes_exactly_its_trees() {
             translate::Seams::default(),
         );
         assert_eq!(t.httpproxy_trees().recomputed, ids(&["r4"]), "ghost {ghost}");
-        compare(
+        assert_same_output(
             &format!("ghost {ghost}"),
             &translate::translate(&fixed_with(None, ghost), &settings),
             &inc,

@@ -462,15 +462,23 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
             xds_ms = ms(xds_time),
             "configuration translated"
         );
-        let mut cur = state.write();
-        state.metrics.record_output(cur.output.as_deref(), &out);
-        // The previous output and snapshot go here (the translator keeps
-        // only the new ones): nothing else may hold them (test
+        let previous = {
+            let mut cur = state.write();
+            state.metrics.record_output(cur.output.as_deref(), &out);
+            cur.generation = snapshot.generation;
+            cur.ready = true;
+            (
+                cur.output.replace(Arc::new(out)),
+                cur.inputs.replace(snapshot.clone()),
+            )
+        };
+        // The previous output and snapshot end here, after the new ones are
+        // published and outside the lock: the state held them, and the
+        // translator its copy of the previous call's inputs until
+        // `retire` (test
         // `the_previous_snapshot_is_released_once_the_next_is_served`).
-        cur.output = Some(Arc::new(out));
-        cur.inputs = Some(snapshot.clone());
-        cur.generation = snapshot.generation;
-        cur.ready = true;
+        drop(previous);
+        drop(translator.retire());
         Applied {
             retry,
             translate_time,
@@ -661,7 +669,6 @@ mod tests {
     /// snapshot or the previous output — a kept reference would hold a
     /// whole configuration per edit.
     #[test]
-    #[ignore = "fails: after the loop's own handle on the first snapshot was scoped, the previous snapshot or output is still held by something else (not yet found: translator, provider task or admin state); issue 15 item 4 open"]
     fn the_previous_snapshot_is_released_once_the_next_is_served() {
         let dir = std::env::temp_dir().join(format!("serve-release-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
