@@ -201,36 +201,9 @@ type Field<'a> = (u32, &'a [u8], Option<&'a [u8]>);
 /// The fields of one encoded message, walked without decoding. `None` on
 /// bytes that are not a well-formed message.
 fn fields(bytes: &[u8]) -> Option<Vec<Field<'_>>> {
-    use prost::encoding::{decode_key, decode_varint};
-    let mut rest = bytes;
-    let mut out = Vec::new();
-    while !rest.is_empty() {
-        let start = bytes.len() - rest.len();
-        let (tag, wire_type) = decode_key(&mut rest).ok()?;
-        let payload = match wire_type {
-            WireType::Varint => {
-                decode_varint(&mut rest).ok()?;
-                None
-            }
-            WireType::SixtyFourBit => {
-                rest = rest.get(8..)?;
-                None
-            }
-            WireType::ThirtyTwoBit => {
-                rest = rest.get(4..)?;
-                None
-            }
-            WireType::LengthDelimited => {
-                let len = usize::try_from(decode_varint(&mut rest).ok()?).ok()?;
-                let payload = rest.get(..len)?;
-                rest = rest.get(len..)?;
-                Some(payload)
-            }
-            WireType::StartGroup | WireType::EndGroup => return None,
-        };
-        out.push((tag, bytes.get(start..bytes.len() - rest.len())?, payload));
-    }
-    Some(out)
+    super::wire::fields(bytes)
+        .map(|f| f.ok().map(|f| (f.number, f.whole, f.payload)))
+        .collect()
 }
 
 /// A field of the route configuration: a virtual host, or any other

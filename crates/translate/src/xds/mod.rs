@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod encoded;
 pub mod listener;
 pub mod route;
+pub(crate) mod wire;
 
 use envoy_types::pb::envoy::config::core::v3::{
     AggregatedConfigSource, ApiVersion, ConfigSource, config_source,
