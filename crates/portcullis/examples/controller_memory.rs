@@ -20,34 +20,13 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
 
-fn allocated() -> usize {
-    let _ = tikv_jemalloc_ctl::epoch::advance();
-    tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0)
-}
-
-fn resident() -> usize {
-    let _ = tikv_jemalloc_ctl::epoch::advance();
-    tikv_jemalloc_ctl::stats::resident::read().unwrap_or(0)
-}
-
-fn mib(b: usize) -> f64 {
-    b as f64 / (1024.0 * 1024.0)
-}
-
-fn rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-            l.split_whitespace().nth(1)?.parse::<f64>().ok()
-        })
-        .unwrap_or(0.0)
-        / 1024.0
-}
+#[path = "support/memory.rs"]
+mod memory;
+use memory::{allocated, mib, resident, rss_mib};
 
 fn report(what: &str, before: usize) -> usize {
     let now = allocated();
@@ -69,39 +48,9 @@ impl translate::incremental::Held for Held {
     }
 }
 
-fn route(i: usize) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-        "metadata": {"name": format!("r-{i}"), "namespace": "app"},
-        "spec": {"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": [
-            {"matches": [{"path": {"type": "PathPrefix", "value": format!("/r/{i}")}}],
-             "backendRefs": [{"name": "a", "port": 80}]},
-        ]},
-    }))
-    .unwrap_or_else(|e| panic!("route: {e}"))
-}
-
-async fn apply(client: &kube::Client, docs: &[serde_json::Value]) {
-    for doc in docs {
-        let api_version = doc["apiVersion"].as_str().unwrap_or_default();
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let kind = doc["kind"].as_str().unwrap_or_default();
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-        let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-            .await
-            .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
-        let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
-            Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-                Api::namespaced_with(client.clone(), ns, &ar)
-            }
-            _ => Api::all_with(client.clone(), &ar),
-        };
-        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
-        api.patch(name, &PatchParams::apply("bench").force(), &Patch::Apply(doc))
-            .await
-            .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
-    }
-}
+#[path = "support/kube.rs"]
+mod kube_support;
+use kube_support::{apply, route};
 
 /// Waits until the writer has nothing pending and wrote nothing for 1 s.
 async fn written(metrics: &kube_provider::metrics::KubeMetrics) {

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 
 fn free_port() -> u16 {
@@ -69,39 +69,9 @@ fn rss_mib(pid: u32) -> (f64, f64, f64) {
     (field("VmRSS:"), field("VmHWM:"), field("RssAnon:"))
 }
 
-fn route(i: usize) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-        "metadata": {"name": format!("r-{i}"), "namespace": "app"},
-        "spec": {"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": [
-            {"matches": [{"path": {"type": "PathPrefix", "value": format!("/r/{i}")}}],
-             "backendRefs": [{"name": "a", "port": 80}]},
-        ]},
-    }))
-    .unwrap_or_else(|e| panic!("route: {e}"))
-}
-
-async fn apply(client: &kube::Client, docs: &[serde_json::Value]) {
-    for doc in docs {
-        let api_version = doc["apiVersion"].as_str().unwrap_or_default();
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let kind = doc["kind"].as_str().unwrap_or_default();
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-        let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
-            .await
-            .unwrap_or_else(|e| panic!("discover {kind}: {e}"));
-        let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
-            Some(ns) if caps.scope == kube::discovery::Scope::Namespaced => {
-                Api::namespaced_with(client.clone(), ns, &ar)
-            }
-            _ => Api::all_with(client.clone(), &ar),
-        };
-        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
-        api.patch(name, &PatchParams::apply("bench").force(), &Patch::Apply(doc))
-            .await
-            .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
-    }
-}
+#[path = "support/kube.rs"]
+mod kube_support;
+use kube_support::{apply, route};
 
 /// The sum of the samples of `name` in the controller's metrics.
 fn metric(admin: u16, name: &str) -> f64 {

@@ -29,30 +29,9 @@ use std::time::Duration;
 
 const PER_FILE: usize = 500;
 
-fn allocated() -> usize {
-    let _ = tikv_jemalloc_ctl::epoch::advance();
-    tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0)
-}
-
-fn resident() -> usize {
-    let _ = tikv_jemalloc_ctl::epoch::advance();
-    tikv_jemalloc_ctl::stats::resident::read().unwrap_or(0)
-}
-
-fn mib(b: usize) -> f64 {
-    b as f64 / (1024.0 * 1024.0)
-}
-
-fn rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-            l.split_whitespace().nth(1)?.parse::<f64>().ok()
-        })
-        .unwrap_or(0.0)
-        / 1024.0
-}
+#[path = "support/memory.rs"]
+mod memory;
+use memory::{allocated, mib, resident, rss_mib};
 
 fn route_yaml(name: &str, path: &str) -> String {
     format!(
