@@ -569,6 +569,25 @@ mod mock_tests {
         .expect("route")
     }
 
+    /// The stores of a route reflector holding `route` (its writer kept
+    /// alive beside them).
+    fn route_stores(route: DynamicObject) -> (Stores, reflector::store::Writer<DynamicObject>) {
+        let ar = Kind::HttpRoute.api_resource();
+        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
+        writer.apply_watcher_event(&watcher::Event::Apply(route));
+        let stores = Stores::default();
+        stores.insert(
+            crate::Resource::Kind(Kind::HttpRoute),
+            crate::Watched {
+                ar,
+                namespaced: true,
+                store: writer.as_reader(),
+                fresh: crate::Fresh::default(),
+            },
+        );
+        (stores, writer)
+    }
+
     /// A 409 on the first status write is retried, and the retry wins.
     #[tokio::test]
     async fn a_conflict_is_retried() {
@@ -600,19 +619,7 @@ mod mock_tests {
             }
         });
         let client = Client::new(service, "default");
-        let ar = Kind::HttpRoute.api_resource();
-        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
-        writer.apply_watcher_event(&watcher::Event::Apply(route()));
-        let stores = Stores::default();
-        stores.insert(
-            crate::Resource::Kind(Kind::HttpRoute),
-            crate::Watched {
-                ar,
-                namespaced: true,
-                store: writer.as_reader(),
-                fresh: crate::Fresh::default(),
-            },
-        );
+        let (stores, _writer) = route_stores(route());
         // No election: the sender is gone at once (`--no-leader-election`).
         let leader = tokio::sync::watch::channel(true).1;
         let metrics = KubeMetrics::default();
@@ -672,19 +679,7 @@ mod mock_tests {
             }
         });
         let client = Client::new(service, "default");
-        let ar = Kind::HttpRoute.api_resource();
-        let mut writer = reflector::store::Writer::<DynamicObject>::new(ar.clone());
-        writer.apply_watcher_event(&watcher::Event::Apply(live("7", json!({}))));
-        let stores = Stores::default();
-        stores.insert(
-            crate::Resource::Kind(Kind::HttpRoute),
-            crate::Watched {
-                ar,
-                namespaced: true,
-                store: writer.as_reader(),
-                fresh: crate::Fresh::default(),
-            },
-        );
+        let (stores, mut writer) = route_stores(live("7", json!({})));
         let leader = tokio::sync::watch::channel(true).1;
         let metrics = KubeMetrics::default();
         let status_writer = StatusWriter::start(client, stores, "us".into(), leader, metrics.clone());
