@@ -89,7 +89,7 @@ struct ControllerCli {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(testkit::port::free())
 }
 
 fn envoy_bin() -> Option<PathBuf> {

@@ -18,7 +18,7 @@
 //! ≤ 300 MiB at 10,000.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,10 +27,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
+    testkit::port::free()
 }
 
 /// The status code of `GET path`, reading only the status line (waiting

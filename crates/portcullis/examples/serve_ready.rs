@@ -24,7 +24,7 @@
 //! the steadier figure.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -35,10 +35,7 @@ use testkit::generate::{Shape, manifests};
 const FILES: usize = 20;
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
+    testkit::port::free()
 }
 
 /// The status code of `GET path`, or `None` while nothing answers.

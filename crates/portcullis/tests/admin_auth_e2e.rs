@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{echo_pod, free_port, request, wait_for, work_dir};
+use common::{echo_pod, free_port, request, work_dir};
 
 const TOKEN: &str = "s3cr3t-admin-token-0123456789";
 
@@ -21,8 +21,10 @@ fn get(port: u16, path: &str, token: Option<&str>) -> Option<u16> {
     request(port, "admin", "GET", path, &headers).map(|r| r.0)
 }
 
-/// `portcullis serve --no-envoy` with exactly these admin flags.
-fn serve(dir: &Path, admin: &str, extra: &[&str]) -> std::process::Child {
+/// `portcullis serve --no-envoy` with exactly these admin flags. Its
+/// stderr is drained as it is written, so a chatty process never blocks on
+/// a full pipe and a failure can show why.
+fn serve(dir: &Path, admin: &str, extra: &[&str]) -> Serve {
     let a = echo_pod("app", "a-pod-1");
     std::fs::write(
         dir.join("manifests/all.yaml"),
@@ -30,7 +32,7 @@ fn serve(dir: &Path, admin: &str, extra: &[&str]) -> std::process::Child {
     )
     .expect("write manifests");
     std::mem::forget(a);
-    Command::new(env!("CARGO_BIN_EXE_portcullis"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_portcullis"))
         .arg("serve")
         .arg(dir.join("manifests"))
         .arg("--no-envoy")
@@ -42,34 +44,90 @@ fn serve(dir: &Path, admin: &str, extra: &[&str]) -> std::process::Child {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start portcullis serve")
+        .expect("start portcullis serve");
+    let mut pipe = child.stderr.take().expect("stderr is piped");
+    let reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        use std::io::Read as _;
+        let _ = pipe.read_to_string(&mut err);
+        err
+    });
+    Serve {
+        child,
+        reader: Some(reader),
+    }
 }
 
-struct Stop(std::process::Child);
-impl Drop for Stop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+struct Serve {
+    child: std::process::Child,
+    reader: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Serve {
+    /// Stops the process (if it still runs) and returns all it wrote to
+    /// stderr.
+    fn stderr(&mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.reader
+            .take()
+            .map(|r| r.join().unwrap_or_default())
+            .unwrap_or_default()
     }
+
+    /// Waits (30 s at most) for `/readyz` on `admin` to answer 200; the
+    /// process's stderr if it exited or never became ready.
+    fn ready(&mut self, admin: u16) -> Result<(), String> {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if get(admin, "/readyz", None) == Some(200) {
+                return Ok(());
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("portcullis serve exited ({status}): {}", self.stderr()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!("not ready after 30 s: {}", self.stderr()))
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `serve` on fresh ports until it is ready: a port picked free can
+/// be taken (by another test's connection) before `serve` binds it, and
+/// that race is the harness's, not the product's, so it is retried; any
+/// other failure fails the test with the process's stderr.
+fn serve_ready(mut spawn: impl FnMut() -> (Serve, u16)) -> Serve {
+    for attempt in 1..=3 {
+        let (mut serve, admin) = spawn();
+        match serve.ready(admin) {
+            Ok(()) => return serve,
+            Err(err) if err.contains("cannot bind") && attempt < 3 => {
+                eprintln!("retrying on fresh ports: {err}");
+            }
+            Err(err) => panic!("{err}"),
+        }
+    }
+    unreachable!("the third attempt returns or panics")
 }
 
 /// Waits for the process to exit (it must, within 20 s) and returns its
 /// stderr.
-fn exits(mut child: std::process::Child) -> String {
+fn exits(mut serve: Serve) -> String {
     let start = Instant::now();
     loop {
-        if let Ok(Some(status)) = child.try_wait() {
+        if let Ok(Some(status)) = serve.child.try_wait() {
             assert!(!status.success(), "portcullis serve must refuse to start");
-            let mut err = String::new();
-            use std::io::Read as _;
-            if let Some(mut e) = child.stderr.take() {
-                let _ = e.read_to_string(&mut err);
-            }
-            return err;
+            return serve.stderr();
         }
         if start.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("portcullis serve kept running");
+            panic!("portcullis serve kept running: {}", serve.stderr());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -78,10 +136,10 @@ fn exits(mut child: std::process::Child) -> String {
 #[test]
 fn loopback_default_stays_open() {
     let dir = work_dir("admin_auth_loopback");
-    let admin = free_port();
-    let _serve = Stop(serve(&dir, &format!("127.0.0.1:{admin}"), &[]));
-    wait_for("readyz", Duration::from_secs(30), || {
-        get(admin, "/readyz", None) == Some(200)
+    let mut admin = 0;
+    let _serve = serve_ready(|| {
+        admin = free_port();
+        (serve(&dir, &format!("127.0.0.1:{admin}"), &[]), admin)
     });
     for path in [
         "/metrics",
@@ -128,27 +186,28 @@ fn exposed_admin_without_a_token_or_with_a_short_one_is_refused() {
 #[test]
 fn exposed_admin_needs_the_token_and_metrics_port_does_not() {
     let dir = work_dir("admin_auth_exposed");
-    let (admin, metrics) = (free_port(), free_port());
     let token_file = dir.join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write");
     // The token and the metrics address from the config file; the admin
     // address on every interface (the test reaches it on loopback).
     let config = dir.join("portcullis.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "adminTokenFile: {}\nmetricsAddress: 127.0.0.1:{metrics}\n",
-            token_file.display()
-        ),
-    )
-    .expect("write");
-    let _serve = Stop(serve(
-        &dir,
-        &format!("0.0.0.0:{admin}"),
-        &["--config", config.to_str().expect("utf-8")],
-    ));
-    wait_for("readyz", Duration::from_secs(30), || {
-        get(admin, "/readyz", None) == Some(200)
+    let (mut admin, mut metrics) = (0, 0);
+    let _serve = serve_ready(|| {
+        (admin, metrics) = (free_port(), free_port());
+        std::fs::write(
+            &config,
+            format!(
+                "adminTokenFile: {}\nmetricsAddress: 127.0.0.1:{metrics}\n",
+                token_file.display()
+            ),
+        )
+        .expect("write");
+        let serve = serve(
+            &dir,
+            &format!("0.0.0.0:{admin}"),
+            &["--config", config.to_str().expect("utf-8")],
+        );
+        (serve, admin)
     });
     for path in ["/api/status", "/api/config_dump", "/api/views", "/metrics"] {
         assert_eq!(get(admin, path, None), Some(401), "{path} without a token");

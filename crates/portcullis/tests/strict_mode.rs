@@ -243,10 +243,7 @@ fn describe_route_lists_each_replaced_rule_with_its_class() {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    testkit::port::free()
 }
 
 fn http_get(addr: &str, path: &str) -> Option<String> {

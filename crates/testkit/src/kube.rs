@@ -99,8 +99,7 @@ pub fn missing() -> Option<String> {
 }
 
 fn free_port() -> Result<u16, ClusterError> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(io("binding a free port"))?;
-    Ok(l.local_addr().map_err(io("binding a free port"))?.port())
+    Ok(crate::port::free())
 }
 
 fn log_tail(path: &Path) -> String {

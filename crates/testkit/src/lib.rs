@@ -6,3 +6,4 @@ pub mod envoy;
 pub mod generate;
 pub mod kube;
 pub mod kube_controller_manager;
+pub mod port;

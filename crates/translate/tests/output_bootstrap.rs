@@ -368,10 +368,7 @@ fn ads_bootstrap_with_client_tls_is_accepted() {
 // ---- run as is ----
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    testkit::port::free()
 }
 
 /// A minimal HTTP/1.1 backend answering `200 backend` to everything.

@@ -5,7 +5,6 @@
 
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -305,10 +304,7 @@ pub fn serve_unix<S: EnvoyGatewayExtension>(svc: S, path: &Path) -> Server {
 
 /// A free TCP port nobody listens on (bound then released).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a: SocketAddr| a.port())
-        .expect("free port")
+    testkit::port::free()
 }
 
 pub fn all_hooks() -> Vec<Hook> {

@@ -32,10 +32,7 @@ use translate::output::bootstrap;
 use translate::replacement::BODY;
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    testkit::port::free()
 }
 
 /// A backend stand-in: answers every request `200 BACKEND`.

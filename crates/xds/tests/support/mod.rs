@@ -45,10 +45,7 @@ impl xds::Observer for Recorder {
 }
 
 pub fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port")
+    testkit::port::free()
 }
 
 /// `GET path` on a listener of Envoy: (status, body).
