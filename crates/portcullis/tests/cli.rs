@@ -86,3 +86,54 @@ fn get_and_describe_offline() {
     assert_eq!(code, 2);
     assert!(err.contains("no route nope"), "{err}");
 }
+
+/// `get -f` reads manifests with `translate`'s flags and environment
+/// (one offline translation behind both): a controller name that is not
+/// the GatewayClass's leaves no Gateway in either, and STRICT without an
+/// Envoy binary is refused by both.
+#[test]
+fn get_reads_manifests_as_translate_does() {
+    let q = quickstart();
+    let q = q.to_str().unwrap_or_default();
+    let run_env = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+            .args(args)
+            .env("PORTCULLIS_CONTROLLER_NAME", "other.dev/controller")
+            .output()
+            .expect("run portcullis");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run_env(&["translate", "-f", q, "-o", "json"]);
+    assert_eq!(code, 0);
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["gateways"], serde_json::json!({}), "{out}");
+    let (code, out) = run_env(&["get", "gateways", "-f", q]);
+    assert_eq!(code, 0);
+    assert!(
+        !out.contains("shared"),
+        "another controller's Gateway listed:\n{out}"
+    );
+
+    for cmd in [["translate", "-f"], ["get", "routes"]] {
+        let mut args: Vec<&str> = cmd.to_vec();
+        if cmd[0] == "get" {
+            args.push("-f");
+        }
+        args.extend([
+            q,
+            "--route-replacement-mode",
+            "STRICT",
+            "--envoy-bin",
+            "/no/such/envoy",
+        ]);
+        let (code, _, err) = run(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("STRICT route replacement needs the Envoy binary"),
+            "{args:?}: {err}"
+        );
+    }
+}

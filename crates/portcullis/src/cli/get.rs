@@ -39,18 +39,12 @@ pub struct Source {
     /// --admin-token-file`), sent as `Authorization: Bearer`.
     #[arg(long, env = "PORTCULLIS_ADMIN_TOKEN_FILE")]
     pub admin_token_file: Option<PathBuf>,
-    /// Offline (`-f`): the Gateway serving HTTPProxies (NAMESPACE/NAME),
-    /// as `serve --httpproxy-gateway`.
-    #[arg(long = "httpproxy-gateway")]
-    pub httpproxy_gateway: Option<String>,
-    /// Offline (`-f`): root namespaces for HTTPProxies, as `serve
-    /// --root-namespaces`.
-    #[arg(long, value_delimiter = ',')]
-    pub root_namespaces: Vec<String>,
-    /// Offline (`-f`): the config file of `serve --config`; its extension
-    /// managers are called as `serve` calls them.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    /// Offline (`-f`): the flags of `serve` that change a translation
+    /// (`--config`, `--route-replacement-mode`, `--httpproxy-gateway`,
+    /// `--root-namespaces`, `--refuse-loopback-endpoints`,
+    /// `--controller-name`), read as `serve` reads them.
+    #[command(flatten)]
+    pub offline: super::offline::OfflineArgs,
 }
 
 #[derive(clap::Args)]
@@ -76,32 +70,8 @@ pub struct DescribeArgs {
 fn load(source: &Source) -> anyhow::Result<Views> {
     match &source.path {
         Some(p) => {
-            let extensions = crate::extensions::Extensions::from_config_file(source.config.as_deref())?;
-            let loaded =
-                api::loader::load_path_with(p, &crate::extensions::loader_options(extensions.as_ref()))?;
-            let http_proxy = crate::config::ModeArgs {
-                httpproxy_gateway: source.httpproxy_gateway.clone(),
-                root_namespaces: source.root_namespaces.clone(),
-                config: source.config.clone(),
-                ..Default::default()
-            }
-            .http_proxy()?;
-            let settings = translate::Settings {
-                http_proxy,
-                ..Default::default()
-            };
-            let mut out = translate::translate_seams(
-                &loaded.inputs,
-                &settings,
-                crate::extensions::seams(None, extensions.as_ref()),
-            );
-            let mut d = loaded.diagnostics;
-            d.append(&mut out.diagnostics);
-            if let Some(e) = &extensions {
-                d.extend(e.skipped_failures());
-            }
-            out.diagnostics = d;
-            Ok(views::build(&loaded.inputs, &out))
+            let t = super::offline::translate(p, &source.offline)?;
+            Ok(views::build(&t.inputs, &t.output))
         }
         None => {
             let token = match &source.admin_token_file {

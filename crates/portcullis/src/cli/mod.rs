@@ -1,3 +1,4 @@
 pub mod bootstrap;
 pub mod get;
+pub mod offline;
 pub mod translate;

@@ -26,55 +26,12 @@ pub struct Args {
     /// The Gateway (namespace/name) for `-o bootstrap`.
     #[arg(long)]
     pub gateway: Option<String>,
-    /// GatewayClasses with this controllerName are handled.
-    #[arg(
-        long,
-        env = "PORTCULLIS_CONTROLLER_NAME",
-        default_value = "portcullis.dev/gateway-controller"
-    )]
-    pub controller_name: String,
     #[command(flatten)]
-    pub mode: crate::config::ModeArgs,
-    /// Envoy binary for STRICT mode (default: $ENVOY_BIN, else .tools/bin/envoy).
-    #[arg(long, env = "ENVOY_BIN")]
-    pub envoy_bin: Option<PathBuf>,
+    pub offline: super::offline::OfflineArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mode = args.mode.resolve()?;
-    let validator = crate::validator::for_mode(mode, args.envoy_bin.clone(), Default::default())
-        .map_err(anyhow::Error::msg)?;
-    // Extension managers of `--config`: their kinds load, their hooks run
-    // (offline, so an extension's effect and failures show before deploying).
-    let extensions = crate::extensions::Extensions::from_config_file(args.mode.config.as_deref())?;
-    let loaded = api::loader::load_path_with(
-        &args.path,
-        &crate::extensions::loader_options(extensions.as_ref()),
-    )
-    .with_context(|| "cannot read inputs")?;
-    let settings = translate::Settings {
-        controller_name: args.controller_name.clone(),
-        endpoint_guard: translate::endpoint_guard::EndpointGuard {
-            refuse_loopback: args.mode.refuse_loopback_endpoints()?,
-            ..Default::default()
-        },
-        http_proxy: args.mode.http_proxy()?,
-        ..Default::default()
-    };
-    let mut output = translate::translate_seams(
-        &loaded.inputs,
-        &settings,
-        crate::extensions::seams(
-            validator.as_ref().map(|v| v as &dyn translate::strict::Validator),
-            extensions.as_ref(),
-        ),
-    );
-    let mut diagnostics = loaded.diagnostics;
-    diagnostics.append(&mut output.diagnostics);
-    if let Some(e) = &extensions {
-        diagnostics.extend(e.skipped_failures());
-    }
-    output.diagnostics = diagnostics;
+    let super::offline::Translated { inputs, output } = super::offline::translate(&args.path, &args.offline)?;
 
     // Every format is written as it renders (one resource, or one route of
     // a route configuration, in memory at a time, not the document).
@@ -89,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 (None, 1) => output.gateways.keys().next().cloned().unwrap_or_default(),
                 (None, 0) => bail!(
                     "no Gateway of controller {} in {}",
-                    args.controller_name,
+                    args.offline.controller_name,
                     args.path.display()
                 ),
                 (None, _) => bail!(
@@ -111,6 +68,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The process ends here: freeing the inputs and the output piece by
     // piece (10,000 routes: millions of allocations) would only delay it.
     std::mem::forget(output);
-    std::mem::forget(loaded.inputs);
+    std::mem::forget(inputs);
     Ok(ExitCode::SUCCESS)
 }
