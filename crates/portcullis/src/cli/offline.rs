@@ -36,8 +36,7 @@ pub struct Translated {
 /// translates it.
 pub fn translate(path: &Path, args: &OfflineArgs) -> anyhow::Result<Translated> {
     let mode = args.mode.resolve()?;
-    let validator = crate::validator::for_mode(mode, args.envoy_bin.clone(), Default::default())
-        .map_err(anyhow::Error::msg)?;
+    let validator = crate::validator::for_mode(mode, args.envoy_bin.clone(), Default::default())?;
     // Extension managers of `--config`: their kinds load, their hooks run
     // (offline, so an extension's effect and failures show before deploying).
     let extensions = crate::extensions::Extensions::from_config_file(args.mode.config.as_deref())?;

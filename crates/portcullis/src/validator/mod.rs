@@ -28,6 +28,30 @@ use translate::strict::{Candidate, Validator, Verdict};
 mod process;
 mod resident;
 
+/// Why a STRICT validator could not start (a startup error of `serve`,
+/// `controller` and `translate`), or could not start one resident Envoy.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidatorError {
+    #[error(
+        "STRICT route replacement needs the Envoy binary, and there is none at {}: run scripts/install-envoy.sh or set ENVOY_BIN",
+        .0.display()
+    )]
+    NoEnvoy(PathBuf),
+    /// A file or directory the validator writes.
+    #[error("cannot {what} {}: {source}", path.display())]
+    File {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The resident validator's xDS server or runtime.
+    #[error("the validator's xDS server: cannot {what}: {source}")]
+    Server {
+        what: &'static str,
+        source: std::io::Error,
+    },
+}
+
 /// Counters the validator keeps (registered by `serve`, unregistered
 /// elsewhere).
 #[derive(Clone)]
@@ -156,12 +180,9 @@ impl EnvoyValidator {
 
     /// Fails when `bin` is not a file: STRICT without Envoy is a startup
     /// error.
-    pub fn new(bin: PathBuf, options: Options, metrics: ValidatorMetrics) -> Result<Self, String> {
+    pub fn new(bin: PathBuf, options: Options, metrics: ValidatorMetrics) -> Result<Self, ValidatorError> {
         if !bin.is_file() {
-            return Err(format!(
-                "STRICT route replacement needs the Envoy binary, and there is none at {}: run scripts/install-envoy.sh or set ENVOY_BIN",
-                bin.display()
-            ));
+            return Err(ValidatorError::NoEnvoy(bin));
         }
         // One directory per validator: several may live in one process.
         static INSTANCE: AtomicU64 = AtomicU64::new(0);
@@ -170,7 +191,11 @@ impl EnvoyValidator {
             std::process::id(),
             INSTANCE.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(|source| ValidatorError::File {
+            what: "create",
+            path: dir.clone(),
+            source,
+        })?;
         let resident = match options.backend {
             Backend::Process => None,
             // A resident Envoy that answers late is replaced by a process
@@ -300,7 +325,7 @@ pub fn for_mode(
     mode: translate::strict::ReplacementMode,
     bin: Option<PathBuf>,
     metrics: ValidatorMetrics,
-) -> Result<Option<EnvoyValidator>, String> {
+) -> Result<Option<EnvoyValidator>, ValidatorError> {
     match mode {
         translate::strict::ReplacementMode::Standard => Ok(None),
         translate::strict::ReplacementMode::Strict => {

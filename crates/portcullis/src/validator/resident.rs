@@ -22,6 +22,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use super::ValidatorError;
+
 use envoy_types::pb::envoy::config::core::v3::transport_socket;
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
@@ -112,24 +114,29 @@ impl Resident {
     }
 
     /// Starts the xDS server; Envoys start on first use.
-    pub(super) fn new(bin: &Path, dir: &Path, slots: usize, timeout: Duration) -> Result<Self, String> {
+    pub(super) fn new(
+        bin: &Path,
+        dir: &Path,
+        slots: usize,
+        timeout: Duration,
+    ) -> Result<Self, ValidatorError> {
+        let server = |what| move |source| ValidatorError::Server { what, source };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("strict-xds")
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the validator's xDS runtime: {e}"))?;
+            .map_err(server("start its runtime"))?;
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|e| format!("cannot bind the validator's xDS server: {e}"))?;
+            .map_err(server("bind 127.0.0.1"))?;
         let port = std_listener
             .local_addr()
-            .map_err(|e| format!("validator xDS address: {e}"))?
+            .map_err(server("read its address"))?
             .port();
         let listener = {
             let _guard = runtime.enter();
-            tokio::net::TcpListener::from_std(std_listener)
-                .map_err(|e| format!("validator xDS listener: {e}"))?
+            tokio::net::TcpListener::from_std(std_listener).map_err(server("listen"))?
         };
         let cache = xds::SnapshotCache::new();
         let answers = Arc::new(Answers::default());
@@ -223,12 +230,15 @@ impl Resident {
         slot.next_start = Instant::now() + delay;
     }
 
-    fn spawn(&self, node: &str) -> Result<Child, String> {
+    fn spawn(&self, node: &str) -> Result<Child, ValidatorError> {
         let bootstrap =
             translate::output::ads_bootstrap(node, "portcullis-strict", "127.0.0.1", self.port, None);
         let path = self.bootstrap_dir.join(format!("{node}.json"));
-        std::fs::write(&path, bootstrap.to_string())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(&path, bootstrap.to_string()).map_err(|source| ValidatorError::File {
+            what: "write",
+            path: path.clone(),
+            source,
+        })?;
         crate::orphan_guard::spawn(&self.bin, move |cmd: &mut Command| {
             cmd.arg("-c")
                 .arg(&path)
@@ -248,7 +258,11 @@ impl Resident {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
         })
-        .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))
+        .map_err(|source| ValidatorError::File {
+            what: "run",
+            path: self.bin.clone(),
+            source,
+        })
     }
 
     fn validate_on(&self, slot: &mut Slot, gw: &GatewayXds) -> Option<Verdict> {
