@@ -619,7 +619,8 @@ fn validate_manager(
     let timeout = match &spec.timeout {
         None => DEFAULT_TIMEOUT,
         Some(t) => {
-            let d = parse_duration(t).map_err(|reason| invalid(format!("{at}.timeout"), reason))?;
+            let d =
+                translate::duration::parse(t).map_err(|reason| invalid(format!("{at}.timeout"), reason))?;
             if d.is_zero() {
                 return Err(invalid(format!("{at}.timeout"), "must be greater than zero"));
             }
@@ -849,10 +850,11 @@ fn validate_retry(at: &str, r: &RetrySpec) -> Result<RetryPolicy, ConfigError> {
         p.max_attempts = u32::try_from(n.min(5)).unwrap_or(5);
     }
     if let Some(d) = &r.initial_backoff {
-        p.initial_backoff = parse_duration(d).map_err(|e| invalid(format!("{at}.initialBackoff"), e))?;
+        p.initial_backoff =
+            translate::duration::parse(d).map_err(|e| invalid(format!("{at}.initialBackoff"), e))?;
     }
     if let Some(d) = &r.max_backoff {
-        p.max_backoff = parse_duration(d).map_err(|e| invalid(format!("{at}.maxBackoff"), e))?;
+        p.max_backoff = translate::duration::parse(d).map_err(|e| invalid(format!("{at}.maxBackoff"), e))?;
     }
     if let Some(m) = &r.backoff_multiplier {
         let field = format!("{at}.backoffMultiplier");
@@ -890,42 +892,6 @@ fn validate_retry(at: &str, r: &RetrySpec) -> Result<RetryPolicy, ConfigError> {
         p.retryable = out;
     }
     Ok(p)
-}
-
-/// A Gateway API duration: `^([0-9]{1,5}(h|m|s|ms)){1,4}$`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("{s:?} is not a duration like 2s, 500ms or 1m30s");
-    let b = s.as_bytes();
-    let (mut i, mut total, mut parts) = (0usize, Duration::ZERO, 0);
-    while i < b.len() {
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == start || i - start > 5 {
-            return Err(bad());
-        }
-        let n: u64 = s[start..i].parse().map_err(|_| bad())?;
-        let unit = if s[i..].starts_with("ms") {
-            i += 2;
-            Duration::from_millis(n)
-        } else {
-            let d = match b.get(i) {
-                Some(b'h') => Duration::from_secs(n * 3600),
-                Some(b'm') => Duration::from_secs(n * 60),
-                Some(b's') => Duration::from_secs(n),
-                _ => return Err(bad()),
-            };
-            i += 1;
-            d
-        };
-        total += unit;
-        parts += 1;
-    }
-    if parts == 0 || parts > 4 {
-        return Err(bad());
-    }
-    Ok(total)
 }
 
 /// A Kubernetes quantity as Envoy Gateway's pattern allows for

@@ -49,6 +49,7 @@ mod tests {
         assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse("1h2m3s4ms"), Ok(Duration::from_millis(3_723_004)));
         assert!(parse("").is_err());
         assert!(parse("1.5s").is_err());
         assert!(parse("10").is_err());
