@@ -46,6 +46,69 @@ fn status(port: u16, host: &str) -> Option<u16> {
         .ok()
 }
 
+/// The per-edit stages of the last `edits` edits, from serve's debug log:
+/// the provider's burst (`wait` = debounce, `apply` = read and parse,
+/// `merge` = the snapshot of all files), the translation, the xDS
+/// snapshots, and push to ACK of the route configuration (Envoy applying
+/// it: the floor). Median and p99 of each.
+fn stages(existing: usize, log: &std::path::Path, edits: usize) {
+    let Ok(text) = std::fs::read_to_string(log) else {
+        return;
+    };
+    // This run's edits only: the log is appended to by every size.
+    let text = &text[text.rfind("portcullis is serving").unwrap_or(0)..];
+    // Without colours (should NO_COLOR not be honoured): ESC [ ... m.
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            plain.push(c);
+        }
+    }
+    let field = |line: &str, key: &str| -> Option<f64> {
+        let at = line.find(&format!(" {key}="))? + key.len() + 2;
+        let rest = &line[at..];
+        let end = rest.find(|c: char| c != '.' && !c.is_ascii_digit()).unwrap_or(rest.len());
+        rest[..end].parse().ok()
+    };
+    let mut table: Vec<(&str, &str, &str, Vec<f64>)> = vec![
+        ("debounce", "burst processed", "wait_ms", Vec::new()),
+        ("read+parse", "burst processed", "apply_ms", Vec::new()),
+        ("merge", "burst processed", "merge_ms", Vec::new()),
+        ("provider", "edit stages", "provider_ms", Vec::new()),
+        ("translate", "edit stages", "translate_ms", Vec::new()),
+        ("xds", "edit stages", "xds_ms", Vec::new()),
+        ("serve", "edit stages", "total_ms", Vec::new()),
+        ("push->ack(RDS)", "type_url=\"RDS\"", "push_to_ack_ms", Vec::new()),
+    ];
+    for line in plain.lines() {
+        for (_, msg, key, values) in &mut table {
+            if line.contains(*msg)
+                && let Some(v) = field(line, key)
+            {
+                values.push(v);
+            }
+        }
+    }
+    let mut out = format!("propagation existing_routes={existing} stages (last {edits} edits, ms):");
+    for (name, _, _, values) in &mut table {
+        let tail = values.len().saturating_sub(edits);
+        let mut last = values.split_off(tail);
+        if last.is_empty() {
+            continue;
+        }
+        last.sort_by(|a, b| a.total_cmp(b));
+        out.push_str(&format!(
+            " {name} {:.1}/{:.1}",
+            percentile(&last, 0.5),
+            percentile(&last, 0.99)
+        ));
+    }
+    println!("{out} (median/p99)");
+}
+
 fn route(name: &str, backend_port: u16) -> String {
     let _ = backend_port;
     format!(
@@ -83,7 +146,20 @@ fn measure(existing: usize, samples: usize) {
     std::fs::write(dir.join("m/existing.yaml"), all).expect("write");
     let (xds, admin) = (free_port(), free_port());
     let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+    // PORTCULLIS_PROPAGATION_BIN: another build of `portcullis` (a baseline
+    // to alternate with); PORTCULLIS_PROPAGATION_LOG=FILE: serve's log
+    // (debug: the per-edit stage timings) goes there instead of nowhere.
+    let bin = std::env::var_os("PORTCULLIS_PROPAGATION_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_portcullis").into());
+    let log = std::env::var_os("PORTCULLIS_PROPAGATION_LOG").map(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .expect("log file")
+    });
+    let mut serve = Command::new(bin)
         .arg("serve")
         .arg(dir.join("m"))
         .args([
@@ -95,9 +171,13 @@ fn measure(existing: usize, samples: usize) {
         .args(["--listener-address", "127.0.0.1", "--run-dir"])
         .arg(dir.join("run"))
         .env("ENVOY_BIN", envoy)
-        .env("PORTCULLIS_LOG", "warn")
+        .env(
+            "PORTCULLIS_LOG",
+            if log.is_some() { "portcullis=debug,provider=debug,xds=debug,info" } else { "warn" },
+        )
+        .env("NO_COLOR", "1")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log.map_or_else(Stdio::null, Stdio::from))
         .spawn()
         .expect("serve");
     let start = Instant::now();
@@ -149,6 +229,9 @@ fn measure(existing: usize, samples: usize) {
     }
     stop.store(true, Ordering::Relaxed);
     let _ = traffic.join();
+    if let Some(path) = std::env::var_os("PORTCULLIS_PROPAGATION_LOG") {
+        stages(existing, std::path::Path::new(&path), samples);
+    }
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(serve.id().to_string())

@@ -393,6 +393,7 @@ async fn run(
     let mut generation = 1;
     while let Some(first) = signals.recv().await {
         let started = first.at;
+        let first_at = first.at;
         let hard = started + options.max_delay;
         let mut last = first.at;
         let mut batch = Batch::default();
@@ -424,11 +425,32 @@ async fn run(
         }
 
         let tree = tree.clone();
-        *shared.busy_since.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        let processing = Instant::now();
+        *shared.busy_since.lock().unwrap_or_else(PoisonError::into_inner) = Some(processing);
+        let paths = batch.paths.len();
+        let full = batch.full;
         let processed = tokio::task::spawn_blocking(move || {
             let mut tree = tree.lock().unwrap_or_else(PoisonError::into_inner);
+            let before = tree.counts();
+            let started = Instant::now();
             let changed = tree.apply(&batch);
+            let applied = started.elapsed();
             let loaded = changed.then(|| (tree.loaded(), tree.file_count()));
+            let after = tree.counts();
+            // Where a burst's time goes (`serve`'s per-edit stages start
+            // here): waiting out the debounce, reading and parsing the
+            // files it names, merging every file's objects into the
+            // snapshot.
+            tracing::debug!(
+                paths,
+                full,
+                reads = after.0 - before.0,
+                parses = after.1 - before.1,
+                wait_ms = (processing - first_at).as_secs_f64() * 1e3,
+                apply_ms = applied.as_secs_f64() * 1e3,
+                merge_ms = (started.elapsed() - applied).as_secs_f64() * 1e3,
+                "burst processed"
+            );
             (loaded, tree.take_rechecks())
         })
         .await;
