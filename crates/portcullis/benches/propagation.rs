@@ -4,6 +4,12 @@
 //! `10000` or `100,1000,10000`), while a second thread sends continuous
 //! traffic to unrelated routes and counts every non-200. Prints median and
 //! p99 per size; `PORTCULLIS_PROPAGATION_SAMPLES` (default 30) edits each.
+//! `PORTCULLIS_PROPAGATION_FILES=N` spreads the existing routes over N
+//! files; `PORTCULLIS_PROPAGATION_SAVE=rename` saves each file as editors do (a
+//! hidden temporary file renamed into place). `PORTCULLIS_PROPAGATION_LOG=
+//! FILE` keeps serve's debug log there and prints the median and p99 of
+//! each per-edit stage (see `stages`); `PORTCULLIS_PROPAGATION_BIN` runs
+//! another build of `portcullis` (a baseline to alternate with).
 //!
 //! `cargo bench -p portcullis --bench propagation` (needs Envoy: scripts/install-envoy.sh).
 //! Target (#15): median ≤ 50 ms, p99 ≤ 150 ms at 10,000 routes, 0 non-200s:
@@ -70,7 +76,9 @@ fn stages(existing: usize, log: &std::path::Path, edits: usize) {
     let field = |line: &str, key: &str| -> Option<f64> {
         let at = line.find(&format!(" {key}="))? + key.len() + 2;
         let rest = &line[at..];
-        let end = rest.find(|c: char| c != '.' && !c.is_ascii_digit()).unwrap_or(rest.len());
+        let end = rest
+            .find(|c: char| c != '.' && !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         rest[..end].parse().ok()
     };
     let mut table: Vec<(&str, &str, &str, Vec<f64>)> = vec![
@@ -138,12 +146,25 @@ fn measure(existing: usize, samples: usize) {
     std::fs::create_dir_all(dir.join("m")).expect("mkdir");
     let gw_port = free_port();
     std::fs::write(dir.join("m/base.yaml"), base(gw_port, backend.addr().port())).expect("write");
-    let mut all = String::new();
+    // PORTCULLIS_PROPAGATION_FILES=N spreads them over N files (default 1).
+    let files: usize = std::env::var("PORTCULLIS_PROPAGATION_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let mut all = vec![String::new(); files];
     for i in 0..existing {
-        all.push_str(&route(&format!("r{i}"), 0));
-        all.push_str("---\n");
+        all[i % files].push_str(&route(&format!("r{i}"), 0));
+        all[i % files].push_str("---\n");
     }
-    std::fs::write(dir.join("m/existing.yaml"), all).expect("write");
+    for (f, text) in all.iter().enumerate() {
+        let name = if files == 1 {
+            "existing.yaml".to_string()
+        } else {
+            format!("existing-{f:03}.yaml")
+        };
+        std::fs::write(dir.join("m").join(name), text).expect("write");
+    }
     let (xds, admin) = (free_port(), free_port());
     let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
     // PORTCULLIS_PROPAGATION_BIN: another build of `portcullis` (a baseline
@@ -173,7 +194,11 @@ fn measure(existing: usize, samples: usize) {
         .env("ENVOY_BIN", envoy)
         .env(
             "PORTCULLIS_LOG",
-            if log.is_some() { "portcullis=debug,provider=debug,xds=debug,info" } else { "warn" },
+            if log.is_some() {
+                "portcullis=debug,provider=debug,xds=debug,info"
+            } else {
+                "warn"
+            },
         )
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
@@ -211,12 +236,22 @@ fn measure(existing: usize, samples: usize) {
         })
     };
 
+    let rename = std::env::var("PORTCULLIS_PROPAGATION_SAVE").is_ok_and(|v| v == "rename");
     let mut lat = Vec::new();
     for k in 0..samples {
         let name = format!("new{k}");
         let host = format!("{name}.example.com");
         let t0 = Instant::now();
-        std::fs::write(dir.join(format!("m/{name}.yaml")), route(&name, 0)).expect("write");
+        let file = dir.join(format!("m/{name}.yaml"));
+        if rename {
+            // As editors and `kubectl`-like tools save: a hidden temporary
+            // file renamed into place.
+            let tmp = dir.join(format!("m/.{name}.yaml.tmp"));
+            std::fs::write(&tmp, route(&name, 0)).expect("write");
+            std::fs::rename(&tmp, &file).expect("rename");
+        } else {
+            std::fs::write(&file, route(&name, 0)).expect("write");
+        }
         while status(gw_port, &host) != Some(200) {
             assert!(
                 t0.elapsed() < Duration::from_secs(30),

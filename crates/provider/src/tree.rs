@@ -391,7 +391,14 @@ impl Tree {
             .skip(1)
             .filter_map(|a| fs::canonicalize(self.absolute.join(a)).ok())
             .collect();
-        self.walk(rel, &mut found, &mut dir_errors, &mut escapes, &mut visited, &mut links);
+        self.walk(
+            rel,
+            &mut found,
+            &mut dir_errors,
+            &mut escapes,
+            &mut visited,
+            &mut links,
+        );
         // The links below `rel` are now the ones the walk saw (`rel`
         // itself is its parent's to judge).
         let stale: Vec<PathBuf> = below_set(&self.links, rel)

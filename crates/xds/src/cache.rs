@@ -47,8 +47,7 @@ impl PartialEq for Snapshot {
             && self.types.iter().zip(&other.types).all(|((ta, a), (tb, b))| {
                 ta == tb
                     && a.len() == b.len()
-                    && a
-                        .iter()
+                    && a.iter()
                         .zip(b)
                         .all(|((na, ea), (nb, eb))| na == nb && (Arc::ptr_eq(ea, eb) || ea == eb))
             })
