@@ -50,9 +50,12 @@
 //! file's last good objects stay in force), and at most `max_delay` after
 //! its first (default 500 ms), so a continuous stream of writes still publishes at that rate.
 //! Processing a burst reads only the paths its events name (a directory
-//! is walked); a lost event, a watch error, an event on a hidden path (a
-//! visible file may be a symbolic link into it, as in a Kubernetes
-//! ConfigMap volume) or [`FileProvider::reload_now`] rescans everything.
+//! is walked); an event on a hidden path (an editor's temporary file, a
+//! Kubernetes ConfigMap volume's `..data`) re-reads only the visible
+//! symbolic links, the only way into it; a lost event, a watch error, an
+//! event on the directory itself or [`FileProvider::reload_now`] rescans
+//! everything. Each burst logs (debug, "burst processed") the files it
+//! read and parsed and where its time went.
 //! Files whose bytes did not change are not parsed again, and a burst that
 //! changes no file's objects or diagnostics publishes nothing.
 //!
@@ -393,7 +396,6 @@ async fn run(
     let mut generation = 1;
     while let Some(first) = signals.recv().await {
         let started = first.at;
-        let first_at = first.at;
         let hard = started + options.max_delay;
         let mut last = first.at;
         let mut batch = Batch::default();
@@ -432,9 +434,9 @@ async fn run(
         let processed = tokio::task::spawn_blocking(move || {
             let mut tree = tree.lock().unwrap_or_else(PoisonError::into_inner);
             let before = tree.counts();
-            let started = Instant::now();
+            let t0 = Instant::now();
             let changed = tree.apply(&batch);
-            let applied = started.elapsed();
+            let applied = t0.elapsed();
             let loaded = changed.then(|| (tree.loaded(), tree.file_count()));
             let after = tree.counts();
             // Where a burst's time goes (`serve`'s per-edit stages start
@@ -446,9 +448,9 @@ async fn run(
                 full,
                 reads = after.0 - before.0,
                 parses = after.1 - before.1,
-                wait_ms = (processing - first_at).as_secs_f64() * 1e3,
+                wait_ms = (processing - started).as_secs_f64() * 1e3,
                 apply_ms = applied.as_secs_f64() * 1e3,
-                merge_ms = (started.elapsed() - applied).as_secs_f64() * 1e3,
+                merge_ms = (t0.elapsed() - applied).as_secs_f64() * 1e3,
                 "burst processed"
             );
             (loaded, tree.take_rechecks())
