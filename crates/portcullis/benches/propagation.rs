@@ -4,6 +4,12 @@
 //! `10000` or `100,1000,10000`), while a second thread sends continuous
 //! traffic to unrelated routes and counts every non-200. Prints median and
 //! p99 per size; `PORTCULLIS_PROPAGATION_SAMPLES` (default 30) edits each.
+//! `PORTCULLIS_PROPAGATION_FILES=N` spreads the existing routes over N
+//! files; `PORTCULLIS_PROPAGATION_SAVE=rename` saves each file as editors do (a
+//! hidden temporary file renamed into place). `PORTCULLIS_PROPAGATION_LOG=
+//! FILE` keeps serve's debug log there and prints the median and p99 of
+//! each per-edit stage (see `stages`); `PORTCULLIS_PROPAGATION_BIN` runs
+//! another build of `portcullis` (a baseline to alternate with).
 //!
 //! `cargo bench -p portcullis --bench propagation` (needs Envoy: scripts/install-envoy.sh).
 //! Target (#15): median ≤ 50 ms, p99 ≤ 150 ms at 10,000 routes, 0 non-200s:
@@ -46,6 +52,71 @@ fn status(port: u16, host: &str) -> Option<u16> {
         .ok()
 }
 
+/// The per-edit stages of the last `edits` edits, from serve's debug log:
+/// the provider's burst (`wait` = debounce, `apply` = read and parse,
+/// `merge` = the snapshot of all files), the translation, the xDS
+/// snapshots, and push to ACK of the route configuration (Envoy applying
+/// it: the floor). Median and p99 of each.
+fn stages(existing: usize, log: &std::path::Path, edits: usize) {
+    let Ok(text) = std::fs::read_to_string(log) else {
+        return;
+    };
+    // This run's edits only: the log is appended to by every size.
+    let text = &text[text.rfind("portcullis is serving").unwrap_or(0)..];
+    // Without colours (should NO_COLOR not be honoured): ESC [ ... m.
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            plain.push(c);
+        }
+    }
+    let field = |line: &str, key: &str| -> Option<f64> {
+        let at = line.find(&format!(" {key}="))? + key.len() + 2;
+        let rest = &line[at..];
+        let end = rest
+            .find(|c: char| c != '.' && !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        rest[..end].parse().ok()
+    };
+    let mut table: Vec<(&str, &str, &str, Vec<f64>)> = vec![
+        ("debounce", "burst processed", "wait_ms", Vec::new()),
+        ("read+parse", "burst processed", "apply_ms", Vec::new()),
+        ("merge", "burst processed", "merge_ms", Vec::new()),
+        ("provider", "edit stages", "provider_ms", Vec::new()),
+        ("translate", "edit stages", "translate_ms", Vec::new()),
+        ("xds", "edit stages", "xds_ms", Vec::new()),
+        ("serve", "edit stages", "total_ms", Vec::new()),
+        ("push->ack(RDS)", "type_url=\"RDS\"", "push_to_ack_ms", Vec::new()),
+    ];
+    for line in plain.lines() {
+        for (_, msg, key, values) in &mut table {
+            if line.contains(*msg)
+                && let Some(v) = field(line, key)
+            {
+                values.push(v);
+            }
+        }
+    }
+    let mut out = format!("propagation existing_routes={existing} stages (last {edits} edits, ms):");
+    for (name, _, _, values) in &mut table {
+        let tail = values.len().saturating_sub(edits);
+        let mut last = values.split_off(tail);
+        if last.is_empty() {
+            continue;
+        }
+        last.sort_by(|a, b| a.total_cmp(b));
+        out.push_str(&format!(
+            " {name} {:.1}/{:.1}",
+            percentile(&last, 0.5),
+            percentile(&last, 0.99)
+        ));
+    }
+    println!("{out} (median/p99)");
+}
+
 fn route(name: &str, backend_port: u16) -> String {
     let _ = backend_port;
     format!(
@@ -75,15 +146,41 @@ fn measure(existing: usize, samples: usize) {
     std::fs::create_dir_all(dir.join("m")).expect("mkdir");
     let gw_port = free_port();
     std::fs::write(dir.join("m/base.yaml"), base(gw_port, backend.addr().port())).expect("write");
-    let mut all = String::new();
+    // PORTCULLIS_PROPAGATION_FILES=N spreads them over N files (default 1).
+    let files: usize = std::env::var("PORTCULLIS_PROPAGATION_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let mut all = vec![String::new(); files];
     for i in 0..existing {
-        all.push_str(&route(&format!("r{i}"), 0));
-        all.push_str("---\n");
+        all[i % files].push_str(&route(&format!("r{i}"), 0));
+        all[i % files].push_str("---\n");
     }
-    std::fs::write(dir.join("m/existing.yaml"), all).expect("write");
+    for (f, text) in all.iter().enumerate() {
+        let name = if files == 1 {
+            "existing.yaml".to_string()
+        } else {
+            format!("existing-{f:03}.yaml")
+        };
+        std::fs::write(dir.join("m").join(name), text).expect("write");
+    }
     let (xds, admin) = (free_port(), free_port());
     let envoy = testkit::envoy::binary().unwrap_or_else(|e| panic!("{e}"));
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_portcullis"))
+    // PORTCULLIS_PROPAGATION_BIN: another build of `portcullis` (a baseline
+    // to alternate with); PORTCULLIS_PROPAGATION_LOG=FILE: serve's log
+    // (debug: the per-edit stage timings) goes there instead of nowhere.
+    let bin = std::env::var_os("PORTCULLIS_PROPAGATION_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_portcullis").into());
+    let log = std::env::var_os("PORTCULLIS_PROPAGATION_LOG").map(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .expect("log file")
+    });
+    let mut serve = Command::new(bin)
         .arg("serve")
         .arg(dir.join("m"))
         .args([
@@ -95,9 +192,17 @@ fn measure(existing: usize, samples: usize) {
         .args(["--listener-address", "127.0.0.1", "--run-dir"])
         .arg(dir.join("run"))
         .env("ENVOY_BIN", envoy)
-        .env("PORTCULLIS_LOG", "warn")
+        .env(
+            "PORTCULLIS_LOG",
+            if log.is_some() {
+                "portcullis=debug,provider=debug,xds=debug,info"
+            } else {
+                "warn"
+            },
+        )
+        .env("NO_COLOR", "1")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log.map_or_else(Stdio::null, Stdio::from))
         .spawn()
         .expect("serve");
     let start = Instant::now();
@@ -131,12 +236,22 @@ fn measure(existing: usize, samples: usize) {
         })
     };
 
+    let rename = std::env::var("PORTCULLIS_PROPAGATION_SAVE").is_ok_and(|v| v == "rename");
     let mut lat = Vec::new();
     for k in 0..samples {
         let name = format!("new{k}");
         let host = format!("{name}.example.com");
         let t0 = Instant::now();
-        std::fs::write(dir.join(format!("m/{name}.yaml")), route(&name, 0)).expect("write");
+        let file = dir.join(format!("m/{name}.yaml"));
+        if rename {
+            // As editors and `kubectl`-like tools save: a hidden temporary
+            // file renamed into place.
+            let tmp = dir.join(format!("m/.{name}.yaml.tmp"));
+            std::fs::write(&tmp, route(&name, 0)).expect("write");
+            std::fs::rename(&tmp, &file).expect("rename");
+        } else {
+            std::fs::write(&file, route(&name, 0)).expect("write");
+        }
         while status(gw_port, &host) != Some(200) {
             assert!(
                 t0.elapsed() < Duration::from_secs(30),
@@ -149,6 +264,9 @@ fn measure(existing: usize, samples: usize) {
     }
     stop.store(true, Ordering::Relaxed);
     let _ = traffic.join();
+    if let Some(path) = std::env::var_os("PORTCULLIS_PROPAGATION_LOG") {
+        stages(existing, std::path::Path::new(&path), samples);
+    }
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(serve.id().to_string())

@@ -50,9 +50,12 @@
 //! file's last good objects stay in force), and at most `max_delay` after
 //! its first (default 500 ms), so a continuous stream of writes still publishes at that rate.
 //! Processing a burst reads only the paths its events name (a directory
-//! is walked); a lost event, a watch error, an event on a hidden path (a
-//! visible file may be a symbolic link into it, as in a Kubernetes
-//! ConfigMap volume) or [`FileProvider::reload_now`] rescans everything.
+//! is walked); an event on a hidden path (an editor's temporary file, a
+//! Kubernetes ConfigMap volume's `..data`) re-reads only the visible
+//! symbolic links, the only way into it; a lost event, a watch error, an
+//! event on the directory itself or [`FileProvider::reload_now`] rescans
+//! everything. Each burst logs (debug, "burst processed") the files it
+//! read and parsed and where its time went.
 //! Files whose bytes did not change are not parsed again, and a burst that
 //! changes no file's objects or diagnostics publishes nothing.
 //!
@@ -424,11 +427,32 @@ async fn run(
         }
 
         let tree = tree.clone();
-        *shared.busy_since.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        let processing = Instant::now();
+        *shared.busy_since.lock().unwrap_or_else(PoisonError::into_inner) = Some(processing);
+        let paths = batch.paths.len();
+        let full = batch.full;
         let processed = tokio::task::spawn_blocking(move || {
             let mut tree = tree.lock().unwrap_or_else(PoisonError::into_inner);
+            let before = tree.counts();
+            let t0 = Instant::now();
             let changed = tree.apply(&batch);
+            let applied = t0.elapsed();
             let loaded = changed.then(|| (tree.loaded(), tree.file_count()));
+            let after = tree.counts();
+            // Where a burst's time goes (`serve`'s per-edit stages start
+            // here): waiting out the debounce, reading and parsing the
+            // files it names, merging every file's objects into the
+            // snapshot.
+            tracing::debug!(
+                paths,
+                full,
+                reads = after.0 - before.0,
+                parses = after.1 - before.1,
+                wait_ms = (processing - started).as_secs_f64() * 1e3,
+                apply_ms = applied.as_secs_f64() * 1e3,
+                merge_ms = (t0.elapsed() - applied).as_secs_f64() * 1e3,
+                "burst processed"
+            );
             (loaded, tree.take_rechecks())
         })
         .await;

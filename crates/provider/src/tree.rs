@@ -16,6 +16,7 @@ use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use api::files::{Entry, FileError, Root};
@@ -112,6 +113,36 @@ pub(crate) struct Tree {
     rechecks: Vec<(PathBuf, Instant)>,
     /// What a load accepts beyond the built-in kinds.
     loader: loader::Options,
+    /// Visible entries (files or directories) that are symbolic links, by
+    /// relative path: the only way the content of a hidden path reaches a
+    /// file that is read (Kubernetes' ConfigMap volumes: `a.yaml ->
+    /// ..data/a.yaml`). An event on a hidden path re-checks these, not the
+    /// whole tree: an editor's `.a.yaml.tmp` then costs nothing.
+    links: BTreeSet<PathBuf>,
+    /// Files read and versions parsed since the tree was made (an edit
+    /// must cost the files it touches: the provider logs these per burst,
+    /// and tests count them).
+    counters: Counters,
+}
+
+/// See [`Tree::counters`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    /// Files read (or attempted).
+    pub reads: AtomicU64,
+    /// Versions whose bytes changed and were loaded.
+    pub parses: AtomicU64,
+}
+
+/// How an event's path relates to the watched directory.
+enum Relative {
+    /// Strictly below the root, no component hidden.
+    Visible(PathBuf),
+    /// Below the root with a hidden component: never read itself, but a
+    /// visible link may lead into it.
+    Hidden,
+    /// The root itself or outside it: only a rescan can tell.
+    Unknown,
 }
 
 impl Tree {
@@ -135,6 +166,8 @@ impl Tree {
             empty_grace,
             rechecks: Vec::new(),
             loader,
+            links: BTreeSet::new(),
+            counters: Counters::default(),
         })
     }
 
@@ -146,6 +179,14 @@ impl Tree {
     /// Files that must be read again later, with when.
     pub fn take_rechecks(&mut self) -> Vec<(PathBuf, Instant)> {
         std::mem::take(&mut self.rechecks)
+    }
+
+    /// (files read, versions parsed) since the tree was made.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.counters.reads.load(Ordering::Relaxed),
+            self.counters.parses.load(Ordering::Relaxed),
+        )
     }
 
     /// Number of manifest files known (present or with a kept version).
@@ -168,15 +209,25 @@ impl Tree {
     pub fn apply(&mut self, batch: &Batch) -> bool {
         let mut changed = false;
         let mut full = batch.full;
+        let mut hidden = false;
         if !full {
             for path in &batch.paths {
                 match self.relative(path) {
-                    Some(rel) => changed |= self.reconcile(&rel),
-                    None => {
+                    Relative::Visible(rel) => changed |= self.reconcile(&rel),
+                    Relative::Hidden => hidden = true,
+                    Relative::Unknown => {
                         full = true;
                         break;
                     }
                 }
+            }
+        }
+        if hidden && !full {
+            // Only a link can show what changed under a hidden path; each
+            // is read again (unchanged bytes are not parsed).
+            let links: Vec<PathBuf> = self.links.iter().cloned().collect();
+            for rel in links {
+                changed |= self.reconcile(&rel);
             }
         }
         if full {
@@ -251,22 +302,28 @@ impl Tree {
         self.dir.join(rel).display().to_string()
     }
 
-    /// The path relative to the root, if it is strictly below it and no
-    /// component is hidden. `None` asks for a full rescan: hidden entries
-    /// are never read themselves, but they can be what visible symbolic
-    /// links point to (Kubernetes' `..data` in a mounted ConfigMap).
-    fn relative(&self, path: &Path) -> Option<PathBuf> {
-        let rel = path
+    /// Where `path` lies (see [`Relative`]). Hidden entries are never read
+    /// themselves, but they can be what visible symbolic links point to
+    /// (Kubernetes' `..data` in a mounted ConfigMap): the caller re-checks
+    /// the links then.
+    fn relative(&self, path: &Path) -> Relative {
+        let Some(rel) = path
             .strip_prefix(&self.absolute)
             .ok()
-            .or_else(|| self.canonical.as_deref().and_then(|c| path.strip_prefix(c).ok()))?;
+            .or_else(|| self.canonical.as_deref().and_then(|c| path.strip_prefix(c).ok()))
+        else {
+            return Relative::Unknown;
+        };
+        if rel.as_os_str().is_empty() {
+            return Relative::Unknown;
+        }
         let hidden = rel
             .components()
             .any(|c| c.as_os_str().to_str().is_none_or(|s| s.starts_with('.')));
-        if rel.as_os_str().is_empty() || hidden {
-            return None;
+        if hidden {
+            return Relative::Hidden;
         }
-        Some(rel.to_path_buf())
+        Relative::Visible(rel.to_path_buf())
     }
 
     /// Brings the state of one path (a file, a directory, or something
@@ -277,6 +334,11 @@ impl Tree {
             return false;
         };
         let path = self.absolute.join(rel);
+        if is_link(&path) {
+            self.links.insert(rel.to_path_buf());
+        } else {
+            self.links.remove(rel);
+        }
         let manifest = loader::is_manifest_file(rel);
         let previous_escape = self.escapes.remove(rel);
         let mut changed = previous_escape.is_some();
@@ -322,13 +384,31 @@ impl Tree {
         let mut found = BTreeSet::new();
         let mut dir_errors = BTreeMap::new();
         let mut escapes = BTreeMap::new();
+        let mut links = BTreeSet::new();
         // A link back up to an ancestor is a loop, as in a walk from the root.
         let mut visited: HashSet<PathBuf> = rel
             .ancestors()
             .skip(1)
             .filter_map(|a| fs::canonicalize(self.absolute.join(a)).ok())
             .collect();
-        self.walk(rel, &mut found, &mut dir_errors, &mut escapes, &mut visited);
+        self.walk(
+            rel,
+            &mut found,
+            &mut dir_errors,
+            &mut escapes,
+            &mut visited,
+            &mut links,
+        );
+        // The links below `rel` are now the ones the walk saw (`rel`
+        // itself is its parent's to judge).
+        let stale: Vec<PathBuf> = below_set(&self.links, rel)
+            .filter(|p| p.as_path() != rel)
+            .cloned()
+            .collect();
+        for path in stale {
+            self.links.remove(&path);
+        }
+        self.links.extend(links);
 
         let mut changed = false;
         let old_escapes: Vec<PathBuf> = below(&self.escapes, rel).cloned().collect();
@@ -419,6 +499,7 @@ impl Tree {
         dir_errors: &mut BTreeMap<PathBuf, Diagnostic>,
         escapes: &mut BTreeMap<PathBuf, Diagnostic>,
         visited: &mut HashSet<PathBuf>,
+        links: &mut BTreeSet<PathBuf>,
     ) {
         let Some(root) = &self.root else { return };
         let path = self.absolute.join(rel);
@@ -456,8 +537,12 @@ impl Tree {
             }
             let child = rel.join(&name);
             let manifest = loader::is_manifest_file(&child);
-            match root.entry(&self.absolute.join(&child)) {
-                Entry::Dir { .. } => self.walk(&child, found, dir_errors, escapes, visited),
+            let absolute = self.absolute.join(&child);
+            if is_link(&absolute) {
+                links.insert(child.clone());
+            }
+            match root.entry(&absolute) {
+                Entry::Dir { .. } => self.walk(&child, found, dir_errors, escapes, visited, links),
                 // Refused manifest files are listed too: reading them
                 // reports why (and keeps their last good version).
                 Entry::File | Entry::Refused(_) if manifest => {
@@ -486,6 +571,13 @@ impl Tree {
             .cloned()
             .collect();
         let changed = !files.is_empty() || !errors.is_empty() || !escapes.is_empty();
+        let links: Vec<PathBuf> = below_set(&self.links, rel)
+            .filter(|p| itself || p.as_path() != rel)
+            .cloned()
+            .collect();
+        for path in links {
+            self.links.remove(&path);
+        }
         for path in files {
             self.files.remove(&path);
         }
@@ -533,6 +625,7 @@ impl Tree {
         let name = self.name(rel);
         let previous = self.files.get(rel);
         let good = previous.and_then(|p| p.good.as_ref());
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
         let read = match &self.root {
             Some(root) => self.reader.read(root, &path),
             None => Err(deadline::ReadFailure::File(FileError::Io {
@@ -553,6 +646,7 @@ impl Tree {
                         return Version::HeldEmpty { since, path };
                     }
                 }
+                self.counters.parses.fetch_add(1, Ordering::Relaxed);
                 let good = good.cloned();
                 // A cheap clone: the decoded documents are shared.
                 let mut documents = previous.map(|p| p.documents.clone()).unwrap_or_default();
@@ -649,10 +743,21 @@ enum Version {
     Next(Box<FileState>),
 }
 
+/// Whether `path` itself is a symbolic link.
+fn is_link(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
 /// The keys of `map` equal to `rel` or below it (all keys for `""`).
 fn below<'a, V>(map: &'a BTreeMap<PathBuf, V>, rel: &'a Path) -> impl Iterator<Item = &'a PathBuf> {
     map.range::<Path, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
         .map(|(k, _)| k)
+        .take_while(move |k| k.starts_with(rel))
+}
+
+/// The paths in `set` equal to `rel` or below it (all for `""`).
+fn below_set<'a>(set: &'a BTreeSet<PathBuf>, rel: &'a Path) -> impl Iterator<Item = &'a PathBuf> {
+    set.range::<Path, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
         .take_while(move |k| k.starts_with(rel))
 }
 
@@ -704,6 +809,87 @@ mod tests {
                 .as_ref()
                 .is_some_and(|rules| format!("{rules:?}").contains("/edited"))
         );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    fn batch(tree: &Tree, rels: &[&str]) -> Batch {
+        Batch {
+            full: false,
+            paths: rels.iter().map(|r| tree.absolute.join(r)).collect(),
+        }
+    }
+
+    /// An editor's atomic save (`.b.yaml.tmp` written, renamed to
+    /// `b.yaml`) names a hidden path: only `b.yaml` is read, not every
+    /// file of the directory (it was a full rescan: an edit cost every
+    /// file at 10,000 routes, 0.4-2.3 s at 100,000).
+    #[test]
+    fn an_atomic_save_reads_only_the_saved_file() {
+        let dir = std::env::temp_dir().join(format!("provider-atomic-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("temp dir");
+        for (i, f) in ["a.yaml", "b.yaml", "c.yaml"].iter().enumerate() {
+            fs::write(dir.join(f), route(i, "/a")).expect("write");
+        }
+        let mut tree =
+            Tree::new(dir.clone(), Duration::from_secs(1), loader::Options::default()).expect("tree");
+        assert!(tree.rescan().expect("rescan"));
+        let before = tree.counts();
+        fs::write(dir.join(".b.yaml.tmp"), route(1, "/saved")).expect("write");
+        fs::rename(dir.join(".b.yaml.tmp"), dir.join("b.yaml")).expect("rename");
+        assert!(tree.apply(&batch(&tree, &[".b.yaml.tmp", "b.yaml"])));
+        let after = tree.counts();
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1),
+            (1, 1),
+            "one file read and parsed"
+        );
+        assert_eq!(tree.loaded(), loader::load_path(&dir).expect("full load"));
+        // A hidden file, and no link in the directory: nothing is read.
+        fs::write(dir.join(".notes.yaml"), route(9, "/x")).expect("write");
+        let before = tree.counts();
+        assert!(!tree.apply(&batch(&tree, &[".notes.yaml"])));
+        assert_eq!(tree.counts(), before, "no file read");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A change under a hidden path reaches a visible link into it (a
+    /// Kubernetes ConfigMap volume swaps `..data`): the link is read
+    /// again, the other files are not.
+    #[test]
+    fn a_hidden_change_rereads_only_the_links_into_it() {
+        let dir = std::env::temp_dir().join(format!("provider-hidden-link-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("..v1")).expect("temp dir");
+        fs::create_dir_all(dir.join("..v2")).expect("temp dir");
+        fs::create_dir_all(dir.join("sub")).expect("temp dir");
+        fs::write(dir.join("..v1/a.yaml"), route(0, "/v1")).expect("write");
+        fs::write(dir.join("..v2/a.yaml"), route(0, "/v2")).expect("write");
+        std::os::unix::fs::symlink("..v1", dir.join("..data")).expect("link");
+        std::os::unix::fs::symlink("..data/a.yaml", dir.join("a.yaml")).expect("link");
+        // A directory link too: its files are read through it.
+        std::os::unix::fs::symlink("..data", dir.join("linked")).expect("link");
+        for i in 1..4 {
+            fs::write(dir.join(format!("sub/r{i}.yaml")), route(i, "/plain")).expect("write");
+        }
+        let mut tree =
+            Tree::new(dir.clone(), Duration::from_secs(1), loader::Options::default()).expect("tree");
+        assert!(tree.rescan().expect("rescan"));
+        let before = tree.counts();
+        // The swap: `..data` now points at `..v2` (renamed into place).
+        std::os::unix::fs::symlink("..v2", dir.join("..data_tmp")).expect("link");
+        fs::rename(dir.join("..data_tmp"), dir.join("..data")).expect("rename");
+        assert!(tree.apply(&batch(&tree, &["..data_tmp", "..data"])));
+        let after = tree.counts();
+        assert_eq!(
+            after.0 - before.0,
+            2,
+            "a.yaml and linked/a.yaml read, not the three files in sub/"
+        );
+        let loaded = tree.loaded();
+        assert!(format!("{:?}", loaded.inputs.http_routes[0].object.spec.rules).contains("/v2"));
+        // Both links name r0: the second is a duplicate, as a full load says.
+        assert_eq!(loaded, loader::load_path(&dir).expect("full load"));
         let _ = fs::remove_dir_all(&dir);
     }
 

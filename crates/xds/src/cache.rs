@@ -9,6 +9,7 @@ use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 use tokio::sync::watch;
 use translate::GatewayXds;
+use translate::xds::encoded::EncodedRouteConfiguration;
 
 use crate::types;
 
@@ -20,10 +21,37 @@ pub struct Entry {
 }
 
 /// All resources of one node.
-#[derive(Clone, Debug, Default, PartialEq)]
+///
+/// Entries are shared (`Arc`): a snapshot built after another
+/// ([`Snapshot::from_gateway_after`]) takes the previous one's entry for
+/// every route configuration the translator did not rebuild, so an edit
+/// copies and hashes only what it changed, not every route of every
+/// Gateway (at 10,000 routes a route configuration is megabytes).
+#[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     /// type URL → name → entry.
-    pub types: BTreeMap<&'static str, BTreeMap<String, Entry>>,
+    pub types: BTreeMap<&'static str, BTreeMap<String, Arc<Entry>>>,
+    /// The translator's encoded route configurations the route entries
+    /// were made from, by name. Held so that their bytes stay allocated:
+    /// the next snapshot recognises an unchanged configuration by address
+    /// (the incremental translator shares the bytes of what it did not
+    /// rebuild), which is sound only while this one keeps them alive.
+    route_sources: BTreeMap<String, EncodedRouteConfiguration>,
+}
+
+/// Equal resources: what a push compares (the sources are how the
+/// entries were obtained, not what is served).
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Self) -> bool {
+        self.types.len() == other.types.len()
+            && self.types.iter().zip(&other.types).all(|((ta, a), (tb, b))| {
+                ta == tb
+                    && a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|((na, ea), (nb, eb))| na == nb && (Arc::ptr_eq(ea, eb) || ea == eb))
+            })
+    }
 }
 
 fn hash_bytes(b: &[u8]) -> String {
@@ -34,6 +62,14 @@ fn hash_bytes(b: &[u8]) -> String {
 
 impl Snapshot {
     pub fn from_gateway(gw: &GatewayXds) -> Self {
+        Self::from_gateway_after(gw, None)
+    }
+
+    /// [`Snapshot::from_gateway`], sharing `previous`'s entry (no copy, no
+    /// hash) for each route configuration whose bytes are the very ones it
+    /// was made from, or equal to its entry's. The result is equal to
+    /// `from_gateway(gw)`.
+    pub fn from_gateway_after(gw: &GatewayXds, previous: Option<&Snapshot>) -> Self {
         let mut s = Snapshot::default();
         fn put<M: Message + prost::Name>(s: &mut Snapshot, type_url: &'static str, name: &str, m: &M) {
             put_bytes(s, type_url, name, m.encode_to_vec());
@@ -49,8 +85,19 @@ impl Snapshot {
             s.types
                 .entry(type_url)
                 .or_default()
-                .insert(name.to_string(), entry);
+                .insert(name.to_string(), Arc::new(entry));
         }
+        // The previous entry of a route configuration, if its content is
+        // `r`'s: the same allocation (alive, held by `previous`, so the
+        // address is not another's), else compared byte for byte (cheaper
+        // than a copy and a hash).
+        let unchanged = |r: &EncodedRouteConfiguration| -> Option<Arc<Entry>> {
+            let previous = previous?;
+            let entry = previous.types.get(types::ROUTE)?.get(&r.name)?;
+            let source = previous.route_sources.get(&r.name)?;
+            let same = std::ptr::eq(source.bytes(), r.bytes()) || entry.any.value == r.bytes();
+            same.then(|| Arc::clone(entry))
+        };
         for c in &gw.clusters {
             put(&mut s, types::CLUSTER, &c.name, c);
         }
@@ -64,8 +111,17 @@ impl Snapshot {
             put(&mut s, types::LISTENER, &l.name, l);
         }
         for r in &gw.routes {
-            // Already canonically encoded (maps in key order), as sent.
-            put_bytes(&mut s, types::ROUTE, &r.name, r.bytes().to_vec());
+            match unchanged(r) {
+                Some(entry) => {
+                    s.types
+                        .entry(types::ROUTE)
+                        .or_default()
+                        .insert(r.name.clone(), entry);
+                }
+                // Already canonically encoded (maps in key order), as sent.
+                None => put_bytes(&mut s, types::ROUTE, &r.name, r.bytes().to_vec()),
+            }
+            s.route_sources.insert(r.name.clone(), r.clone());
         }
         for t in types::PUSH_ORDER {
             s.types.entry(t).or_default();
@@ -74,7 +130,7 @@ impl Snapshot {
     }
 
     /// The resources of a type, narrowed to `names` when given.
-    pub fn select(&self, type_url: &str, names: Option<&[String]>) -> Vec<(&String, &Entry)> {
+    pub fn select(&self, type_url: &str, names: Option<&[String]>) -> Vec<(&String, &Arc<Entry>)> {
         let Some(all) = self.types.get(type_url) else {
             return Vec::new();
         };
@@ -121,6 +177,16 @@ impl SnapshotCache {
             .entry(node.to_string())
             .or_insert_with(|| watch::channel(None).0)
             .clone()
+    }
+
+    /// Publishes the snapshot of a Gateway's xDS for its node, sharing the
+    /// current snapshot's entries for what did not change
+    /// ([`Snapshot::from_gateway_after`]); returns whether it changed.
+    pub fn set_gateway(&self, node: &str, gw: &GatewayXds) -> bool {
+        let current = self.get(node);
+        let snapshot = Snapshot::from_gateway_after(gw, current.as_deref());
+        drop(current);
+        self.set(node, snapshot)
     }
 
     /// Publishes a node's snapshot; returns whether it changed.

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource,
@@ -24,6 +25,8 @@ struct TypeState {
     nonce: String,
     version: String,
     responded: bool,
+    /// When the response of `nonce` was handed to the stream (see sotw.rs).
+    sent_at: Option<Instant>,
 }
 
 pub(crate) struct Stream {
@@ -114,6 +117,15 @@ impl Stream {
                     .nacked(&node, &req.type_url, &st.version, &err.message),
                 None => self.observer.acked(&node, &req.type_url, &st.version),
             }
+            if let Some(at) = st.sent_at.take() {
+                tracing::debug!(
+                    node,
+                    type_url = types::short(&req.type_url),
+                    nacked = req.error_detail.is_some(),
+                    push_to_ack_ms = at.elapsed().as_secs_f64() * 1e3,
+                    "xds acknowledged (delta)"
+                );
+            }
         }
         for n in &req.resource_names_subscribe {
             if n == "*" {
@@ -195,6 +207,19 @@ impl Stream {
         st.nonce = nonce.clone();
         st.version = snapshot.version(type_url, None);
         st.responded = true;
+        st.sent_at = Some(Instant::now());
+        tracing::debug!(
+            node = self.node.as_deref().unwrap_or(""),
+            type_url = types::short(type_url),
+            resources = resources.len(),
+            removed = removed.len(),
+            bytes = resources
+                .iter()
+                .filter_map(|r| r.resource.as_ref())
+                .map(|a| a.value.len())
+                .sum::<usize>(),
+            "xds pushed (delta)"
+        );
         let version = st.version.clone();
         let resp = DeltaDiscoveryResponse {
             system_version_info: version.clone(),

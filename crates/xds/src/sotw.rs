@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use tokio::sync::{mpsc, watch};
@@ -30,6 +31,9 @@ struct TypeState {
     /// change carries only the entries that differ.
     sent_hashes: HashMap<String, String>,
     nonce: String,
+    /// When the response of `nonce` was handed to the stream: its ACK
+    /// (Envoy acknowledges after applying) logs the time in between.
+    sent_at: Option<Instant>,
 }
 
 /// Whether a response carries every requested resource or, for a pushed
@@ -121,6 +125,17 @@ impl Stream {
                 ),
                 None => self.observer.acked(&node, &req.type_url, &req.version_info),
             }
+            // Push to ACK: the stream's encoding and Envoy applying the
+            // update (the floor of a propagation, README "Benchmarks").
+            if let Some(at) = st.sent_at.take() {
+                tracing::debug!(
+                    node,
+                    type_url = types::short(&req.type_url),
+                    nacked = req.error_detail.is_some(),
+                    push_to_ack_ms = at.elapsed().as_secs_f64() * 1e3,
+                    "xds acknowledged"
+                );
+            }
         }
         let names = if types::is_named(&req.type_url) {
             req.resource_names.clone()
@@ -181,6 +196,14 @@ impl Stream {
         };
         st.sent_version = Some(version.clone());
         st.nonce = nonce.clone();
+        st.sent_at = Some(Instant::now());
+        tracing::debug!(
+            node = self.node.as_deref().unwrap_or(""),
+            type_url = types::short(type_url),
+            resources = resources.len(),
+            bytes = resources.iter().map(|r| r.value.len()).sum::<usize>(),
+            "xds pushed"
+        );
         let resp = DiscoveryResponse {
             version_info: version.clone(),
             resources,

@@ -404,6 +404,7 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
             )
         });
         let translate_time = translate_started.elapsed();
+        let reuse = translator.stats();
         let mut diagnostics = snapshot.loaded.diagnostics.clone();
         diagnostics.append(&mut out.diagnostics);
         // A hook that failed at its deadline or found no server may succeed
@@ -419,13 +420,15 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
         let fault = fault::cluster();
         for (key, gw) in &out.gateways {
             match &fault {
+                // Unchanged route configurations keep their entries: an
+                // edit copies and hashes only what it changed.
                 None => {
-                    cache.set(key, xds::Snapshot::from_gateway(gw));
+                    cache.set_gateway(key, gw);
                 }
                 Some(c) => {
                     let mut gw = gw.clone();
                     gw.clusters.push(c.clone());
-                    cache.set(key, xds::Snapshot::from_gateway(&gw));
+                    cache.set_gateway(key, &gw);
                 }
             }
         }
@@ -462,6 +465,7 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
             xds_ms = ms(xds_time),
             "configuration translated"
         );
+        let published = Instant::now();
         let previous = {
             let mut cur = state.write();
             state.metrics.record_output(cur.output.as_deref(), &out);
@@ -477,8 +481,32 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
         // translator its copy of the previous call's inputs until
         // `retire` (test
         // `the_previous_snapshot_is_released_once_the_next_is_served`).
+        let publish_time = published.elapsed();
         drop(previous);
         drop(translator.retire());
+        // Where an edit's time goes, stage by stage (README "Benchmarks";
+        // the propagation bench's PORTCULLIS_PROPAGATION_LOG shows these):
+        // the provider's burst (debounce, read, parse, merge: its own
+        // "burst processed" line splits it), settings, the translation as
+        // called here with what it reused, the xDS snapshots (the push
+        // and Envoy's ACK follow in the xds crate's "xds pushed" and
+        // "xds acknowledged" lines), and publishing to the admin state.
+        tracing::debug!(
+            generation = snapshot.generation,
+            provider_ms = snapshot.debounce_latency.map(|d| d.as_secs_f64() * 1e3),
+            prepare_ms = (translate_started - started).as_secs_f64() * 1e3,
+            translate_ms = translate_time.as_secs_f64() * 1e3,
+            full = ?reuse.full,
+            routes_built = reuse.routes_built,
+            routes_reused = reuse.routes_reused,
+            gateways_reused = reuse.gateways_reused,
+            hosts_spliced = reuse.hosts_spliced,
+            hosts_encoded = reuse.hosts_encoded,
+            xds_ms = xds_time.as_secs_f64() * 1e3,
+            publish_ms = publish_time.as_secs_f64() * 1e3,
+            total_ms = started.elapsed().as_secs_f64() * 1e3,
+            "edit stages"
+        );
         Applied {
             retry,
             translate_time,
