@@ -149,6 +149,7 @@ pub(crate) fn translate_memo(
         age_rank[ri] = pos;
     }
     if let Some(m) = memo.as_deref_mut() {
+        m.sorted(&sorted);
         m.next_orders = Some(crate::incremental::Orders { sorted, by_age });
     }
     let mut routes = routes;
@@ -240,10 +241,10 @@ pub(crate) fn translate_memo(
     // The incremental translator's Gateways whose works are all the same
     // as last time: their assembly is reused (`incremental::Gateways`).
     let mut reused_gateways = crate::incremental::Gateways::new(
-        memo.filter(|_| validator.is_none() && hooks.is_none()),
+        memo,
+        validator.is_none() && hooks.is_none(),
         &gateways,
         &per_gateway,
-        &routes,
         &age_rank,
         settings,
     );
