@@ -6,7 +6,8 @@
 //!
 //! Data model. The translator keeps, from its previous call, the inputs it
 //! was given (shared, never copied: [`Held`]), the settings, and per route
-//! (keyed by kind, namespace, name):
+//! a [`Slot`], kept by the route's position in those inputs (HTTPRoutes,
+//! then GRPCRoutes; the route's key is kind, namespace, name):
 //! - its *works* — the route's rules built for each listener it attaches
 //!   to, with their Envoy routes already encoded (`pipeline::Work`), each
 //!   work shared (`Arc`) between the memo and the pipeline, and each
@@ -34,6 +35,13 @@
 //! - **A route** (HTTPRoute, GRPCRoute) is *unchanged* when the object and
 //!   its unreadable values are equal to the previous call's object of the
 //!   same kind, namespace and name, and that key is unique in both inputs.
+//!   Finding it ([`carry`]): when every route of this call has the key of
+//!   the route at its position last call (an edit that adds, removes,
+//!   renames or moves no route — each position compared by pointer, a
+//!   changed object by its key), the slots are taken by position and the
+//!   ambiguous keys are last call's (the key list is the same); otherwise
+//!   they are matched by key. Either way no slot moves to another key, so
+//!   the position is only how a slot is found, never why it is reused.
 //!   Its source (file and line) is not compared: only its diagnostics read
 //!   it, and they are restamped with it. An unchanged route reuses:
 //!   - its works. They depend on other routes in two ways only, both
@@ -44,19 +52,17 @@
 //!   - its tail ([`Gateways::tails`]), when its works were reused: status
 //!     reads the route, its bindings, its report (from its works) and the
 //!     Gateways' names; the call's transition time and the route's source
-//!     are the only things restamped. Tails are kept with their keys in
-//!     route order and looked up by position first (the key compared),
-//!     then by key from the first route found elsewhere: the lookup, not
-//!     the reuse condition, is what the position saves.
+//!     are the only things restamped.
 //!
 //!   Bindings and works are shared (`Arc`) between the memo and the
 //!   pipeline, never copied.
 //! - **A Gateway's assembly** (merging its works into virtual hosts, scope
-//!   projection, xDS) is reused whole when all its works were reused and
-//!   they are the same routes on the same listeners in the same relative
-//!   order ([`Gateways`] says why that is all it reads besides the
-//!   context). Otherwise it is assembled again, and each of its route
-//!   configurations splices every virtual host whose bytes would be the
+//!   projection, xDS) is reused whole when its works are the very same
+//!   (`Arc` identity: all reused, the same routes on the same listeners)
+//!   in the same order and relative age order ([`Gateways`] says why that
+//!   is all it reads besides the context). Otherwise it is assembled
+//!   again, and each of its route configurations splices every virtual
+//!   host whose bytes would be the
 //!   same: the same name, the very same routes in order (shared bytes,
 //!   compared by address — the memo holds them, so an address is never
 //!   reused by another route meanwhile), the same listener policy and the
