@@ -202,19 +202,26 @@ pub(crate) fn translate_memo(
     // order, for its own IR.
     let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
     let mut per_gateway: Vec<Vec<(usize, Arc<Work>)>> = gateways.iter().map(|_| Vec::new()).collect();
-    for (ri, (route, ws)) in routes.iter().zip(works).enumerate() {
+    for (ri, (route, ws)) in routes.iter().zip(&works).enumerate() {
         for w in ws {
             for (rule_index, r) in &w.rules {
                 reports[ri].absorb(*rule_index, r);
             }
             if let Some(g) = per_gateway.get_mut(w.gateway) {
-                g.push((ri, w));
+                g.push((ri, Arc::clone(w)));
             }
         }
         // Routes not programmed anywhere still get their references checked.
         if reports[ri].rules_seen.is_empty() {
             reports[ri].check_refs(&index, route);
         }
+    }
+    // The memo keeps every route's works for the next call (moved, not
+    // copied). Without a memo they are dropped here: under hooks each
+    // Gateway's works must be their only owner (unwrapped, not copied).
+    match memo.as_deref_mut() {
+        Some(m) => m.keep_works(works),
+        None => drop(works),
     }
 
     // HTTPProxy trees (README "HTTPProxy"): resolved once; their routes

@@ -367,6 +367,11 @@ impl RouteMemo {
         self.order = sorted.to_vec();
     }
 
+    /// This call's works (pipeline order), for [`RouteMemo::keep`].
+    pub(crate) fn keep_works(&mut self, works: Vec<Vec<Arc<Work>>>) {
+        self.works = works;
+    }
+
     /// Keeps every route's slot for the next call, with its tail (`None`
     /// under STRICT, whose tails are never reused), in input order. Routes
     /// of an ambiguous key keep none.
@@ -634,9 +639,7 @@ pub(crate) fn build_all<'r>(
     for (ri, works) in todo.into_iter().zip(built) {
         out[ri] = Some(works.into_iter().map(Arc::new).collect());
     }
-    let out: Vec<Vec<Arc<Work>>> = out.into_iter().map(Option::unwrap_or_default).collect();
-    memo.works = out.clone();
-    out
+    out.into_iter().map(Option::unwrap_or_default).collect()
 }
 
 fn http_key(r: &api::Sourced<api::gateway_api::experimental::httproutes::HttpRoute>) -> RouteKey {
