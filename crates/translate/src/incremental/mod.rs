@@ -324,9 +324,8 @@ impl Translator {
 /// The pipeline's side of the memo: the slots to reuse, and every route's
 /// slot for the next call.
 pub(crate) struct RouteMemo {
-    /// Last call's slots of the routes found unchanged: in input order until
-    /// the pipeline has sorted its routes ([`RouteMemo::sorted`]), then in
-    /// the pipeline's order.
+    /// Last call's slots of the routes found unchanged, in input order
+    /// (found through `order`); replaced in place by this call's.
     prior: Vec<Option<Slot>>,
     /// Keys held by more than one route: never reused nor kept.
     ambiguous: HashSet<RouteKey>,
@@ -357,14 +356,15 @@ pub(crate) struct RouteMemo {
 
 impl RouteMemo {
     /// The pipeline's route order: `sorted[i]` is the input position of its
-    /// `i`-th route. The offered slots follow it.
+    /// `i`-th route (the slots stay where they are, found through it).
     pub(crate) fn sorted(&mut self, sorted: &[usize]) {
-        let mut prior = std::mem::take(&mut self.prior);
-        self.prior = sorted
-            .iter()
-            .map(|&i| prior.get_mut(i).and_then(Option::take))
-            .collect();
         self.order = sorted.to_vec();
+    }
+
+    /// The offered slot of the pipeline's route `ri`, if any.
+    fn prior_mut(&mut self, ri: usize) -> Option<&mut Slot> {
+        let at = *self.order.get(ri)?;
+        self.prior.get_mut(at)?.as_mut()
     }
 
     /// This call's works (pipeline order), for [`RouteMemo::keep`].
@@ -373,24 +373,32 @@ impl RouteMemo {
     }
 
     /// Keeps every route's slot for the next call, with its tail (`None`
-    /// under STRICT, whose tails are never reused), in input order. Routes
-    /// of an ambiguous key keep none.
+    /// under STRICT, whose tails are never reused), in input order, in
+    /// place of the offered ones (`order` is a permutation: every position
+    /// is written). Routes of an ambiguous key keep none.
     pub(crate) fn keep(&mut self, tails: Option<Vec<RouteTail>>) {
-        let works = std::mem::take(&mut self.works);
-        let bindings = std::mem::take(&mut self.bindings);
+        let n = self.order.len();
+        let mut works = std::mem::take(&mut self.works).into_iter();
+        let mut bindings = std::mem::take(&mut self.bindings).into_iter();
         let mut tails = tails.map(Vec::into_iter);
-        let mut next: Vec<Option<Slot>> = (0..self.order.len()).map(|_| None).collect();
-        for ((&at, works), bindings) in self.order.iter().zip(works).zip(bindings) {
+        let mut next = std::mem::take(&mut self.prior);
+        next.truncate(n);
+        next.resize_with(n, || None);
+        for &at in &self.order {
+            let (w, b) = (works.next(), bindings.next());
             let tail = tails.as_mut().and_then(Iterator::next);
-            if self.ambiguous_at.get(at).copied().unwrap_or(true) {
-                continue;
-            }
-            if let Some(slot) = next.get_mut(at) {
-                *slot = Some(Slot {
-                    works,
-                    bindings,
-                    tail,
-                });
+            let slot = match (w, b) {
+                (Some(works), Some(bindings)) if !self.ambiguous_at.get(at).copied().unwrap_or(true) => {
+                    Some(Slot {
+                        works,
+                        bindings,
+                        tail,
+                    })
+                }
+                _ => None,
+            };
+            if let Some(s) = next.get_mut(at) {
+                *s = slot;
             }
         }
         self.next = next;
@@ -410,7 +418,7 @@ pub(crate) fn bind_all(
     let out: Vec<Arc<Vec<ParentBinding>>> = routes
         .iter()
         .enumerate()
-        .map(|(ri, r)| match memo.prior.get(ri).and_then(Option::as_ref) {
+        .map(|(ri, r)| match memo.prior_mut(ri) {
             Some(slot) => Arc::clone(&slot.bindings),
             None => Arc::new(bind(r)),
         })
@@ -556,9 +564,7 @@ impl<'m> Gateways<'m> {
         (0..n)
             .map(|ri| {
                 let reused = !memo.rebuilt.get(ri).copied().unwrap_or(true);
-                memo.prior
-                    .get_mut(ri)
-                    .and_then(Option::as_mut)
+                memo.prior_mut(ri)
                     .filter(|_| reused)
                     .and_then(|slot| slot.tail.take())
             })
@@ -624,12 +630,7 @@ pub(crate) fn build_all<'r>(
     build: impl Fn(usize) -> Vec<Work> + Sync,
 ) -> Vec<Vec<Arc<Work>>> {
     let mut out: Vec<Option<Vec<Arc<Work>>>> = (0..routes.len())
-        .map(|ri| {
-            memo.prior
-                .get_mut(ri)
-                .and_then(Option::as_mut)
-                .map(|slot| std::mem::take(&mut slot.works))
-        })
+        .map(|ri| memo.prior_mut(ri).map(|slot| std::mem::take(&mut slot.works)))
         .collect();
     let todo: Vec<usize> = (0..routes.len()).filter(|&ri| out[ri].is_none()).collect();
     memo.rebuilt = out.iter().map(Option::is_none).collect();
