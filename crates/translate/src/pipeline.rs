@@ -149,6 +149,7 @@ pub(crate) fn translate_memo(
         age_rank[ri] = pos;
     }
     if let Some(m) = memo.as_deref_mut() {
+        m.sorted(&sorted);
         m.next_orders = Some(crate::incremental::Orders { sorted, by_age });
     }
     let mut routes = routes;
@@ -201,19 +202,26 @@ pub(crate) fn translate_memo(
     // order, for its own IR.
     let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
     let mut per_gateway: Vec<Vec<(usize, Arc<Work>)>> = gateways.iter().map(|_| Vec::new()).collect();
-    for (ri, (route, ws)) in routes.iter().zip(works).enumerate() {
+    for (ri, (route, ws)) in routes.iter().zip(&works).enumerate() {
         for w in ws {
             for (rule_index, r) in &w.rules {
                 reports[ri].absorb(*rule_index, r);
             }
             if let Some(g) = per_gateway.get_mut(w.gateway) {
-                g.push((ri, w));
+                g.push((ri, Arc::clone(w)));
             }
         }
         // Routes not programmed anywhere still get their references checked.
         if reports[ri].rules_seen.is_empty() {
             reports[ri].check_refs(&index, route);
         }
+    }
+    // The memo keeps every route's works for the next call (moved, not
+    // copied). Without a memo they are dropped here: under hooks each
+    // Gateway's works must be their only owner (unwrapped, not copied).
+    match memo.as_deref_mut() {
+        Some(m) => m.keep_works(works),
+        None => drop(works),
     }
 
     // HTTPProxy trees (README "HTTPProxy"): resolved once; their routes
@@ -240,10 +248,10 @@ pub(crate) fn translate_memo(
     // The incremental translator's Gateways whose works are all the same
     // as last time: their assembly is reused (`incremental::Gateways`).
     let mut reused_gateways = crate::incremental::Gateways::new(
-        memo.filter(|_| validator.is_none() && hooks.is_none()),
+        memo,
+        validator.is_none() && hooks.is_none(),
         &gateways,
         &per_gateway,
-        &routes,
         &age_rank,
         settings,
     );

@@ -6,7 +6,8 @@
 //!
 //! Data model. The translator keeps, from its previous call, the inputs it
 //! was given (shared, never copied: [`Held`]), the settings, and per route
-//! (keyed by kind, namespace, name):
+//! a [`Slot`], kept by the route's position in those inputs (HTTPRoutes,
+//! then GRPCRoutes; the route's key is kind, namespace, name):
 //! - its *works* — the route's rules built for each listener it attaches
 //!   to, with their Envoy routes already encoded (`pipeline::Work`), each
 //!   work shared (`Arc`) between the memo and the pipeline, and each
@@ -34,6 +35,13 @@
 //! - **A route** (HTTPRoute, GRPCRoute) is *unchanged* when the object and
 //!   its unreadable values are equal to the previous call's object of the
 //!   same kind, namespace and name, and that key is unique in both inputs.
+//!   Finding it ([`carry`]): when every route of this call has the key of
+//!   the route at its position last call (an edit that adds, removes,
+//!   renames or moves no route — each position compared by pointer, a
+//!   changed object by its key), the slots are taken by position and the
+//!   ambiguous keys are last call's (the key list is the same); otherwise
+//!   they are matched by key. Either way no slot moves to another key, so
+//!   the position is only how a slot is found, never why it is reused.
 //!   Its source (file and line) is not compared: only its diagnostics read
 //!   it, and they are restamped with it. An unchanged route reuses:
 //!   - its works. They depend on other routes in two ways only, both
@@ -44,19 +52,17 @@
 //!   - its tail ([`Gateways::tails`]), when its works were reused: status
 //!     reads the route, its bindings, its report (from its works) and the
 //!     Gateways' names; the call's transition time and the route's source
-//!     are the only things restamped. Tails are kept with their keys in
-//!     route order and looked up by position first (the key compared),
-//!     then by key from the first route found elsewhere: the lookup, not
-//!     the reuse condition, is what the position saves.
+//!     are the only things restamped.
 //!
 //!   Bindings and works are shared (`Arc`) between the memo and the
 //!   pipeline, never copied.
 //! - **A Gateway's assembly** (merging its works into virtual hosts, scope
-//!   projection, xDS) is reused whole when all its works were reused and
-//!   they are the same routes on the same listeners in the same relative
-//!   order ([`Gateways`] says why that is all it reads besides the
-//!   context). Otherwise it is assembled again, and each of its route
-//!   configurations splices every virtual host whose bytes would be the
+//!   projection, xDS) is reused whole when its works are the very same
+//!   (`Arc` identity: all reused, the same routes on the same listeners)
+//!   in the same order and relative age order ([`Gateways`] says why that
+//!   is all it reads besides the context). Otherwise it is assembled
+//!   again, and each of its route configurations splices every virtual
+//!   host whose bytes would be the
 //!   same: the same name, the very same routes in order (shared bytes,
 //!   compared by address — the memo holds them, so an address is never
 //!   reused by another route meanwhile), the same listener policy and the
@@ -119,9 +125,6 @@ impl Held for Inputs {
 /// (kind, namespace, name), as the route model derives them.
 type RouteKey = (RouteKind, String, String);
 
-/// Every route's works, by route.
-type Works = HashMap<RouteKey, Vec<Arc<Work>>>;
-
 /// What the last call reused and rebuilt (for tests, benchmarks, logs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -151,7 +154,7 @@ pub enum Full {
 }
 
 /// The incremental translator (see the module doc). Holds the previous
-/// call's inputs, settings and route works; no globals.
+/// call's inputs, settings and route memos; no globals.
 #[derive(Default)]
 pub struct Translator {
     prev: Option<Prev>,
@@ -168,12 +171,25 @@ pub struct Translator {
 struct Prev {
     inputs: Arc<dyn Held>,
     settings: Settings,
-    works: HashMap<RouteKey, Vec<Arc<Work>>>,
+    /// Per route of `inputs`, in input order (HTTPRoutes, then GRPCRoutes):
+    /// what its translation made, `None` for a key held by several routes.
+    slots: Vec<Option<Slot>>,
+    /// Keys held by several routes of `inputs`.
+    ambiguous: HashSet<RouteKey>,
     gateways: HashMap<String, GatewayMemo>,
     proxy_trees: httpproxy::Trees,
-    bindings: HashMap<RouteKey, Arc<Vec<ParentBinding>>>,
-    tails: Vec<(RouteKey, RouteTail)>,
     orders: Option<Orders>,
+}
+
+/// One route's memo: its works, its bindings and (but under STRICT) its
+/// tail. Kept by the route's position in the inputs, so that an edit which
+/// adds, removes or renames no route finds every memo where it was — by
+/// position and pointer, without hashing a key (at 10,000 routes the maps
+/// keyed by (kind, namespace, name) cost a third of an edit).
+pub(crate) struct Slot {
+    works: Vec<Arc<Work>>,
+    bindings: Arc<Vec<ParentBinding>>,
+    tail: Option<RouteTail>,
 }
 
 /// Last call's route order and age order (indices into the routes as the
@@ -226,57 +242,58 @@ impl Translator {
             return out;
         }
         let new = inputs.inputs();
-        let ambiguous = duplicate_keys(new);
         let prior_orders = prev.as_mut().and_then(|p| p.orders.take());
-        let (prior, prior_gateways, prior_bindings, prior_tails, full, proxies) = match prev {
+        let n = new.http_routes.len() + new.grpc_routes.len();
+        let (prior, ambiguous, prior_gateways, full, proxies) = match prev {
             None => (
-                HashMap::new(),
-                HashMap::new(),
-                HashMap::new(),
                 Vec::new(),
+                duplicate_keys(new),
+                HashMap::new(),
                 Some(Full::First),
                 Default::default(),
             ),
             Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => {
                 self.retired = Some(p.inputs);
                 (
-                    HashMap::new(),
-                    HashMap::new(),
-                    HashMap::new(),
                     Vec::new(),
+                    duplicate_keys(new),
+                    HashMap::new(),
                     Some(Full::Context),
                     Default::default(),
                 )
             }
             Some(mut p) => {
                 let gateways = std::mem::take(&mut p.gateways);
-                let bindings = std::mem::take(&mut p.bindings);
-                let tails = std::mem::take(&mut p.tails);
                 let trees = std::mem::take(&mut p.proxy_trees);
                 let proxies = httpproxy::Memo::carry(trees, p.inputs.inputs(), new);
-                let (prior, old) = unchanged(p, new, &ambiguous);
+                let (prior, ambiguous, old) = carry(p, new);
                 self.retired = Some(old);
-                (prior, gateways, bindings, tails, None, proxies)
+                (prior, ambiguous, gateways, None, proxies)
             }
+        };
+        // Per route (input order): whether its key is held by several.
+        let ambiguous_at: Vec<bool> = if ambiguous.is_empty() {
+            vec![false; n]
+        } else {
+            input_keys(new).map(|k| ambiguous.contains(&k)).collect()
         };
         let mut memo = RouteMemo {
             prior,
-            next: HashMap::new(),
             ambiguous,
+            ambiguous_at,
+            order: Vec::new(),
             built: 0,
             reused: 0,
             rebuilt: Vec::new(),
+            works: Vec::new(),
+            bindings: Vec::new(),
+            next: Vec::new(),
             prior_gateways,
             next_gateways: HashMap::new(),
             gateways_reused: 0,
             proxies,
             hosts_spliced: 0,
             hosts_encoded: 0,
-            keys: Vec::new(),
-            prior_bindings,
-            next_bindings: HashMap::new(),
-            prior_tails,
-            next_tails: Vec::new(),
             prior_orders,
             next_orders: None,
         };
@@ -294,28 +311,37 @@ impl Translator {
         self.prev = Some(Prev {
             inputs,
             settings: settings.clone(),
-            works: memo.next,
+            slots: memo.next,
+            ambiguous: memo.ambiguous,
             gateways: memo.next_gateways,
             proxy_trees,
-            bindings: memo.next_bindings,
-            tails: memo.next_tails,
             orders: memo.next_orders,
         });
         out
     }
 }
 
-/// The pipeline's side of the memo: works to reuse, and every route's
-/// works for the next call.
+/// The pipeline's side of the memo: the slots to reuse, and every route's
+/// slot for the next call.
 pub(crate) struct RouteMemo {
-    prior: HashMap<RouteKey, Vec<Arc<Work>>>,
-    next: HashMap<RouteKey, Vec<Arc<Work>>>,
+    /// Last call's slots of the routes found unchanged, in input order
+    /// (found through `order`); replaced in place by this call's.
+    prior: Vec<Option<Slot>>,
     /// Keys held by more than one route: never reused nor kept.
     ambiguous: HashSet<RouteKey>,
+    /// Per route, in input order: whether its key is in `ambiguous`.
+    ambiguous_at: Vec<bool>,
+    /// Per route in the pipeline's order: its position in the inputs.
+    order: Vec<usize>,
     built: usize,
     reused: usize,
     /// Per route (pipeline order): whether its works were built this call.
     rebuilt: Vec<bool>,
+    /// This call's works and bindings (pipeline order), kept for the next.
+    works: Vec<Vec<Arc<Work>>>,
+    bindings: Vec<Arc<Vec<ParentBinding>>>,
+    /// The slots for the next call (input order).
+    next: Vec<Option<Slot>>,
     prior_gateways: HashMap<String, GatewayMemo>,
     next_gateways: HashMap<String, GatewayMemo>,
     gateways_reused: usize,
@@ -323,17 +349,60 @@ pub(crate) struct RouteMemo {
     pub(crate) proxies: httpproxy::Memo,
     hosts_spliced: usize,
     hosts_encoded: usize,
-    /// The pipeline's routes' keys, in its order (set by [`bind_all`]).
-    keys: Vec<RouteKey>,
-    prior_bindings: HashMap<RouteKey, Arc<Vec<ParentBinding>>>,
-    next_bindings: HashMap<RouteKey, Arc<Vec<ParentBinding>>>,
-    /// Every route's tail with its key, in last call's route order: looked
-    /// up by position first ([`Gateways::tails`]).
-    prior_tails: Vec<(RouteKey, RouteTail)>,
-    next_tails: Vec<(RouteKey, RouteTail)>,
     /// Last call's orders, offered to the pipeline, and this call's.
     pub(crate) prior_orders: Option<Orders>,
     pub(crate) next_orders: Option<Orders>,
+}
+
+impl RouteMemo {
+    /// The pipeline's route order: `sorted[i]` is the input position of its
+    /// `i`-th route (the slots stay where they are, found through it).
+    pub(crate) fn sorted(&mut self, sorted: &[usize]) {
+        self.order = sorted.to_vec();
+    }
+
+    /// The offered slot of the pipeline's route `ri`, if any.
+    fn prior_mut(&mut self, ri: usize) -> Option<&mut Slot> {
+        let at = *self.order.get(ri)?;
+        self.prior.get_mut(at)?.as_mut()
+    }
+
+    /// This call's works (pipeline order), for [`RouteMemo::keep`].
+    pub(crate) fn keep_works(&mut self, works: Vec<Vec<Arc<Work>>>) {
+        self.works = works;
+    }
+
+    /// Keeps every route's slot for the next call, with its tail (`None`
+    /// under STRICT, whose tails are never reused), in input order, in
+    /// place of the offered ones (`order` is a permutation: every position
+    /// is written). Routes of an ambiguous key keep none.
+    pub(crate) fn keep(&mut self, tails: Option<Vec<RouteTail>>) {
+        let n = self.order.len();
+        let mut works = std::mem::take(&mut self.works).into_iter();
+        let mut bindings = std::mem::take(&mut self.bindings).into_iter();
+        let mut tails = tails.map(Vec::into_iter);
+        let mut next = std::mem::take(&mut self.prior);
+        next.truncate(n);
+        next.resize_with(n, || None);
+        for &at in &self.order {
+            let (w, b) = (works.next(), bindings.next());
+            let tail = tails.as_mut().and_then(Iterator::next);
+            let slot = match (w, b) {
+                (Some(works), Some(bindings)) if !self.ambiguous_at.get(at).copied().unwrap_or(true) => {
+                    Some(Slot {
+                        works,
+                        bindings,
+                        tail,
+                    })
+                }
+                _ => None,
+            };
+            if let Some(s) = next.get_mut(at) {
+                *s = slot;
+            }
+        }
+        self.next = next;
+    }
 }
 
 /// The pipeline's binding of every route with the memo: an unchanged route
@@ -346,22 +415,15 @@ pub(crate) fn bind_all(
     routes: &[Route<'_>],
     bind: impl Fn(&Route<'_>) -> Vec<ParentBinding>,
 ) -> Vec<Arc<Vec<ParentBinding>>> {
-    memo.keys = routes
+    let out: Vec<Arc<Vec<ParentBinding>>> = routes
         .iter()
-        .map(|r| (r.kind, r.namespace.clone(), r.name.clone()))
+        .enumerate()
+        .map(|(ri, r)| match memo.prior_mut(ri) {
+            Some(slot) => Arc::clone(&slot.bindings),
+            None => Arc::new(bind(r)),
+        })
         .collect();
-    memo.next_bindings.reserve(routes.len());
-    let mut out = Vec::with_capacity(routes.len());
-    for (r, k) in routes.iter().zip(&memo.keys) {
-        let b = match memo.prior_bindings.remove(k) {
-            Some(b) if memo.prior.contains_key(k) => b,
-            _ => Arc::new(bind(r)),
-        };
-        if !memo.ambiguous.contains(k) {
-            memo.next_bindings.insert(k.clone(), Arc::clone(&b));
-        }
-        out.push(b);
-    }
+    memo.bindings = out.clone();
     out
 }
 
@@ -376,26 +438,39 @@ struct GatewayMemo {
     configs: Option<ConfigMemos>,
 }
 
-/// What a Gateway's assembly reads of its works besides their content:
-/// per work, in merge order, the route's key and the listener, and the
-/// route's age rank *among this Gateway's routes* (assembly only compares
-/// ages, so a route added elsewhere, which shifts every absolute rank after
-/// it, does not change it).
-type Signature = Vec<(RouteKey, usize, usize)>;
+/// What a Gateway's assembly reads of its works: per work, in merge order,
+/// the work itself (by identity) and the route's age rank *among this
+/// Gateway's routes* (assembly only compares ages, so a route added
+/// elsewhere, which shifts every absolute rank after it, does not change
+/// it). A work is shared, never copied, between the slot that keeps it
+/// and every call that reuses it, and a rebuilt work is a new allocation
+/// (the signature holds the old one, so its address is not reused
+/// meanwhile): the same work means the same route, reused, on the same
+/// listener, with the same content.
+type Signature = Vec<(Arc<Work>, usize)>;
+
+fn same_signature(a: &Signature, b: &Signature) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((wa, aa), (wb, ab))| aa == ab && Arc::ptr_eq(wa, wb))
+}
 
 /// The pipeline's side of the Gateway memo: which Gateways' assembly is
 /// reused, and every assembled Gateway kept for the next call.
 ///
-/// A Gateway is reused only when every one of its works was reused (the
-/// route object unchanged, so the works' content is the same) and its
-/// signature is equal to last time's: the same routes, in the same order,
-/// on the same listeners, in the same relative age order. Everything else
-/// its assembly reads — scopes, policies, ext_auth providers, the bind
-/// address — is context, unchanged whenever a memo exists. Not reused:
-/// under STRICT or hooks (not given a memo) and the Gateway serving
-/// HTTPProxies (its assembly reads the proxies' routes too).
+/// A Gateway is reused only when its signature is the same as last time:
+/// the very same works (so every one was reused: the route object
+/// unchanged, the works' content the same), in the same order, in the same
+/// relative age order. Everything else its assembly reads — scopes,
+/// policies, ext_auth providers, the bind address — is context, unchanged
+/// whenever a memo exists. Not reused: under STRICT (`reuse` false) or
+/// hooks (no memo) and the Gateway serving HTTPProxies (its assembly reads
+/// the proxies' routes too).
 pub(crate) struct Gateways<'m> {
     memo: Option<&'m mut RouteMemo>,
+    /// Whether assemblies and tails may be reused (not under STRICT).
+    reuse_allowed: bool,
     keys: Vec<String>,
     signatures: Vec<Option<Signature>>,
     reuse: Vec<Reuse>,
@@ -408,20 +483,24 @@ pub(crate) type Reuse = (Option<(GatewayXds, Vec<ScopeFence>)>, Option<ConfigMem
 impl<'m> Gateways<'m> {
     pub(crate) fn new(
         memo: Option<&'m mut RouteMemo>,
+        reuse_allowed: bool,
         gateways: &[GatewayState<'_>],
         per_gateway: &[Vec<(usize, Arc<Work>)>],
-        routes: &[Route<'_>],
         age_rank: &[usize],
         settings: &Settings,
     ) -> Self {
         let n = gateways.len();
-        let Some(memo) = memo else {
-            return Self {
-                memo: None,
-                keys: Vec::new(),
-                signatures: vec![None; n],
-                reuse: (0..n).map(|_| (None, None)).collect(),
-            };
+        let memo = match memo {
+            Some(m) if reuse_allowed => m,
+            memo => {
+                return Self {
+                    memo,
+                    reuse_allowed: false,
+                    keys: Vec::new(),
+                    signatures: vec![None; n],
+                    reuse: (0..n).map(|_| (None, None)).collect(),
+                };
+            }
         };
         let served = settings
             .http_proxy
@@ -446,16 +525,12 @@ impl<'m> Gateways<'m> {
             let signature: Signature = works
                 .iter()
                 .map(|(ri, w)| {
-                    let r = &routes[*ri];
                     let age = ages.binary_search(&age_rank[*ri]).unwrap_or(usize::MAX);
-                    ((r.kind, r.namespace.clone(), r.name.clone()), w.listener, age)
+                    (Arc::clone(w), age)
                 })
                 .collect();
-            let all_reused = works
-                .iter()
-                .all(|(ri, _)| !memo.rebuilt.get(*ri).copied().unwrap_or(true));
             let (hit, configs) = match prior {
-                Some(p) if all_reused && p.signature == signature => (Some((p.built, p.fences)), p.configs),
+                Some(p) if same_signature(&p.signature, &signature) => (Some((p.built, p.fences)), p.configs),
                 Some(p) => (None, p.configs),
                 // No memo of this Gateway yet: an empty one asks the
                 // assembly to make one.
@@ -470,6 +545,7 @@ impl<'m> Gateways<'m> {
         }
         Self {
             memo: Some(memo),
+            reuse_allowed: true,
             keys,
             signatures,
             reuse,
@@ -479,50 +555,29 @@ impl<'m> Gateways<'m> {
     /// Per route (pipeline order): last call's status, diagnostics and
     /// replacements, for the routes whose works were reused — the object,
     /// its bindings (see [`bind_all`]) and its report (read from its works,
-    /// and from STRICT and hooks, which run with no memo) are the same.
+    /// and from STRICT and hooks, which run with no reuse) are the same.
     pub(crate) fn tails(&mut self, n: usize) -> Vec<Option<RouteTail>> {
-        let Some(memo) = self.memo.as_deref_mut() else {
+        let reuse_allowed = self.reuse_allowed;
+        let Some(memo) = self.memo.as_deref_mut().filter(|_| reuse_allowed) else {
             return (0..n).map(|_| None).collect();
         };
-        // Last call's tails by position: when the routes are the same keys
-        // in the same order (an edit that adds, removes or renames no
-        // route), each is found where it was, and the key comparison is
-        // all the lookup costs. From the first one not found there, the
-        // remaining ones are looked up by key.
-        let mut by_position: Vec<Option<(RouteKey, RouteTail)>> = std::mem::take(&mut memo.prior_tails)
-            .into_iter()
-            .map(Some)
-            .collect();
-        let mut by_key: Option<HashMap<RouteKey, RouteTail>> = None;
         (0..n)
             .map(|ri| {
                 let reused = !memo.rebuilt.get(ri).copied().unwrap_or(true);
-                let k = memo.keys.get(ri)?;
-                if !reused {
-                    return None;
-                }
-                if by_key.is_none()
-                    && let Some(slot) = by_position.get_mut(ri)
-                    && slot.as_ref().is_some_and(|(pk, _)| pk == k)
-                {
-                    return slot.take().map(|(_, t)| t);
-                }
-                by_key
-                    .get_or_insert_with(|| by_position.iter_mut().filter_map(Option::take).collect())
-                    .remove(k)
+                memo.prior_mut(ri)
+                    .filter(|_| reused)
+                    .and_then(|slot| slot.tail.take())
             })
             .collect()
     }
 
-    /// Keeps every route's tail for the next call, with its key, in route
-    /// order. The tails of keys held by several routes are kept too but
-    /// never taken: a tail is taken only for a route whose works were
-    /// reused, and works are never reused for such a key.
+    /// Keeps every route's slot, with its tail, for the next call (see
+    /// [`RouteMemo::keep`]); under STRICT without the tail.
     pub(crate) fn keep_tails(&mut self, tails: Vec<RouteTail>) {
-        let Some(memo) = self.memo.as_deref_mut() else {
-            return;
-        };
-        memo.next_tails = std::mem::take(&mut memo.keys).into_iter().zip(tails).collect();
+        let reuse_allowed = self.reuse_allowed;
+        if let Some(memo) = self.memo.as_deref_mut() {
+            memo.keep(reuse_allowed.then_some(tails));
+        }
     }
 
     /// Per Gateway: its reused assembly, if any.
@@ -574,11 +629,9 @@ pub(crate) fn build_all<'r>(
     threads: usize,
     build: impl Fn(usize) -> Vec<Work> + Sync,
 ) -> Vec<Vec<Arc<Work>>> {
-    let keys: Vec<RouteKey> = routes
-        .iter()
-        .map(|r| (r.kind, r.namespace.clone(), r.name.clone()))
+    let mut out: Vec<Option<Vec<Arc<Work>>>> = (0..routes.len())
+        .map(|ri| memo.prior_mut(ri).map(|slot| std::mem::take(&mut slot.works)))
         .collect();
-    let mut out: Vec<Option<Vec<Arc<Work>>>> = keys.iter().map(|k| memo.prior.remove(k)).collect();
     let todo: Vec<usize> = (0..routes.len()).filter(|&ri| out[ri].is_none()).collect();
     memo.rebuilt = out.iter().map(Option::is_none).collect();
     memo.reused = routes.len() - todo.len();
@@ -586,14 +639,6 @@ pub(crate) fn build_all<'r>(
     let built = parallel::map(todo.clone(), threads, PARALLEL_MIN_ROUTES, build);
     for (ri, works) in todo.into_iter().zip(built) {
         out[ri] = Some(works.into_iter().map(Arc::new).collect());
-    }
-    memo.next.reserve(routes.len());
-    for (k, works) in keys.into_iter().zip(&out) {
-        if let Some(works) = works
-            && !memo.ambiguous.contains(&k)
-        {
-            memo.next.insert(k, works.clone());
-        }
     }
     out.into_iter().map(Option::unwrap_or_default).collect()
 }
@@ -611,17 +656,31 @@ fn key(kind: RouteKind, meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::
     )
 }
 
-/// Keys held by more than one route of `inputs`.
-fn duplicate_keys(inputs: &Inputs) -> HashSet<RouteKey> {
-    let mut seen = HashSet::with_capacity(inputs.http_routes.len() + inputs.grpc_routes.len());
-    let mut dup = HashSet::new();
-    let keys = inputs.http_routes.iter().map(http_key).chain(
+/// Whether two objects' metadata give the same key (as [`key`], without
+/// allocating it).
+fn same_key(
+    a: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    b: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    a.namespace.as_deref().unwrap_or("default") == b.namespace.as_deref().unwrap_or("default")
+        && a.name.as_deref().unwrap_or_default() == b.name.as_deref().unwrap_or_default()
+}
+
+/// Every route's key, in input order (HTTPRoutes, then GRPCRoutes).
+fn input_keys(inputs: &Inputs) -> impl Iterator<Item = RouteKey> + '_ {
+    inputs.http_routes.iter().map(http_key).chain(
         inputs
             .grpc_routes
             .iter()
             .map(|r| key(RouteKind::Grpc, &r.object.metadata)),
-    );
-    for k in keys {
+    )
+}
+
+/// Keys held by more than one route of `inputs`.
+fn duplicate_keys(inputs: &Inputs) -> HashSet<RouteKey> {
+    let mut seen = HashSet::with_capacity(inputs.http_routes.len() + inputs.grpc_routes.len());
+    let mut dup = HashSet::new();
+    for k in input_keys(inputs) {
         if let Some(k) = seen.replace(k) {
             dup.insert(k);
         }
@@ -629,40 +688,86 @@ fn duplicate_keys(inputs: &Inputs) -> HashSet<RouteKey> {
     dup
 }
 
-/// The previous works of the routes of `new` equal to their previous
-/// object (same key, unique in both).
-fn unchanged(mut prev: Prev, new: &Inputs, ambiguous: &HashSet<RouteKey>) -> (Works, Arc<dyn Held>) {
+/// Per route of `new` (input order): last call's slot when the route is
+/// equal to its previous object (same key, unique in both); and the keys
+/// `new` holds several times. Returns the previous inputs too, to retire.
+///
+/// When `new` has as many routes of each kind as last time and every
+/// route has the key of the route last at its position (an edit that
+/// adds, removes, renames or moves no route — each object is the same
+/// allocation or, for an edited one, compared), the slots are taken by
+/// position and the keys held several times are last call's: the keys
+/// are the same list. Otherwise they are matched by key.
+fn carry(mut prev: Prev, new: &Inputs) -> (Vec<Option<Slot>>, HashSet<RouteKey>, Arc<dyn Held>) {
     let old = prev.inputs.inputs();
-    let old_dup = duplicate_keys(old);
-    let mut old_http = HashMap::with_capacity(old.http_routes.len());
-    for r in &old.http_routes {
-        old_http.insert(http_key(r), r);
+    if let Some(same) = same_positions(old, new) {
+        let mut slots = std::mem::take(&mut prev.slots);
+        slots.resize_with(same.len(), || None);
+        let prior = slots
+            .into_iter()
+            .zip(same)
+            .map(|(slot, same)| slot.filter(|_| same))
+            .collect();
+        return (prior, prev.ambiguous, prev.inputs);
     }
-    let mut old_grpc = HashMap::with_capacity(old.grpc_routes.len());
-    for r in &old.grpc_routes {
-        old_grpc.insert(key(RouteKind::Grpc, &r.object.metadata), r);
-    }
-    let mut prior = HashMap::with_capacity(new.http_routes.len() + new.grpc_routes.len());
-    let mut take = |k: RouteKey, same: bool| {
-        if same
-            && !ambiguous.contains(&k)
-            && !old_dup.contains(&k)
-            && let Some(w) = prev.works.remove(&k)
-        {
-            prior.insert(k, w);
+    let ambiguous = duplicate_keys(new);
+    let mut by_key: HashMap<RouteKey, usize> = HashMap::with_capacity(prev.slots.len());
+    for (i, k) in input_keys(old).enumerate() {
+        if !prev.ambiguous.contains(&k) {
+            by_key.insert(k, i);
         }
-    };
-    for r in &new.http_routes {
-        let k = http_key(r);
-        let same = old_http.get(&k).is_some_and(|o| same_route(o, r));
-        take(k, same);
     }
-    for r in &new.grpc_routes {
-        let k = key(RouteKind::Grpc, &r.object.metadata);
-        let same = old_grpc.get(&k).is_some_and(|o| same_route(o, r));
-        take(k, same);
+    let old_http = old.http_routes.len();
+    let new_http = new.http_routes.len();
+    let prior = input_keys(new)
+        .enumerate()
+        .map(|(j, k)| {
+            if ambiguous.contains(&k) {
+                return None;
+            }
+            let i = *by_key.get(&k)?;
+            let same = match (i < old_http, j < new_http) {
+                (true, true) => same_route(&old.http_routes[i], &new.http_routes[j]),
+                (false, false) => same_route(&old.grpc_routes[i - old_http], &new.grpc_routes[j - new_http]),
+                _ => false,
+            };
+            if !same {
+                return None;
+            }
+            prev.slots.get_mut(i).and_then(Option::take)
+        })
+        .collect();
+    (prior, ambiguous, prev.inputs)
+}
+
+/// Per route (input order), whether it is unchanged — when every route of
+/// `new` has the key of the route of `old` at its position; `None` if not.
+fn same_positions(old: &Inputs, new: &Inputs) -> Option<Vec<bool>> {
+    fn kind<T: PartialEq>(
+        old: &[api::Sourced<T>],
+        new: &[api::Sourced<T>],
+        meta: impl Fn(&T) -> &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        out: &mut Vec<bool>,
+    ) -> Option<()> {
+        if old.len() != new.len() {
+            return None;
+        }
+        for (o, n) in old.iter().zip(new) {
+            if Arc::ptr_eq(&o.object, &n.object) {
+                out.push(o.unreadable == n.unreadable);
+                continue;
+            }
+            if !same_key(meta(&o.object), meta(&n.object)) {
+                return None;
+            }
+            out.push(same_route(o, n));
+        }
+        Some(())
     }
-    (prior, prev.inputs)
+    let mut out = Vec::with_capacity(new.http_routes.len() + new.grpc_routes.len());
+    kind(&old.http_routes, &new.http_routes, |r| &r.metadata, &mut out)?;
+    kind(&old.grpc_routes, &new.grpc_routes, |r| &r.metadata, &mut out)?;
+    Some(out)
 }
 
 /// Whether a route builds the same works: the object and its unreadable

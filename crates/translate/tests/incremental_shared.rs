@@ -1,0 +1,193 @@
+//! Incremental translation of snapshots that share their objects, as
+//! `serve`'s do (`api::Sourced`: an unchanged object is the same
+//! allocation in both snapshots). `tests/incremental.rs` loads every step
+//! afresh, so each object there is a new allocation and the translator
+//! compares it field by field; here the translator's by-pointer paths are
+//! taken: a route at the same position as last time and the same
+//! allocation is reused without a look inside (ARCHITECTURE.md §7), and a
+//! Gateway whose works are the very same ones reuses its assembly.
+//!
+//! After every step the incremental output must equal a full translation
+//! of the same inputs, and the statistics must show the reuse that step
+//! allows — so an edit the by-position path missed (a stale reuse) fails
+//! the comparison, and a path that stopped reusing fails the count.
+
+use std::sync::Arc;
+
+use api::Inputs;
+use api::gateway_api::experimental::httproutes::HttpRoute;
+use testkit::generate::{Shape, manifests};
+use translate::Settings;
+use translate::incremental::{Full, Translator};
+
+#[path = "support/random_edits.rs"]
+mod random_edits;
+use random_edits::{Rng, assert_same_output};
+
+/// One route's first path match set to `value` (copy on write: the
+/// snapshot the translator holds keeps the old object).
+fn set_path(inputs: &mut Inputs, ri: usize, value: &str) {
+    let route = Arc::make_mut(&mut inputs.http_routes[ri].object);
+    let path = route
+        .spec
+        .rules
+        .as_mut()
+        .and_then(|r| r.first_mut())
+        .and_then(|r| r.matches.as_mut())
+        .and_then(|m| m.first_mut())
+        .and_then(|m| m.path.as_mut())
+        .expect("generated routes have a path match");
+    path.value = Some(value.to_string());
+}
+
+fn name(inputs: &Inputs, ri: usize) -> String {
+    inputs.http_routes[ri]
+        .object
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_default()
+}
+
+fn rename(inputs: &mut Inputs, ri: usize, to: &str) {
+    let route: &mut HttpRoute = Arc::make_mut(&mut inputs.http_routes[ri].object);
+    route.metadata.name = Some(to.to_string());
+}
+
+struct Run {
+    translator: Translator,
+    settings: Settings,
+    step: usize,
+}
+
+impl Run {
+    /// Translates `inputs` both ways, compares, and returns the statistics.
+    fn step(&mut self, what: &str, inputs: &Inputs) -> translate::incremental::Stats {
+        self.step += 1;
+        self.settings.transition_time = format!("2026-01-01T00:00:{:02}Z", self.step % 60);
+        let full = translate::translate(inputs, &self.settings);
+        let inc = self.translator.translate(
+            Arc::new(inputs.clone()),
+            &self.settings,
+            translate::Seams::default(),
+        );
+        assert_same_output(&format!("step {} ({what})", self.step), &full, &inc);
+        self.translator.stats()
+    }
+}
+
+#[test]
+fn shared_snapshots_reuse_by_position_and_never_stale() {
+    let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(120))).inputs;
+    let n = inputs.http_routes.len();
+    let mut run = Run {
+        translator: Translator::new(),
+        settings: Settings {
+            parallelism: Some(1),
+            ..Default::default()
+        },
+        step: 0,
+    };
+    assert_eq!(run.step("initial", &inputs).full, Some(Full::First));
+
+    // Nothing changed: every route and every Gateway reused.
+    let s = run.step("no change", &inputs);
+    assert_eq!((s.full, s.routes_built, s.routes_reused), (None, 0, n));
+    assert_eq!(s.gateways_reused, 4, "{s:?}");
+
+    let mut rng = Rng(0x5EED_1234_ABCD_0001);
+    for e in 0..12 {
+        // In place: the same keys at the same positions, one object new.
+        let ri = rng.below(n);
+        set_path(&mut inputs, ri, &format!("/edited/{e}"));
+        let s = run.step(&format!("edit route {ri}"), &inputs);
+        assert_eq!(
+            (s.full, s.routes_built, s.routes_reused),
+            (None, 1, n - 1),
+            "{s:?}"
+        );
+        assert_eq!(s.gateways_reused, 3, "{s:?}");
+    }
+
+    // An edit back to what a route was two steps ago: a new allocation
+    // again, equal to an object the translator no longer holds.
+    set_path(&mut inputs, 7, "/a");
+    run.step("route 7 to /a", &inputs);
+    set_path(&mut inputs, 7, "/b");
+    run.step("route 7 to /b", &inputs);
+    set_path(&mut inputs, 7, "/a");
+    let s = run.step("route 7 back to /a", &inputs);
+    assert_eq!(s.routes_built, 1, "{s:?}");
+
+    // A new allocation equal to the old object (a re-decoded document):
+    // compared field by field, reused.
+    let copy = HttpRoute::clone(&inputs.http_routes[9].object);
+    inputs.http_routes[9].object = Arc::new(copy);
+    let s = run.step("route 9 re-decoded, unchanged", &inputs);
+    assert_eq!((s.routes_built, s.gateways_reused), (0, 4), "{s:?}");
+
+    // Renamed: its key changes at its position (matched by key).
+    let old = name(&inputs, 11);
+    rename(&mut inputs, 11, "renamed");
+    let s = run.step("rename route 11", &inputs);
+    assert_eq!((s.full, s.routes_built), (None, 1), "{s:?}");
+
+    // Two routes swap positions: every key elsewhere, nothing changed.
+    inputs.http_routes.swap(3, 40);
+    let s = run.step("swap routes 3 and 40", &inputs);
+    assert_eq!((s.routes_built, s.routes_reused), (0, n), "{s:?}");
+
+    // Two routes swap names: the same keys at the same positions would
+    // be a stale reuse of each other's works.
+    let (a, b) = (name(&inputs, 20), name(&inputs, 21));
+    rename(&mut inputs, 20, &b);
+    rename(&mut inputs, 21, &a);
+    let s = run.step("swap the names of routes 20 and 21", &inputs);
+    assert_eq!(s.routes_built, 2, "{s:?}");
+
+    // A route removed, then added back elsewhere.
+    let removed = inputs.http_routes.remove(50);
+    let s = run.step("remove route 50", &inputs);
+    assert_eq!((s.routes_built, s.routes_reused), (0, n - 1), "{s:?}");
+    inputs.http_routes.insert(5, removed);
+    let s = run.step("add it back at 5", &inputs);
+    assert_eq!((s.routes_built, s.routes_reused), (1, n - 1), "{s:?}");
+
+    // A second route of one key (ambiguous: never reused), edited in
+    // place while ambiguous, then removed.
+    let twin = inputs.http_routes[30].clone();
+    inputs.http_routes.push(twin);
+    run.step("duplicate route 30", &inputs);
+    set_path(&mut inputs, n, "/twin");
+    let s = run.step("edit the duplicate", &inputs);
+    assert_eq!(s.routes_built, 2, "{s:?}");
+    set_path(&mut inputs, 30, "/original");
+    let s = run.step("edit the original", &inputs);
+    assert_eq!(s.routes_built, 2, "{s:?}");
+    inputs.http_routes.pop();
+    run.step("remove the duplicate", &inputs);
+    let s = run.step("no change", &inputs);
+    assert_eq!((s.routes_built, s.gateways_reused), (0, 4), "{s:?}");
+
+    // Renamed onto another route's key, in place (the same number of
+    // routes): both become ambiguous, and stay so while edited.
+    let (r12, r32) = (name(&inputs, 12), name(&inputs, 32));
+    assert_eq!(
+        inputs.http_routes[12].object.metadata.namespace,
+        inputs.http_routes[32].object.metadata.namespace
+    );
+    rename(&mut inputs, 12, &r32);
+    let s = run.step("rename route 12 onto route 32's key", &inputs);
+    assert_eq!(s.routes_built, 2, "{s:?}");
+    set_path(&mut inputs, 32, "/clash");
+    let s = run.step("edit route 32 while its key is ambiguous", &inputs);
+    assert_eq!(s.routes_built, 2, "{s:?}");
+    rename(&mut inputs, 12, &r12);
+    let s = run.step("rename route 12 back", &inputs);
+    assert_eq!(s.routes_built, 2, "{s:?}");
+
+    // The renamed route gets its name back: its old works are gone.
+    rename(&mut inputs, 11, &old);
+    let s = run.step("rename route 11 back", &inputs);
+    assert_eq!(s.routes_built, 1, "{s:?}");
+}
