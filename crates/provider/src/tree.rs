@@ -380,17 +380,24 @@ impl Tree {
         if threads < 2 {
             return paths.iter().map(|p| self.read_version(p)).collect();
         }
-        // Interleaved, not contiguous: files of one directory tend to be of
-        // one size, and the threads should finish together.
+        // Each thread takes the next unread file when it is done with one
+        // (not a fixed share): files differ in size, and on a busy machine
+        // one thread may be descheduled for a while; the others read on
+        // and all finish within about one file of each other.
+        let next = std::sync::atomic::AtomicUsize::new(0);
         let mut versions: Vec<Option<Version>> = std::iter::repeat_with(|| None).take(paths.len()).collect();
         std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
-                .map(|t| {
+                .map(|_| {
+                    let next = &next;
                     scope.spawn(move || {
-                        (t..paths.len())
-                            .step_by(threads)
-                            .map(|i| (i, self.read_version(&paths[i])))
-                            .collect::<Vec<_>>()
+                        let mut done = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(path) = paths.get(i) else { break };
+                            done.push((i, self.read_version(path)));
+                        }
+                        done
                     })
                 })
                 .collect();
