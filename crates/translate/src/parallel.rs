@@ -9,30 +9,31 @@
 //! # The pool
 //!
 //! One rayon pool per thread count, started on first use and kept for the
-//! life of the process (at most [`MAX_THREADS`] pools of at most
-//! [`MAX_THREADS`] workers: the count is clamped), instead of scoped
-//! threads started for every map of every translation. So:
+//! life of the process (at most [`MAX_THREADS`] pools; a map on `n`
+//! threads runs on the calling thread and the `n - 1` workers of its
+//! pool), instead of scoped threads started for every map of every
+//! translation. So:
 //! - a translation starts no thread: `serve` translates on every edit,
 //!   and four maps a translation each started one thread per core;
 //! - per-thread memos (`envoy::regex`'s RE2 program sizes) live on the
 //!   workers and survive from one translation to the next, where a scoped
 //!   thread's memo died with it;
-//! - work is split finely and stolen by idle workers, so every worker is
-//!   busy until the map ends even when items differ in cost or a worker is
-//!   descheduled by the rest of the machine (equal contiguous chunks left
-//!   one core idle while the other finished its chunk);
+//! - the work is cut into pieces that the caller and the workers take one
+//!   at a time, so every thread is busy until the map ends even when items
+//!   differ in cost or a worker is descheduled by the rest of the machine
+//!   (equal contiguous chunks left one core idle while the other finished
+//!   its chunk), and the caller, running already, never waits for a
+//!   worker to be scheduled before the work starts;
 //! - the allocator's per-thread caches and arenas stay with the same
 //!   threads from one translation to the next.
 //!
-//! The calling thread waits while the pool works; nothing in a mapped
-//! closure may wait on the calling thread. A map called from inside a
-//! worker of the same pool runs within it (rayon's nesting), not on new
-//! threads.
+//! Nothing in a mapped closure may wait on another item's closure. A map
+//! called from inside a worker runs its pieces there and on the pool
+//! (rayon's nesting), not on new threads.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-
-use rayon::prelude::*;
 
 /// Most threads a translation uses (and so most workers a pool has).
 pub const MAX_THREADS: usize = 8;
@@ -51,18 +52,19 @@ pub fn threads(parallelism: Option<usize>) -> usize {
 /// beside it (a route's rules take tens of microseconds).
 const PIECES_PER_THREAD: usize = 16;
 
-/// The pool of `threads` workers: started on first use, then the same for
+/// The pool for maps on `threads` threads: `threads - 1` workers (the
+/// calling thread is the last), started on first use, then the same for
 /// the life of the process. `None` when its threads cannot be started (the
 /// map then runs on the calling thread).
 fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
     static POOLS: Mutex<BTreeMap<usize, Arc<rayon::ThreadPool>>> = Mutex::new(BTreeMap::new());
-    let threads = threads.clamp(1, MAX_THREADS);
+    let threads = threads.clamp(2, MAX_THREADS);
     let mut pools = POOLS.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(p) = pools.get(&threads) {
         return Some(p.clone());
     }
     let built = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
+        .num_threads(threads - 1)
         .thread_name(move |i| format!("portcullis-translate-{threads}.{i}"))
         .build()
         .ok()?;
@@ -71,8 +73,15 @@ fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
     Some(built)
 }
 
-/// `items.map(f)` on up to `threads` workers of the persistent pool when
-/// there are at least `min_items` items; the results in input order.
+/// `items.map(f)` on the calling thread and up to `threads - 1` workers of
+/// the persistent pool when there are at least `min_items` items; the
+/// results in input order.
+///
+/// The items are cut into pieces; the calling thread and the workers each
+/// take the next piece nobody has taken until none is left. The calling
+/// thread is running already and starts at once (a worker may take a
+/// while to be scheduled on a busy machine; until it is, the caller takes
+/// its pieces), and a descheduled worker holds up at most one piece.
 pub fn map<T, R, F>(items: Vec<T>, threads: usize, min_items: usize, f: F) -> Vec<R>
 where
     T: Send,
@@ -85,10 +94,48 @@ where
     let Some(pool) = pool(threads) else {
         return items.into_iter().map(f).collect();
     };
-    let f = &f;
     let piece = items.len().div_ceil(threads * PIECES_PER_THREAD).max(1);
-    // A panic in a worker is a bug; rayon resumes it here unchanged.
-    pool.install(move || items.into_par_iter().with_max_len(piece).map(f).collect())
+    let mut pieces: Vec<Mutex<Option<Vec<T>>>> = Vec::with_capacity(items.len().div_ceil(piece));
+    let mut rest = items.into_iter();
+    loop {
+        let p: Vec<T> = rest.by_ref().take(piece).collect();
+        if p.is_empty() {
+            break;
+        }
+        pieces.push(Mutex::new(Some(p)));
+    }
+    let results: Vec<Mutex<Option<Vec<R>>>> = pieces.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let (Some(slot), Some(result)) = (pieces.get(i), results.get(i)) else {
+                break;
+            };
+            // Each index is taken once, so each piece is there.
+            let Some(mine) = slot.lock().unwrap_or_else(PoisonError::into_inner).take() else {
+                continue;
+            };
+            let out: Vec<R> = mine.into_iter().map(&f).collect();
+            *result.lock().unwrap_or_else(PoisonError::into_inner) = Some(out);
+        }
+    };
+    let helpers = (threads - 1).min(pieces.len().saturating_sub(1));
+    // A panic in `f` (a bug) reaches the caller once every piece is done.
+    pool.in_place_scope(|scope| {
+        for _ in 0..helpers {
+            scope.spawn(|_| work());
+        }
+        work();
+    });
+    results
+        .into_iter()
+        .flat_map(|r| {
+            r.into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -120,9 +167,8 @@ mod tests {
     #[test]
     fn the_same_workers_serve_every_map() {
         // A thread count no other test uses: its pool is this test's.
+        // 4 workers and the calling thread.
         let first = threads_used(5, 200);
-        let me = format!("{:?}", std::thread::current().id());
-        assert!(!first.contains(&me), "the caller waits; the pool works");
         assert!(first.len() >= 2, "the work was shared: {first:?}");
         let mut all = first.clone();
         for _ in 0..5 {
@@ -131,7 +177,7 @@ mod tests {
         // Scoped threads per map: six maps, new threads each time.
         assert!(
             all.len() <= 5,
-            "maps ran on {} distinct threads with a pool of 5",
+            "maps on 5 threads ran on {} distinct threads",
             all.len()
         );
     }
@@ -148,9 +194,9 @@ mod tests {
             SEEN.with(|s| s.replace(s.get() + 1))
         };
         // An item that finds an empty memo is the first its thread ever
-        // mapped: with a persistent pool of 6, that happens at most 6
-        // times over any number of maps. Threads started per map find
-        // empty memos again in every map.
+        // mapped: with 5 persistent workers and this thread, that happens
+        // at most 6 times over any number of maps. Threads started per
+        // map find empty memos again in every map.
         let mut empty = 0;
         for _ in 0..4 {
             empty += map((0..60).collect(), 6, 1, seen_before)
@@ -161,7 +207,7 @@ mod tests {
         assert!(empty >= 1);
         assert!(
             empty <= 6,
-            "{empty} items found an empty memo over 4 maps on a pool of 6"
+            "{empty} items found an empty memo over 4 maps on 6 threads"
         );
     }
 
