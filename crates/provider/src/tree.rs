@@ -460,29 +460,7 @@ impl Tree {
         if threads < 2 {
             return paths.iter().map(|p| self.read_version(p)).collect();
         }
-        // Interleaved, not contiguous: files of one directory tend to be of
-        // one size, and the threads should finish together.
-        let mut versions: Vec<Option<Version>> = std::iter::repeat_with(|| None).take(paths.len()).collect();
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|t| {
-                    scope.spawn(move || {
-                        (t..paths.len())
-                            .step_by(threads)
-                            .map(|i| (i, self.read_version(&paths[i])))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            for worker in workers {
-                // A panic while parsing is a bug; surface it as the same panic.
-                let done = worker.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-                for (i, version) in done {
-                    versions[i] = Some(version);
-                }
-            }
-        });
-        versions
+        claimed(paths.len(), threads, |i| self.read_version(&paths[i]))
             .into_iter()
             .map(|v| v.unwrap_or(Version::Unchanged))
             .collect()
@@ -729,6 +707,43 @@ impl Tree {
     }
 }
 
+/// `f(i)` for every `i` in `0..n` on `threads` scoped threads, in index
+/// order. Each thread takes the next index nobody has taken when it is
+/// done with one (not a fixed share): files differ in size, and on a busy
+/// machine one thread may be descheduled for a while; the others read on,
+/// and all finish within about one file of each other. `None` only for an
+/// index no thread reached (none: every thread runs until all are taken).
+fn claimed<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<Option<T>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut out: Vec<Option<T>> = std::iter::repeat_with(|| None).take(n).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let (next, f) = (&next, &f);
+                scope.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            break;
+                        }
+                        done.push((i, f(i)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for worker in workers {
+            // A panic while parsing is a bug; surface it as the same panic.
+            let done = worker.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            for (i, value) in done {
+                out[i] = Some(value);
+            }
+        }
+    });
+    out
+}
+
 /// What reading a file found (see [`Tree::commit`]).
 enum Version {
     /// The bytes of the version in force: nothing to do.
@@ -773,6 +788,33 @@ mod tests {
 
     /// A file edited in one document: the next load decodes that document
     /// only, and publishes what a full load of the directory gives.
+    #[test]
+    fn a_slow_file_does_not_hold_up_the_files_after_it() {
+        // File 0 is slow: it is done only once every other file is. Each
+        // thread taking the next file, the other thread reads them all
+        // meanwhile; with a fixed share (every other file), files 2, 4, ...
+        // would wait behind file 0 and it would give up.
+        let n = 9;
+        let others = std::sync::atomic::AtomicUsize::new(0);
+        let read = claimed(n, 2, |i| {
+            if i > 0 {
+                others.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                return i;
+            }
+            let until = Instant::now() + Duration::from_secs(10);
+            while others.load(std::sync::atomic::Ordering::SeqCst) < n - 1 {
+                assert!(Instant::now() < until, "file 0 waited for files held behind it");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            0
+        });
+        assert_eq!(
+            read,
+            (0..n).map(Some).collect::<Vec<_>>(),
+            "every file once, in order"
+        );
+    }
+
     #[test]
     fn an_edited_file_decodes_only_its_changed_document() {
         let dir = std::env::temp_dir().join(format!("provider-decoded-{}", std::process::id()));
