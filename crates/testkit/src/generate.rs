@@ -103,3 +103,22 @@ pub fn manifests(shape: Shape) -> String {
     }
     s
 }
+
+/// Sets the first path match of HTTPRoute `index` of `inputs` to `value`,
+/// copy on write (`Arc::make_mut`): a snapshot that holds the old inputs
+/// keeps the old route, and every other route stays shared between the
+/// two, as in `serve`'s snapshots. Every route [`manifests`] generates has
+/// a path match; a route without one is a bug of the caller and panics.
+pub fn set_first_path(inputs: &mut api::Inputs, index: usize, value: &str) {
+    let route = std::sync::Arc::make_mut(&mut inputs.http_routes[index].object);
+    let path = route
+        .spec
+        .rules
+        .as_mut()
+        .and_then(|r| r.first_mut())
+        .and_then(|r| r.matches.as_mut())
+        .and_then(|m| m.first_mut())
+        .and_then(|m| m.path.as_mut())
+        .expect("generated routes match on a path");
+    path.value = Some(value.to_string());
+}

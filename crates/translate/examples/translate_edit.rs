@@ -59,18 +59,7 @@ fn main() {
         let ri = (e * 7919) % inputs.http_routes.len();
         // Copy on write: the snapshot the translator holds keeps the old
         // route; every other route stays shared between the two.
-        let route = Arc::make_mut(&mut inputs.http_routes[ri].object);
-        if let Some(path) = route
-            .spec
-            .rules
-            .as_mut()
-            .and_then(|r| r.first_mut())
-            .and_then(|r| r.matches.as_mut())
-            .and_then(|m| m.first_mut())
-            .and_then(|m| m.path.as_mut())
-        {
-            path.value = Some(format!("/edited/{e}"));
-        }
+        testkit::generate::set_first_path(&mut inputs, ri, &format!("/edited/{e}"));
         let held = Arc::new(inputs.clone());
         let a = (copied_mode).then(|| {
             let held = Arc::new(copied(&inputs));

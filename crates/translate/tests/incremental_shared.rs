@@ -16,29 +16,13 @@ use std::sync::Arc;
 
 use api::Inputs;
 use api::gateway_api::experimental::httproutes::HttpRoute;
-use testkit::generate::{Shape, manifests};
+use testkit::generate::{Shape, manifests, set_first_path};
 use translate::Settings;
 use translate::incremental::{Full, Translator};
 
 #[path = "support/random_edits.rs"]
 mod random_edits;
 use random_edits::{Rng, assert_same_output};
-
-/// One route's first path match set to `value` (copy on write: the
-/// snapshot the translator holds keeps the old object).
-fn set_path(inputs: &mut Inputs, ri: usize, value: &str) {
-    let route = Arc::make_mut(&mut inputs.http_routes[ri].object);
-    let path = route
-        .spec
-        .rules
-        .as_mut()
-        .and_then(|r| r.first_mut())
-        .and_then(|r| r.matches.as_mut())
-        .and_then(|m| m.first_mut())
-        .and_then(|m| m.path.as_mut())
-        .expect("generated routes have a path match");
-    path.value = Some(value.to_string());
-}
 
 fn name(inputs: &Inputs, ri: usize) -> String {
     inputs.http_routes[ri]
@@ -99,7 +83,7 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     for e in 0..12 {
         // In place: the same keys at the same positions, one object new.
         let ri = rng.below(n);
-        set_path(&mut inputs, ri, &format!("/edited/{e}"));
+        set_first_path(&mut inputs, ri, &format!("/edited/{e}"));
         let s = run.step(&format!("edit route {ri}"), &inputs);
         assert_eq!(
             (s.full, s.routes_built, s.routes_reused),
@@ -111,11 +95,11 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
 
     // An edit back to what a route was two steps ago: a new allocation
     // again, equal to an object the translator no longer holds.
-    set_path(&mut inputs, 7, "/a");
+    set_first_path(&mut inputs, 7, "/a");
     run.step("route 7 to /a", &inputs);
-    set_path(&mut inputs, 7, "/b");
+    set_first_path(&mut inputs, 7, "/b");
     run.step("route 7 to /b", &inputs);
-    set_path(&mut inputs, 7, "/a");
+    set_first_path(&mut inputs, 7, "/a");
     let s = run.step("route 7 back to /a", &inputs);
     assert_eq!(s.routes_built, 1, "{s:?}");
 
@@ -158,10 +142,10 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     let twin = inputs.http_routes[30].clone();
     inputs.http_routes.push(twin);
     run.step("duplicate route 30", &inputs);
-    set_path(&mut inputs, n, "/twin");
+    set_first_path(&mut inputs, n, "/twin");
     let s = run.step("edit the duplicate", &inputs);
     assert_eq!(s.routes_built, 2, "{s:?}");
-    set_path(&mut inputs, 30, "/original");
+    set_first_path(&mut inputs, 30, "/original");
     let s = run.step("edit the original", &inputs);
     assert_eq!(s.routes_built, 2, "{s:?}");
     inputs.http_routes.pop();
@@ -179,7 +163,7 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     rename(&mut inputs, 12, &r32);
     let s = run.step("rename route 12 onto route 32's key", &inputs);
     assert_eq!(s.routes_built, 2, "{s:?}");
-    set_path(&mut inputs, 32, "/clash");
+    set_first_path(&mut inputs, 32, "/clash");
     let s = run.step("edit route 32 while its key is ambiguous", &inputs);
     assert_eq!(s.routes_built, 2, "{s:?}");
     rename(&mut inputs, 12, &r12);

@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource,
@@ -26,7 +25,7 @@ struct TypeState {
     version: String,
     responded: bool,
     /// When the response of `nonce` was handed to the stream (see sotw.rs).
-    sent_at: Option<Instant>,
+    sent_at: crate::push_clock::PushClock,
 }
 
 pub(crate) struct Stream {
@@ -117,15 +116,8 @@ impl Stream {
                     .nacked(&node, &req.type_url, &st.version, &err.message),
                 None => self.observer.acked(&node, &req.type_url, &st.version),
             }
-            if let Some(at) = st.sent_at.take() {
-                tracing::debug!(
-                    node,
-                    type_url = types::short(&req.type_url),
-                    nacked = req.error_detail.is_some(),
-                    push_to_ack_ms = at.elapsed().as_secs_f64() * 1e3,
-                    "xds acknowledged (delta)"
-                );
-            }
+            st.sent_at
+                .answered(&node, &req.type_url, req.error_detail.is_some(), "delta");
         }
         for n in &req.resource_names_subscribe {
             if n == "*" {
@@ -207,7 +199,7 @@ impl Stream {
         st.nonce = nonce.clone();
         st.version = snapshot.version(type_url, None);
         st.responded = true;
-        st.sent_at = Some(Instant::now());
+        st.sent_at.pushed();
         tracing::debug!(
             node = self.node.as_deref().unwrap_or(""),
             type_url = types::short(type_url),

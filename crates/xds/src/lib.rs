@@ -15,6 +15,7 @@
 pub mod cache;
 pub mod delta;
 pub mod observer;
+mod push_clock;
 pub mod server;
 pub mod sotw;
 pub mod tls;

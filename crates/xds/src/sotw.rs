@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use tokio::sync::{mpsc, watch};
@@ -33,7 +32,7 @@ struct TypeState {
     nonce: String,
     /// When the response of `nonce` was handed to the stream: its ACK
     /// (Envoy acknowledges after applying) logs the time in between.
-    sent_at: Option<Instant>,
+    sent_at: crate::push_clock::PushClock,
 }
 
 /// Whether a response carries every requested resource or, for a pushed
@@ -127,15 +126,8 @@ impl Stream {
             }
             // Push to ACK: the stream's encoding and Envoy applying the
             // update (the floor of a propagation, README "Benchmarks").
-            if let Some(at) = st.sent_at.take() {
-                tracing::debug!(
-                    node,
-                    type_url = types::short(&req.type_url),
-                    nacked = req.error_detail.is_some(),
-                    push_to_ack_ms = at.elapsed().as_secs_f64() * 1e3,
-                    "xds acknowledged"
-                );
-            }
+            st.sent_at
+                .answered(&node, &req.type_url, req.error_detail.is_some(), "sotw");
         }
         let names = if types::is_named(&req.type_url) {
             req.resource_names.clone()
@@ -196,7 +188,7 @@ impl Stream {
         };
         st.sent_version = Some(version.clone());
         st.nonce = nonce.clone();
-        st.sent_at = Some(Instant::now());
+        st.sent_at.pushed();
         tracing::debug!(
             node = self.node.as_deref().unwrap_or(""),
             type_url = types::short(type_url),

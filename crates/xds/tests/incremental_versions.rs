@@ -8,31 +8,17 @@
 
 use std::sync::Arc;
 
-use testkit::generate::{Shape, manifests};
+use testkit::generate::{Shape, manifests, set_first_path};
 use translate::incremental::Translator;
 use xds::{Snapshot, SnapshotCache, types};
 
-fn edit_first_path(inputs: &mut api::Inputs, route: usize, value: &str) {
-    let path = Arc::make_mut(&mut inputs.http_routes[route].object)
-        .spec
-        .rules
-        .as_mut()
-        .and_then(|r| r.first_mut())
-        .and_then(|r| r.matches.as_mut())
-        .and_then(|m| m.first_mut())
-        .and_then(|m| m.path.as_mut())
-        .expect("generated routes match on a path");
-    path.value = Some(value.into());
-}
-
-#[test]
-fn an_edit_changes_only_its_route_configuration() {
+/// 200 generated routes on Gateways whose listeners l1 and l3 are moved to
+/// port 81: every Gateway has two route configurations, so "only the
+/// edited one changes" is a real claim within a node too.
+fn two_configurations_per_gateway() -> api::Inputs {
     let loaded = api::loader::load_str("workload.yaml", &manifests(Shape::with_routes(200)));
     assert!(loaded.diagnostics.is_empty(), "{:?}", loaded.diagnostics.first());
     let mut inputs = loaded.inputs;
-    // Listeners l1 and l3 on port 81: every Gateway has two route
-    // configurations, so "only the edited one changes" is a real claim
-    // within a node too.
     for g in &mut inputs.gateways {
         for (i, l) in Arc::make_mut(&mut g.object).spec.listeners.iter_mut().enumerate() {
             if i % 2 == 1 {
@@ -40,6 +26,12 @@ fn an_edit_changes_only_its_route_configuration() {
             }
         }
     }
+    inputs
+}
+
+#[test]
+fn an_edit_changes_only_its_route_configuration() {
+    let mut inputs = two_configurations_per_gateway();
     let settings = translate::Settings::default();
     let mut translator = Translator::new();
     let before = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
@@ -56,7 +48,7 @@ fn an_edit_changes_only_its_route_configuration() {
     for (edited, value, expected_routes) in
         [(17, "/edited", "infra/gw-1/80"), (22, "/again", "infra/gw-2/81")]
     {
-        edit_first_path(&mut inputs, edited, value);
+        set_first_path(&mut inputs, edited, value);
         let after = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
         let stats = translator.stats();
         assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
@@ -125,15 +117,7 @@ fn assert_only(cache: &SnapshotCache, after: &translate::Output, expected: &str)
 /// and the snapshot equals one built from scratch.
 #[test]
 fn unchanged_route_configurations_keep_their_entries() {
-    let loaded = api::loader::load_str("workload.yaml", &manifests(Shape::with_routes(200)));
-    let mut inputs = loaded.inputs;
-    for g in &mut inputs.gateways {
-        for (i, l) in Arc::make_mut(&mut g.object).spec.listeners.iter_mut().enumerate() {
-            if i % 2 == 1 {
-                l.port = 81;
-            }
-        }
-    }
+    let mut inputs = two_configurations_per_gateway();
     let settings = translate::Settings::default();
     let mut translator = Translator::new();
     let before = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
@@ -143,7 +127,7 @@ fn unchanged_route_configurations_keep_their_entries() {
     }
     let old = cache.get("infra/gw-1").expect("published");
     // Route 17: gw-1's configuration for port 80 (see above).
-    edit_first_path(&mut inputs, 17, "/edited");
+    set_first_path(&mut inputs, 17, "/edited");
     let after = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
     for (node, gw) in &after.gateways {
         assert_eq!(cache.set_gateway(node, gw), node == "infra/gw-1", "{node}");
