@@ -6,15 +6,14 @@
 //! generated workload, and on messages with the odd corners of proto-JSON;
 //! and the fast path must actually be taken for what the translator emits.
 
+#[path = "support/fixture_files.rs"]
+mod fixture_files;
 #[path = "support/fixture_settings.rs"]
 mod fixture_settings;
-
-use std::path::Path;
 
 use prost::{Message, Name};
 use translate::output::{self, stream};
 
-const MARKER: &str = "# ---- expected output";
 const ROUTE: &str = "envoy.config.route.v3.Route";
 
 /// The general path's text of a message at `depth`.
@@ -75,19 +74,12 @@ use envoy_types::pb::envoy::config::listener::v3::Listener;
 
 #[test]
 fn the_fast_path_renders_every_fixture_message_as_the_general_path() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
+    let files = fixture_files::all();
     assert!(files.len() > 20, "fixtures not found");
     let (mut fast, mut all) = (0, 0);
-    for p in files {
-        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let input = text.split(MARKER).next().unwrap_or_default();
-        let name = p.display().to_string();
+    for fixture in files {
+        let input = fixture.input();
+        let name = fixture.path.display().to_string();
         let loaded = api::loader::load_str(&name, input);
         let out = translate::translate(&loaded.inputs, &fixture_settings::settings_for(input));
         let (f, a) = check_output(&name, &out);

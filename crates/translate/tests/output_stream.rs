@@ -3,30 +3,17 @@
 //! whole document, on every golden fixture's output; and a resource that
 //! cannot be rendered is reported, as in the whole-document path.
 
-use std::path::Path;
+#[path = "support/fixture_files.rs"]
+mod fixture_files;
 
 use translate::output::{self, bootstrap, stream};
 
-const MARKER: &str = "# ---- expected output";
-
 fn fixture_outputs() -> Vec<(String, translate::Output)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    files
+    fixture_files::all()
         .into_iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            let input = text.split(MARKER).next().unwrap_or_default();
-            let name = p
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let loaded = api::loader::load_str(&name, input);
+        .map(|fixture| {
+            let name = fixture.file_name();
+            let loaded = api::loader::load_str(&name, fixture.input());
             let mut out = translate::translate(&loaded.inputs, &translate::Settings::default());
             let mut d = loaded.diagnostics;
             d.append(&mut out.diagnostics);

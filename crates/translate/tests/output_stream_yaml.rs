@@ -10,11 +10,13 @@
 //! started. Tests of this file take one lock, so one rendering runs at a
 //! time.
 
+#[path = "support/fixture_files.rs"]
+mod fixture_files;
 #[path = "support/fixture_settings.rs"]
 mod fixture_settings;
 
 use std::io::{self, Write};
-use std::path::Path;
+
 use std::sync::Mutex;
 
 use translate::output::{self, stream};
@@ -71,8 +73,6 @@ impl Write for Sink {
     }
 }
 
-const MARKER: &str = "# ---- expected output";
-
 /// Loads and translates as `tests/fixtures.rs` does (with a fixture's
 /// own settings), so that the golden's text can be compared too.
 fn translated(name: &str, input: &str) -> translate::Output {
@@ -117,28 +117,16 @@ fn assert_same(name: &str, out: &translate::Output) {
 #[test]
 fn streamed_yaml_is_the_whole_documents_yaml_for_every_fixture() {
     let _one = lock();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
+    let files = fixture_files::all();
     assert!(files.len() > 20, "fixtures not found");
-    for p in files {
-        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let input = text.split(MARKER).next().unwrap_or_default();
+    for fixture in files {
         // Named as `tests/fixtures.rs` names them (diagnostics carry it).
-        let name = format!(
-            "fixtures/{}",
-            p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
-        );
-        let out = translated(&name, input);
+        let name = format!("fixtures/{}", fixture.file_name());
+        let out = translated(&name, fixture.input());
         assert_same(&name, &out);
         // The golden's own expected section is this YAML (checked here
         // too, so that the streamed text is the reviewed one).
-        if let Some(expected) = text.split(MARKER).nth(1) {
-            let expected = expected.split_once('\n').map_or("", |(_, rest)| rest);
+        if let Some(expected) = fixture.expected() {
             assert_eq!(streamed(&out), expected, "{name}: not the golden's text");
         }
     }
