@@ -311,16 +311,20 @@ impl World {
         );
     }
 
+    /// The names of the route files.
+    fn route_files(&self) -> Vec<String> {
+        self.files
+            .keys()
+            .filter(|n| n.starts_with("route-"))
+            .cloned()
+            .collect()
+    }
+
     /// A small edit of one route: one path value's first letter changed,
     /// so that its Envoy routes keep their length and count (a memo
     /// comparing anything less than the bytes' identity is caught).
     fn tweak(&mut self, rng: &mut Rng) -> Option<String> {
-        let names: Vec<String> = self
-            .files
-            .keys()
-            .filter(|n| n.starts_with("route-"))
-            .cloned()
-            .collect();
+        let names = self.route_files();
         let name = names.get(rng.below(names.len()))?.clone();
         let text = self.files.get(&name)?;
         let at: Vec<usize> = text
@@ -341,12 +345,7 @@ impl World {
     /// inputs and (when their namespaces differ) under other keys — what a
     /// memo of the route order must not take for the previous order.
     fn swap_names(&mut self, rng: &mut Rng) -> Option<String> {
-        let names: Vec<String> = self
-            .files
-            .keys()
-            .filter(|n| n.starts_with("route-"))
-            .cloned()
-            .collect();
+        let names = self.route_files();
         let a = names.get(rng.below(names.len()))?.clone();
         let b = names.get(rng.below(names.len()))?.clone();
         let name_of = |text: &str| {
