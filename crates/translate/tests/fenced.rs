@@ -6,25 +6,12 @@
 #[path = "support/fence.rs"]
 mod fence;
 
+#[path = "support/fixture_files.rs"]
+mod fixture_files;
 #[path = "support/fixture_settings.rs"]
 mod fixture_settings;
 
-use std::path::{Path, PathBuf};
-
 use fence::{Tally, check_gateway, normalize, responder, variants};
-
-const MARKER: &str = "# ---- expected output";
-
-fn fixture_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    files
-}
 
 #[test]
 fn every_fenced_route_answers_500_at_every_path_variant() {
@@ -33,10 +20,9 @@ fn every_fenced_route_answers_500_at_every_path_variant() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut t = Tally::default();
     let mut fixtures_with_fences = 0;
-    for f in fixture_files() {
-        let text = std::fs::read_to_string(&f).expect("read fixture");
-        let input = text.find(MARKER).map(|i| &text[..i]).unwrap_or(&text);
-        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_string();
+    for fixture in fixture_files::all() {
+        let input = fixture.input();
+        let name = fixture.file_name();
         let loaded = api::loader::load_str(&name, input);
         let out = translate::translate(&loaded.inputs, &fixture_settings::settings_for(input));
         let before = t.asserted;

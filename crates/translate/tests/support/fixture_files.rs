@@ -1,5 +1,7 @@
-//! The golden fixtures (`tests/fixtures/*.yaml`), in file-name order: each
-//! holds its input, then [`MARKER`], then the expected output.
+//! The golden fixtures (`tests/fixtures/*.yaml`), in file-name order, for
+//! the tests that read them (`fixtures.rs`, which also rewrites them, keeps
+//! its own listing): each holds its input, then [`MARKER`], then the
+//! expected output.
 
 // Each test binary includes this file and uses part of it.
 #![allow(dead_code)]
