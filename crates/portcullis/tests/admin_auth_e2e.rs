@@ -99,24 +99,6 @@ impl Drop for Serve {
     }
 }
 
-/// Starts `serve` on fresh ports until it is ready: a port picked free can
-/// be taken (by another test's connection) before `serve` binds it, and
-/// that race is the harness's, not the product's, so it is retried; any
-/// other failure fails the test with the process's stderr.
-fn serve_ready(mut spawn: impl FnMut() -> (Serve, u16)) -> Serve {
-    for attempt in 1..=3 {
-        let (mut serve, admin) = spawn();
-        match serve.ready(admin) {
-            Ok(()) => return serve,
-            Err(err) if err.contains("cannot bind") && attempt < 3 => {
-                eprintln!("retrying on fresh ports: {err}");
-            }
-            Err(err) => panic!("{err}"),
-        }
-    }
-    unreachable!("the third attempt returns or panics")
-}
-
 /// Waits for the process to exit (it must, within 20 s) and returns its
 /// stderr.
 fn exits(mut serve: Serve) -> String {
@@ -136,11 +118,9 @@ fn exits(mut serve: Serve) -> String {
 #[test]
 fn loopback_default_stays_open() {
     let dir = work_dir("admin_auth_loopback");
-    let mut admin = 0;
-    let _serve = serve_ready(|| {
-        admin = free_port();
-        (serve(&dir, &format!("127.0.0.1:{admin}"), &[]), admin)
-    });
+    let admin = free_port();
+    let mut running = serve(&dir, &format!("127.0.0.1:{admin}"), &[]);
+    running.ready(admin).unwrap_or_else(|e| panic!("{e}"));
     for path in [
         "/metrics",
         "/api/status",
@@ -191,24 +171,21 @@ fn exposed_admin_needs_the_token_and_metrics_port_does_not() {
     // The token and the metrics address from the config file; the admin
     // address on every interface (the test reaches it on loopback).
     let config = dir.join("portcullis.yaml");
-    let (mut admin, mut metrics) = (0, 0);
-    let _serve = serve_ready(|| {
-        (admin, metrics) = (free_port(), free_port());
-        std::fs::write(
-            &config,
-            format!(
-                "adminTokenFile: {}\nmetricsAddress: 127.0.0.1:{metrics}\n",
-                token_file.display()
-            ),
-        )
-        .expect("write");
-        let serve = serve(
-            &dir,
-            &format!("0.0.0.0:{admin}"),
-            &["--config", config.to_str().expect("utf-8")],
-        );
-        (serve, admin)
-    });
+    let (admin, metrics) = (free_port(), free_port());
+    std::fs::write(
+        &config,
+        format!(
+            "adminTokenFile: {}\nmetricsAddress: 127.0.0.1:{metrics}\n",
+            token_file.display()
+        ),
+    )
+    .expect("write");
+    let mut running = serve(
+        &dir,
+        &format!("0.0.0.0:{admin}"),
+        &["--config", config.to_str().expect("utf-8")],
+    );
+    running.ready(admin).unwrap_or_else(|e| panic!("{e}"));
     for path in ["/api/status", "/api/config_dump", "/api/views", "/metrics"] {
         assert_eq!(get(admin, path, None), Some(401), "{path} without a token");
         assert_eq!(
