@@ -59,14 +59,14 @@ pub struct XdsTlsConfig {
 
 /// `httpProxy` of the config file (Contour's `gateway.gatewayRef` and
 /// `rootNamespaces`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpProxyConfig {
     pub root_namespaces: Option<Vec<String>>,
     pub gateway_ref: Option<GatewayRef>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayRef {
     pub namespace: String,
@@ -158,25 +158,54 @@ pub struct ModeArgs {
 }
 
 impl ModeArgs {
+    /// Reads `--config` once: every setting of a run comes from this one
+    /// read, so a file rewritten while the process starts cannot give one
+    /// setting from its old text and another from its new one.
+    pub fn read(&self) -> Result<Config<'_>, ConfigError> {
+        let file = self
+            .config
+            .as_deref()
+            .map(|p| load(p).map(|f| (p, f)))
+            .transpose()?;
+        Ok(Config { args: self, file })
+    }
+}
+
+/// The flags and the config file as read once by [`ModeArgs::read`]: each
+/// setting is the flag, else the file. Nothing here reads the disk again.
+#[derive(Debug)]
+pub struct Config<'a> {
+    args: &'a ModeArgs,
+    file: Option<(&'a Path, ConfigFile)>,
+}
+
+impl Config<'_> {
+    /// The config file and its path, if `--config` was given.
+    pub fn file(&self) -> Option<(&Path, &ConfigFile)> {
+        self.file.as_ref().map(|(p, f)| (*p, f))
+    }
+
     /// Whether loopback endpoints are refused: the flag, else the file.
-    pub fn refuse_loopback_endpoints(&self) -> Result<bool, ConfigError> {
-        if self.refuse_loopback_endpoints {
-            return Ok(true);
-        }
-        let file = self.config.as_deref().map(load).transpose()?;
-        Ok(file.and_then(|f| f.refuse_loopback_endpoints).unwrap_or(false))
+    pub fn refuse_loopback_endpoints(&self) -> bool {
+        self.args.refuse_loopback_endpoints
+            || self
+                .file()
+                .and_then(|(_, f)| f.refuse_loopback_endpoints)
+                .unwrap_or(false)
     }
 
     /// HTTPProxy settings: each flag, else the file's `httpProxy`.
     pub fn http_proxy(&self) -> Result<translate::httpproxy::HttpProxySettings, ConfigError> {
-        let file = self.config.as_deref().map(load).transpose()?;
-        let file = file.and_then(|f| f.http_proxy).unwrap_or_default();
-        let root_namespaces = if self.root_namespaces.is_empty() {
+        let file = self
+            .file()
+            .and_then(|(_, f)| f.http_proxy.clone())
+            .unwrap_or_default();
+        let root_namespaces = if self.args.root_namespaces.is_empty() {
             file.root_namespaces.unwrap_or_default()
         } else {
-            self.root_namespaces.clone()
+            self.args.root_namespaces.clone()
         };
-        let gateway = match &self.httpproxy_gateway {
+        let gateway = match &self.args.httpproxy_gateway {
             Some(v) => match v.split_once('/') {
                 Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
                     Some((ns.to_string(), name.to_string()))
@@ -202,18 +231,20 @@ impl ModeArgs {
         token_flag: Option<&Path>,
         metrics_flag: Option<std::net::SocketAddr>,
     ) -> Result<AdminExposure, ConfigError> {
-        let file = self.config.as_deref().map(load).transpose()?.unwrap_or_default();
+        let (path, file) = match self.file() {
+            Some((p, f)) => (p, Some(f)),
+            None => (Path::new(""), None),
+        };
         let token_file = match token_flag {
             Some(p) => Some(("--admin-token-file", p.to_path_buf())),
-            None => file.admin_token_file.map(|p| ("adminTokenFile", p)),
+            None => file
+                .and_then(|f| f.admin_token_file.clone())
+                .map(|p| ("adminTokenFile", p)),
         };
-        let metrics_address = match (metrics_flag, file.metrics_address) {
+        let metrics_address = match (metrics_flag, file.and_then(|f| f.metrics_address.as_ref())) {
             (Some(a), _) => Some(a),
             (None, Some(v)) => Some(v.parse().map_err(|source| ConfigError::Address {
-                origin: format!(
-                    "{} metricsAddress",
-                    self.config.as_deref().unwrap_or(Path::new("")).display()
-                ),
+                origin: format!("{} metricsAddress", path.display()),
                 value: v.clone(),
                 source,
             })?),
@@ -225,17 +256,13 @@ impl ModeArgs {
         })
     }
 
+    /// The route replacement mode: the flag, the environment, the file.
     pub fn resolve(&self) -> Result<ReplacementMode, ConfigError> {
-        let file = self
-            .config
-            .as_deref()
-            .map(|p| load(p).map(|f| (p, f)))
-            .transpose()?;
         let env = std::env::var(MODE_ENV).ok();
         replacement_mode(
-            self.route_replacement_mode.as_deref(),
+            self.args.route_replacement_mode.as_deref(),
             env.as_deref(),
-            file.as_ref().map(|(p, f)| (*p, f)),
+            self.file(),
         )
     }
 }
@@ -258,19 +285,69 @@ mod tests {
             refuse_loopback_endpoints: flag,
             ..Default::default()
         };
-        assert!(!args(None, false).refuse_loopback_endpoints().expect("default"));
-        assert!(args(None, true).refuse_loopback_endpoints().expect("flag"));
-        assert!(args(Some(&on), false).refuse_loopback_endpoints().expect("file"));
+        assert!(
+            !args(None, false)
+                .read()
+                .expect("config read")
+                .refuse_loopback_endpoints()
+        );
+        assert!(
+            args(None, true)
+                .read()
+                .expect("config read")
+                .refuse_loopback_endpoints()
+        );
+        assert!(
+            args(Some(&on), false)
+                .read()
+                .expect("config read")
+                .refuse_loopback_endpoints()
+        );
         assert!(
             !args(Some(&off), false)
+                .read()
+                .expect("config read")
                 .refuse_loopback_endpoints()
-                .expect("file without it")
         );
         assert!(
             args(Some(&off), true)
+                .read()
+                .expect("config read")
                 .refuse_loopback_endpoints()
-                .expect("flag wins")
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Every setting comes from the one read: the file gone (or rewritten)
+    /// after `read` changes none of them.
+    #[test]
+    fn every_setting_comes_from_one_read_of_the_file() {
+        let dir = std::env::temp_dir().join(format!("portcullis-config-once-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let file = dir.join("c.yaml");
+        std::fs::write(
+            &file,
+            "routeReplacementMode: STRICT\nrefuseLoopbackEndpoints: true\nmetricsAddress: 127.0.0.1:9\nhttpProxy: {rootNamespaces: [a]}\n",
+        )
+        .expect("write");
+        let args = ModeArgs {
+            config: Some(file.clone()),
+            ..Default::default()
+        };
+        let config = args.read().expect("config read");
+        std::fs::remove_file(&file).expect("remove");
+        assert_eq!(config.resolve().ok(), Some(ReplacementMode::Strict));
+        assert!(config.refuse_loopback_endpoints());
+        assert_eq!(config.http_proxy().expect("settings").root_namespaces, vec!["a"]);
+        assert_eq!(
+            config
+                .admin_exposure(None, None)
+                .expect("exposure")
+                .metrics_address,
+            "127.0.0.1:9".parse().ok()
+        );
+        assert!(config.file().is_some());
+        assert!(args.read().is_err(), "a second read finds the file gone");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -316,7 +393,11 @@ mod tests {
             config: Some(file.clone()),
             ..Default::default()
         };
-        let s = from_file.http_proxy().expect("settings");
+        let s = from_file
+            .read()
+            .expect("config read")
+            .http_proxy()
+            .expect("settings");
         assert_eq!(s.root_namespaces, vec!["a", "b"]);
         assert_eq!(s.gateway, Some(("infra".into(), "edge".into())));
         let flags = ModeArgs {
@@ -325,14 +406,14 @@ mod tests {
             httpproxy_gateway: Some("x/y".into()),
             ..Default::default()
         };
-        let s = flags.http_proxy().expect("settings");
+        let s = flags.read().expect("config read").http_proxy().expect("settings");
         assert_eq!(s.root_namespaces, vec!["c"]);
         assert_eq!(s.gateway, Some(("x".into(), "y".into())));
         let bad = ModeArgs {
             httpproxy_gateway: Some("nonamespace".into()),
             ..Default::default()
         };
-        assert!(bad.http_proxy().is_err());
+        assert!(bad.read().expect("config read").http_proxy().is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -346,18 +427,32 @@ mod tests {
             config: Some(file.clone()),
             ..Default::default()
         };
-        let e = args.admin_exposure(None, None).expect("from the file");
+        let e = args
+            .read()
+            .expect("config read")
+            .admin_exposure(None, None)
+            .expect("from the file");
         assert_eq!(e.token_file, Some(("adminTokenFile", PathBuf::from("/t"))));
         assert_eq!(e.metrics_address, "0.0.0.0:19001".parse().ok());
         let e = args
+            .read()
+            .expect("config read")
             .admin_exposure(Some(Path::new("/f")), "127.0.0.1:9".parse().ok())
             .expect("flags win");
         assert_eq!(e.token_file, Some(("--admin-token-file", PathBuf::from("/f"))));
         assert_eq!(e.metrics_address, "127.0.0.1:9".parse().ok());
         std::fs::write(&file, "metricsAddress: nine\n").expect("write");
-        let err = args.admin_exposure(None, None).expect_err("not an address");
+        let err = args
+            .read()
+            .expect("config read")
+            .admin_exposure(None, None)
+            .expect_err("not an address");
         assert!(err.to_string().contains("metricsAddress: \"nine\""), "{err}");
-        let e = ModeArgs::default().admin_exposure(None, None).expect("default");
+        let e = ModeArgs::default()
+            .read()
+            .expect("config read")
+            .admin_exposure(None, None)
+            .expect("default");
         assert!(e.token_file.is_none() && e.metrics_address.is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }

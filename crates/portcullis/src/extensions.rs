@@ -42,9 +42,12 @@ pub enum ExtensionSetupError {
 
 impl Extensions {
     /// `None` without a config file or without extension managers in it.
-    pub fn from_config_file(path: Option<&std::path::Path>) -> Result<Option<Self>, ExtensionSetupError> {
-        let Some(path) = path else { return Ok(None) };
-        let file = crate::config::load(path)?;
+    pub fn from_config(
+        config: Option<(&std::path::Path, &crate::config::ConfigFile)>,
+    ) -> Result<Option<Self>, ExtensionSetupError> {
+        let Some((path, file)) = config else {
+            return Ok(None);
+        };
         let config = extension::ExtensionConfig::from_spec(
             file.extension_manager.as_ref(),
             file.extension_managers.as_deref(),

@@ -35,20 +35,22 @@ pub struct Translated {
 /// Loads `path` (a file or a directory, searched recursively) and
 /// translates it.
 pub fn translate(path: &Path, args: &OfflineArgs) -> anyhow::Result<Translated> {
-    let mode = args.mode.resolve()?;
+    // `--config` is read once; every setting below comes from that read.
+    let config = args.mode.read()?;
+    let mode = config.resolve()?;
     let validator = crate::validator::for_mode(mode, args.envoy_bin.clone(), Default::default())?;
     // Extension managers of `--config`: their kinds load, their hooks run
     // (offline, so an extension's effect and failures show before deploying).
-    let extensions = crate::extensions::Extensions::from_config_file(args.mode.config.as_deref())?;
+    let extensions = crate::extensions::Extensions::from_config(config.file())?;
     let loaded = api::loader::load_path_with(path, &crate::extensions::loader_options(extensions.as_ref()))
         .with_context(|| "cannot read inputs")?;
     let settings = translate::Settings {
         controller_name: args.controller_name.clone(),
         endpoint_guard: translate::endpoint_guard::EndpointGuard {
-            refuse_loopback: args.mode.refuse_loopback_endpoints()?,
+            refuse_loopback: config.refuse_loopback_endpoints(),
             ..Default::default()
         },
-        http_proxy: args.mode.http_proxy()?,
+        http_proxy: config.http_proxy()?,
         ..Default::default()
     };
     let mut output = translate::translate_seams(

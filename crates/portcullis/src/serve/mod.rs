@@ -232,23 +232,23 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
     } else {
         Some(envoy_bin(&args)?)
     };
+    // `--config` is read once; every setting below comes from that read.
+    let config = args.mode.read()?;
     // Who may read the admin API is settled before anything starts.
-    let exposure = args
-        .mode
-        .admin_exposure(args.admin_token_file.as_deref(), args.metrics_address)?;
+    let exposure = config.admin_exposure(args.admin_token_file.as_deref(), args.metrics_address)?;
     let admin_token = match &exposure.token_file {
         Some((origin, path)) => Some(Arc::new(admin_auth::AdminToken::from_file(origin, path)?)),
         None => None,
     };
     admin_auth::check_exposure(args.admin_address, admin_token.as_deref())?;
     let cache = xds::SnapshotCache::new();
-    let mode = args.mode.resolve()?;
+    let mode = config.resolve()?;
     let validator = crate::validator::for_mode(mode, args.envoy_bin.clone(), state.metrics.validator.clone())
         .map_err(anyhow::Error::msg)?;
     tracing::info!(%mode, "route replacement mode");
     // The extension managers of `--config`: their kinds load, their hooks
     // run in every translation, their calls show in metrics and status.
-    let extensions = crate::extensions::Extensions::from_config_file(args.mode.config.as_deref())?;
+    let extensions = crate::extensions::Extensions::from_config(config.file())?;
     if let Some(e) = &extensions {
         state.attach_extensions(e.chain.clone());
     }
@@ -284,7 +284,7 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
     }
 
     // Plaintext unless the provider or the flags supply TLS (README, "mTLS xDS").
-    let tls_files = xds_tls::files(&args.xds_tls, args.mode.config.as_deref())?;
+    let tls_files = xds_tls::files(&args.xds_tls, config.file().map(|(_, f)| f));
     let (tls, _tls_reloader) = match (provided_tls, tls_files) {
         (Some(_), Some(_)) => bail!(
             "--xds-tls-* (or xdsTls) and the controller's xDS CA both configure the xDS server's TLS: choose one"
@@ -331,7 +331,7 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
         } else {
             args.listener_address.clone()
         },
-        http_proxy: args.mode.http_proxy()?,
+        http_proxy: config.http_proxy()?,
         ..Default::default()
     };
     let mut loopbacks: BTreeMap<String, String> = BTreeMap::new();
@@ -359,7 +359,7 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
             what: "the STRICT validator's xDS server".into(),
         });
     }
-    let refuse_loopback = args.mode.refuse_loopback_endpoints()?;
+    let refuse_loopback = config.refuse_loopback_endpoints();
 
     let mut translator = translate::incremental::Translator::new();
     let mut apply = |snapshot: &Arc<provider::Snapshot>, supervisor: &mut Option<envoy::Supervisor>| {

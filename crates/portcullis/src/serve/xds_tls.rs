@@ -61,23 +61,21 @@ impl TlsFiles {
 }
 
 /// The files from the flags, else the config file's `xdsTls`.
-pub fn files(args: &XdsTlsArgs, config: Option<&std::path::Path>) -> anyhow::Result<Option<TlsFiles>> {
+pub fn files(args: &XdsTlsArgs, config: Option<&crate::config::ConfigFile>) -> Option<TlsFiles> {
     if let (Some(cert), Some(key), Some(client_ca)) =
         (&args.xds_tls_cert, &args.xds_tls_key, &args.xds_tls_client_ca)
     {
-        return Ok(Some(TlsFiles {
+        return Some(TlsFiles {
             cert: cert.clone(),
             key: key.clone(),
             client_ca: client_ca.clone(),
-        }));
+        });
     }
-    let Some(path) = config else { return Ok(None) };
-    let file = crate::config::load(path)?;
-    Ok(file.xds_tls.map(|t| TlsFiles {
-        cert: t.cert_file,
-        key: t.key_file,
-        client_ca: t.client_ca_file,
-    }))
+    config?.xds_tls.as_ref().map(|t| TlsFiles {
+        cert: t.cert_file.clone(),
+        key: t.key_file.clone(),
+        client_ca: t.client_ca_file.clone(),
+    })
 }
 
 /// The node id a URI SAN entitles (Kubernetes mode's identities; `serve`
@@ -208,8 +206,9 @@ mod tests {
         )
         .expect("write");
         let none = XdsTlsArgs::default();
-        assert_eq!(files(&none, None).expect("no TLS"), None);
-        let from_file = files(&none, Some(&config)).expect("file").expect("TLS");
+        assert_eq!(files(&none, None), None);
+        let file = crate::config::load(&config).expect("config");
+        let from_file = files(&none, Some(&file)).expect("TLS");
         assert_eq!(from_file.cert, PathBuf::from("s.crt"));
         assert_eq!(from_file.client_ca, PathBuf::from("ca.crt"));
         let flags = XdsTlsArgs {
@@ -218,12 +217,12 @@ mod tests {
             xds_tls_client_ca: Some("f-ca.crt".into()),
         };
         assert_eq!(
-            files(&flags, Some(&config)).expect("flags").expect("TLS").cert,
+            files(&flags, Some(&file)).expect("TLS").cert,
             PathBuf::from("f.crt")
         );
         let typo = dir.join("typo.yaml");
         std::fs::write(&typo, "xdsTls: {certFile: a, keyFile: b}\n").expect("write");
-        assert!(files(&none, Some(&typo)).is_err(), "clientCaFile is required");
+        assert!(crate::config::load(&typo).is_err(), "clientCaFile is required");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
