@@ -33,7 +33,7 @@ const GATEWAY_VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha2"];
 const MAX_LIST_DEPTH: usize = 4;
 
 /// A kind the loader turns into a typed object.
-pub(crate) trait Object: Serialize + DeserializeOwned + Sized {
+pub(crate) trait Object: Serialize + DeserializeOwned + Sized + Send + Sync + 'static {
     const KIND: &'static str;
     const NAMESPACED: bool;
     fn meta(&self) -> &ObjectMeta;
@@ -212,7 +212,10 @@ impl Object for Secret {
 pub(crate) struct Sink {
     pub(crate) inputs: Inputs,
     pub(crate) diagnostics: Vec<Diagnostic>,
-    seen: HashMap<(&'static str, String, String), Source>,
+    /// The duplicate check of every other kind: each key names the first
+    /// object's position in its bucket (`T::bucket`, which only grows
+    /// while the sink loads).
+    seen: HashMap<SeenKey, usize>,
     /// (group, kind) of the extension kinds to load (`super::Options`).
     pub(crate) extension_kinds: BTreeSet<(String, String)>,
     /// The duplicate check of extension objects: (group, kind, ns, name).
@@ -227,6 +230,45 @@ pub(crate) struct Sink {
     /// object, so the duplicate check is left to the sink it joins.
     single: bool,
 }
+
+/// What the duplicate check reads of an object: its namespace and name
+/// (an absent namespace is the empty one).
+trait Named: Send + Sync {
+    fn namespace_name(&self) -> (&str, &str);
+}
+
+impl<T: Object> Named for T {
+    fn namespace_name(&self) -> (&str, &str) {
+        let meta = self.meta();
+        (
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+}
+
+/// A key of the duplicate check: the kind and the object itself (shared),
+/// hashed and compared by namespace and name. Merging every file's objects
+/// into a snapshot then copies no name, namespace or source per object
+/// (`provider` merges on every edit).
+struct SeenKey {
+    kind: &'static str,
+    object: Arc<dyn Named>,
+}
+
+impl std::hash::Hash for SeenKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.kind, self.object.namespace_name()).hash(state);
+    }
+}
+
+impl PartialEq for SeenKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.object.namespace_name() == other.object.namespace_name()
+    }
+}
+
+impl Eq for SeenKey {}
 
 impl Sink {
     pub(crate) fn with_options(options: &super::Options) -> Self {
@@ -268,20 +310,27 @@ impl Sink {
             });
             return;
         }
-        let namespace = object.meta().namespace.clone().unwrap_or_default();
-        let name = object.meta().name.clone().unwrap_or_default();
-        let key = (T::KIND, namespace, name);
-        if let Some(first) = self.seen.get(&key) {
-            let label = object_label(T::KIND, T::NAMESPACED, Some(&key.1), &key.2);
-            let message = format!(
-                "duplicate object: {label} is already defined at {first}; this definition is ignored"
-            );
+        let key = SeenKey {
+            kind: T::KIND,
+            object: object.clone(),
+        };
+        if let Some(&first) = self.seen.get(&key) {
+            let (namespace, name) = key.object.namespace_name();
+            let label = object_label(T::KIND, T::NAMESPACED, Some(namespace), name);
+            let message = match T::bucket(&mut self.inputs).get(first) {
+                Some(f) => format!(
+                    "duplicate object: {label} is already defined at {}; this definition is ignored",
+                    f.source
+                ),
+                None => format!("duplicate object: {label} is already defined; this definition is ignored"),
+            };
             self.diagnostics
                 .push(Diagnostic::warning(Some(label), Some(&source), message));
             return;
         }
-        self.seen.insert(key, source.clone());
-        T::bucket(&mut self.inputs).push(Sourced {
+        let bucket = T::bucket(&mut self.inputs);
+        self.seen.insert(key, bucket.len());
+        bucket.push(Sourced {
             source,
             object,
             unreadable,
@@ -317,6 +366,7 @@ impl Sink {
     /// Adds every object of `inputs` in order (with the duplicate check).
     pub(crate) fn add_all(&mut self, inputs: Inputs) {
         fn each<T: Object>(sink: &mut Sink, objects: Vec<Sourced<T>>) {
+            T::bucket(&mut sink.inputs).reserve(objects.len());
             for Sourced {
                 source,
                 object,
@@ -326,6 +376,8 @@ impl Sink {
                 sink.add_shared(source, object, unreadable);
             }
         }
+        // Sized once: growing would hash every key again.
+        self.seen.reserve(inputs.len());
         let Inputs {
             gateway_classes,
             gateways,
