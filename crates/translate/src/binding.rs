@@ -91,7 +91,7 @@ fn find_parent(
         return None;
     }
     let ns = p.namespace.as_deref().unwrap_or(route_ns);
-    match p.kind.as_str() {
+    match p.kind.as_ref() {
         "Gateway" => gateways
             .iter()
             .position(|g| g.namespace == ns && g.name == p.name)
@@ -111,7 +111,7 @@ pub fn bind(
     route: &Route,
 ) -> Vec<ParentBinding> {
     let mut out = Vec::new();
-    for (parent_index, p) in route.parent_refs.iter().enumerate() {
+    for (parent_index, p) in route.parent_refs().iter().enumerate() {
         match find_parent(gateways, sets, &route.namespace, p) {
             None => {}
             Some(Parent::Gateway(gi)) => {
@@ -243,13 +243,13 @@ pub fn bind_one(
             ),
         );
     }
-    let valid_hostnames = hostname::valid_route_hostnames(&route.hostnames);
-    if !route.hostnames.is_empty() && valid_hostnames.is_empty() {
+    let valid_hostnames = hostname::valid_route_hostnames(route.hostnames());
+    if !route.hostnames().is_empty() && valid_hostnames.is_empty() {
         return refuse(
             reason::UNSUPPORTED_VALUE,
             format!(
                 "no valid hostname: {}",
-                hostname::route_hostname_problems(&route.hostnames).join("; ")
+                hostname::route_hostname_problems(route.hostnames()).join("; ")
             ),
         );
     }
@@ -268,7 +268,7 @@ pub fn bind_one(
             reason::NO_MATCHING_LISTENER_HOSTNAME,
             format!(
                 "no hostname of the route ({}) matches a listener of Gateway {}/{}",
-                route.hostnames.join(", "),
+                route.hostnames().join(", "),
                 gw.namespace,
                 gw.name
             ),

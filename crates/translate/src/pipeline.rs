@@ -137,8 +137,8 @@ pub(crate) fn translate_memo(
             (
                 r.creation_timestamp.is_none(),
                 r.creation_timestamp.as_ref(),
-                r.namespace.as_str(),
-                r.name.as_str(),
+                r.namespace,
+                r.name,
                 r.kind,
             )
         }
@@ -248,7 +248,7 @@ pub(crate) fn translate_memo(
     // The incremental translator's Gateways whose works are all the same
     // as last time: their assembly is reused (`incremental::Gateways`).
     let mut reused_gateways = crate::incremental::Gateways::new(
-        memo,
+        memo.as_deref_mut(),
         validator.is_none() && hooks.is_none(),
         &gateways,
         &per_gateway,
@@ -510,6 +510,9 @@ pub(crate) fn translate_memo(
     );
     // HTTPProxy status for every proxy, served or not.
     crate::httpproxy::report(inputs, &proxies, settings, proxy_address.as_deref(), &mut out);
+    if let Some(m) = memo {
+        m.models_read = routes.iter().filter(|r| r.read_beyond_head()).count();
+    }
     out
 }
 
@@ -560,25 +563,24 @@ fn route_tail(
         replacements: Vec::new(),
     };
     for e in route
-        .errors
-        .iter()
+        .errors()
         .cloned()
-        .chain(crate::hostname::route_hostname_problems(&route.hostnames))
+        .chain(crate::hostname::route_hostname_problems(route.hostnames()))
     {
         t.diagnostics
-            .push(Diagnostic::error(Some(route.display()), Some(&route.source), e));
+            .push(Diagnostic::error(Some(route.display()), Some(route.source), e));
     }
     for w in &report.warnings {
         t.diagnostics.push(Diagnostic::warning(
             Some(route.display()),
-            Some(&route.source),
+            Some(route.source),
             w.clone(),
         ));
     }
     for (i, e) in &report.replaced {
         t.diagnostics.push(Diagnostic::error(
             Some(route.display()),
-            Some(&route.source),
+            Some(route.source),
             format!("Replaced Rule ({i}): {e} [{}]", e.class),
         ));
         let mut on: Vec<String> = bs
@@ -592,8 +594,8 @@ fn route_tail(
             t.replacements.push(crate::Replacement {
                 gateway,
                 route_kind: route.kind.kind().to_string(),
-                route_namespace: route.namespace.clone(),
-                route_name: route.name.clone(),
+                route_namespace: route.namespace.to_string(),
+                route_name: route.name.to_string(),
                 rule: *i,
                 class: e.class,
                 message: e.to_string(),
@@ -654,16 +656,19 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
 
 /// The indices `0..n` in the order of `cmp`, as a stable sort would put
 /// them. A `candidate` (last call's order, when the incremental translator
-/// offers one) is taken when `cmp` is strictly increasing along it: then it
-/// is the only sorted order, so the result is the same as sorting, in
-/// `n - 1` comparisons instead of `n log n`. Otherwise (an edit moved a
-/// route, added or removed one, or two routes compare equal) it sorts.
+/// offers one, its indices moved to this call's positions) is taken when
+/// `cmp` is strictly increasing along it: then it is the only sorted
+/// order, so the result is the same as sorting, in `n - 1` comparisons
+/// instead of `n log n`. A candidate missing a few indices (the routes an
+/// edit added) gets each inserted where a binary search puts it, then is
+/// checked the same way. Otherwise (an edit moved a route or changed its
+/// key or age, or two routes compare equal) it sorts.
 fn sorted_by(
     n: usize,
     candidate: Option<Vec<usize>>,
     cmp: impl Fn(usize, usize) -> std::cmp::Ordering,
 ) -> Vec<usize> {
-    if let Some(c) = candidate.filter(|c| c.len() == n && is_permutation(c))
+    if let Some(c) = candidate.and_then(|c| completed(c, n, &cmp))
         && c.windows(2).all(|w| cmp(w[0], w[1]) == std::cmp::Ordering::Less)
     {
         return c;
@@ -673,11 +678,31 @@ fn sorted_by(
     order
 }
 
-fn is_permutation(order: &[usize]) -> bool {
-    let mut seen = vec![false; order.len()];
-    order
-        .iter()
-        .all(|&i| i < seen.len() && !std::mem::replace(&mut seen[i], true))
+/// `candidate` (distinct indices below `n`, else `None`) with the indices
+/// of `0..n` it lacks inserted by binary search — at most a few (more and
+/// sorting is as cheap), an order `sorted_by` then checks.
+fn completed(
+    mut candidate: Vec<usize>,
+    n: usize,
+    cmp: &impl Fn(usize, usize) -> std::cmp::Ordering,
+) -> Option<Vec<usize>> {
+    let mut seen = vec![false; n];
+    if candidate.len() > n
+        || !candidate
+            .iter()
+            .all(|&i| i < n && !std::mem::replace(&mut seen[i], true))
+    {
+        return None;
+    }
+    let missing = n - candidate.len();
+    if missing > 64 {
+        return None;
+    }
+    for i in (0..n).filter(|&i| !seen[i]) {
+        let at = candidate.partition_point(|&c| cmp(c, i) == std::cmp::Ordering::Less);
+        candidate.insert(at, i);
+    }
+    Some(candidate)
 }
 
 /// `items` in `order` (a permutation of their indices).
@@ -768,8 +793,8 @@ fn build_route(
                 protocol,
             };
             let mut clusters = BTreeMap::new();
-            let mut rules = Vec::with_capacity(route.rules.len());
-            let expected: usize = route.rules.iter().map(|r| r.matches.len().max(1)).sum();
+            let mut rules = Vec::with_capacity(route.rule_count());
+            let expected: usize = route.rules().iter().map(|r| r.matches.len().max(1)).sum();
             let mut orders = Vec::with_capacity(expected);
             let mut routes = Vec::with_capacity(expected);
             let mut filters: Vec<String> = Vec::new();
@@ -779,7 +804,7 @@ fn build_route(
                 .get(b.gateway)
                 .map(|s| policy::scope::inherited_filters(s, a.listener))
                 .unwrap_or_default();
-            for (rule_index, rule) in route.rules.iter().enumerate() {
+            for (rule_index, rule) in route.rules().iter().enumerate() {
                 let policy = effective.get(rule_index).and_then(Option::as_deref);
                 let mut r = rule::build(index, route, rule_index, rule, ctx, &mut clusters, policy);
                 let policies = route_hook
@@ -884,10 +909,8 @@ fn absorb_strict(
                 if route.kind.kind() != kind || route.namespace != ns || route.name != name {
                     return None;
                 }
-                let rule = route
-                    .rules
-                    .iter()
-                    .position(|rule| rule.name.as_deref() == Some(rule_id))
+                let rule = (0..route.rule_count())
+                    .position(|i| route.rule_name(i) == Some(rule_id))
                     .or_else(|| rule_id.parse::<usize>().ok())?;
                 Some((ri, rule))
             })

@@ -78,6 +78,9 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     let s = run.step("no change", &inputs);
     assert_eq!((s.full, s.routes_built, s.routes_reused), (None, 0, n));
     assert_eq!(s.gateways_reused, 4, "{s:?}");
+    // Route models build their rules only where read (`route::model`):
+    // no route's works or tail were built, so no rules.
+    assert_eq!(s.models_read, 0, "{s:?}");
 
     let mut rng = Rng(0x5EED_1234_ABCD_0001);
     for e in 0..12 {
@@ -91,6 +94,7 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
             "{s:?}"
         );
         assert_eq!(s.gateways_reused, 3, "{s:?}");
+        assert_eq!(s.models_read, 1, "only the edited route's rules: {s:?}");
     }
 
     // An edit back to what a route was two steps ago: a new allocation
@@ -133,15 +137,20 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     let removed = inputs.http_routes.remove(50);
     let s = run.step("remove route 50", &inputs);
     assert_eq!((s.routes_built, s.routes_reused), (0, n - 1), "{s:?}");
+    assert_eq!(s.models_read, 0, "{s:?}");
     inputs.http_routes.insert(5, removed);
     let s = run.step("add it back at 5", &inputs);
     assert_eq!((s.routes_built, s.routes_reused), (1, n - 1), "{s:?}");
+    assert_eq!(s.models_read, 1, "{s:?}");
 
     // A second route of one key (ambiguous: never reused), edited in
     // place while ambiguous, then removed.
     let twin = inputs.http_routes[30].clone();
     inputs.http_routes.push(twin);
-    run.step("duplicate route 30", &inputs);
+    // Route 30 is paired by pointer with itself, but its key is now held
+    // twice: neither is reused.
+    let s = run.step("duplicate route 30", &inputs);
+    assert_eq!((s.routes_built, s.routes_reused), (2, n - 1), "{s:?}");
     set_first_path(&mut inputs, n, "/twin");
     let s = run.step("edit the duplicate", &inputs);
     assert_eq!(s.routes_built, 2, "{s:?}");
@@ -149,7 +158,9 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     let s = run.step("edit the original", &inputs);
     assert_eq!(s.routes_built, 2, "{s:?}");
     inputs.http_routes.pop();
-    run.step("remove the duplicate", &inputs);
+    // Unique again, route 30 has no works kept (ambiguous last call).
+    let s = run.step("remove the duplicate", &inputs);
+    assert_eq!((s.routes_built, s.routes_reused), (1, n - 1), "{s:?}");
     let s = run.step("no change", &inputs);
     assert_eq!((s.routes_built, s.gateways_reused), (0, 4), "{s:?}");
 
