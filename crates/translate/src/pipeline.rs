@@ -122,15 +122,28 @@ pub(crate) fn translate_memo(
         Some(o) => (Some(o.sorted), Some(o.by_age)),
         None => (None, None),
     };
-    let sorted = sorted_by(routes.len(), prior_sorted, |a, b| {
+    let (sorted, sorted_again) = sorted_by(routes.len(), prior_sorted, |a, b| {
         let (a, b) = (&routes[a], &routes[b]);
         (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name))
     });
     let routes = permute(routes, &sorted);
+    // The memo keeps the age order by input position (so that the
+    // incremental translator can renumber it when routes move); here it is
+    // by position in `sorted`.
+    let prior_by_age = prior_by_age.map(|order| {
+        let mut at_sorted = vec![usize::MAX; sorted.len()];
+        for (p, &i) in sorted.iter().enumerate() {
+            at_sorted[i] = p;
+        }
+        order
+            .into_iter()
+            .filter_map(|i| at_sorted.get(i).copied().filter(|&p| p != usize::MAX))
+            .collect()
+    });
 
     // Tie-break position of each route: oldest first, then namespace/name
     // (routes without a creation time sort after those with one).
-    let by_age = sorted_by(routes.len(), prior_by_age, |a, b| {
+    let (by_age, by_age_again) = sorted_by(routes.len(), prior_by_age, |a, b| {
         // Borrowed keys: this comparison runs n log n times.
         type Time = api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         fn key<'r>(r: &'r Route<'_>) -> (bool, Option<&'r Time>, &'r str, &'r str, model::RouteKind) {
@@ -150,6 +163,8 @@ pub(crate) fn translate_memo(
     }
     if let Some(m) = memo.as_deref_mut() {
         m.sorted(&sorted);
+        m.route_sorts = usize::from(sorted_again) + usize::from(by_age_again);
+        let by_age = by_age.iter().map(|&p| sorted[p]).collect();
         m.next_orders = Some(crate::incremental::Orders { sorted, by_age });
     }
     let mut routes = routes;
@@ -663,19 +678,20 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
 /// edit added) gets each inserted where a binary search puts it, then is
 /// checked the same way. Otherwise (an edit moved a route or changed its
 /// key or age, or two routes compare equal) it sorts.
+/// Also returns whether it sorted.
 fn sorted_by(
     n: usize,
     candidate: Option<Vec<usize>>,
     cmp: impl Fn(usize, usize) -> std::cmp::Ordering,
-) -> Vec<usize> {
+) -> (Vec<usize>, bool) {
     if let Some(c) = candidate.and_then(|c| completed(c, n, &cmp))
         && c.windows(2).all(|w| cmp(w[0], w[1]) == std::cmp::Ordering::Less)
     {
-        return c;
+        return (c, false);
     }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| cmp(a, b));
-    order
+    (order, true)
 }
 
 /// `candidate` (distinct indices below `n`, else `None`) with the indices

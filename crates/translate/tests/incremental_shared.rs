@@ -78,6 +78,7 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     let s = run.step("no change", &inputs);
     assert_eq!((s.full, s.routes_built, s.routes_reused), (None, 0, n));
     assert_eq!(s.gateways_reused, 4, "{s:?}");
+    assert_eq!(s.route_sorts, 0, "{s:?}");
     // Route models build their rules only where read (`route::model`):
     // no route's works or tail were built, so no rules.
     assert_eq!(s.models_read, 0, "{s:?}");
@@ -119,6 +120,8 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     rename(&mut inputs, 11, "renamed");
     let s = run.step("rename route 11", &inputs);
     assert_eq!((s.full, s.routes_built), (None, 1), "{s:?}");
+    // Last call's orders, the renamed route inserted anew: not sorted.
+    assert_eq!(s.route_sorts, 0, "{s:?}");
 
     // Two routes swap positions: every key elsewhere, nothing changed.
     inputs.http_routes.swap(3, 40);
@@ -138,10 +141,14 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     let s = run.step("remove route 50", &inputs);
     assert_eq!((s.routes_built, s.routes_reused), (0, n - 1), "{s:?}");
     assert_eq!(s.models_read, 0, "{s:?}");
+    // Last call's orders renumbered (every route after 50 moved up).
+    assert_eq!(s.route_sorts, 0, "{s:?}");
     inputs.http_routes.insert(5, removed);
     let s = run.step("add it back at 5", &inputs);
     assert_eq!((s.routes_built, s.routes_reused), (1, n - 1), "{s:?}");
     assert_eq!(s.models_read, 1, "{s:?}");
+    // Renumbered, and the added route inserted by binary search.
+    assert_eq!(s.route_sorts, 0, "{s:?}");
 
     // A second route of one key (ambiguous: never reused), edited in
     // place while ambiguous, then removed.

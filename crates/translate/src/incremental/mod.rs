@@ -152,6 +152,9 @@ pub struct Stats {
     /// or rules, built lazily: `route::model::Route`): those whose
     /// bindings, works or tails were built, not every route.
     pub models_read: usize,
+    /// How many of the two route orders (by key, by age) were sorted
+    /// again rather than taken from last call's (`pipeline::sorted_by`).
+    pub route_sorts: usize,
     /// Gateways whose assembled xDS was reused.
     pub gateways_reused: usize,
     /// In the Gateways assembled again: virtual hosts spliced unchanged
@@ -210,10 +213,13 @@ pub(crate) struct Slot {
     tail: Option<RouteTail>,
 }
 
-/// Last call's route order and age order (indices into the routes as the
-/// pipeline read them from the inputs, then sorted): candidates the
-/// pipeline takes only when they still sort this call's routes strictly
-/// (`pipeline::sorted_by`), so they are offered whatever changed.
+/// Last call's route order and age order, both as input positions (the
+/// routes as the pipeline reads them: HTTPRoutes, then GRPCRoutes):
+/// candidates the pipeline takes only when they still sort this call's
+/// routes strictly (`pipeline::sorted_by`), so they are offered whatever
+/// changed. When routes moved, [`carry`] renumbers them ([`Orders::renumbered`]:
+/// the routes removed dropped, the routes added left for the pipeline to
+/// insert).
 pub(crate) struct Orders {
     pub(crate) sorted: Vec<usize>,
     pub(crate) by_age: Vec<usize>,
@@ -315,6 +321,7 @@ impl Translator {
             built: 0,
             reused: 0,
             models_read: 0,
+            route_sorts: 0,
             rebuilt: Vec::new(),
             works: Vec::new(),
             bindings: Vec::new(),
@@ -334,6 +341,7 @@ impl Translator {
             routes_built: memo.built,
             routes_reused: memo.reused,
             models_read: memo.models_read,
+            route_sorts: memo.route_sorts,
             gateways_reused: memo.gateways_reused,
             hosts_spliced: memo.hosts_spliced,
             hosts_encoded: memo.hosts_encoded,
@@ -371,6 +379,8 @@ pub(crate) struct RouteMemo {
     /// Routes whose model this call read beyond its head
     /// (`pipeline::translate_memo`).
     pub(crate) models_read: usize,
+    /// Route orders this call sorted again.
+    pub(crate) route_sorts: usize,
     /// Per route (pipeline order): whether its works were built this call.
     rebuilt: Vec<bool>,
     /// This call's works and bindings (pipeline order), kept for the next.
