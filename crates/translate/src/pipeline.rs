@@ -102,18 +102,6 @@ pub(crate) fn translate_memo(
     let listener_sets = crate::listener_set::attach(&index, &inputs.listener_sets, &mut gateways);
 
     let threads = parallel::threads(settings.parallelism);
-    let mut routes: Vec<Route> = parallel::map(
-        inputs.http_routes.iter().collect(),
-        threads,
-        PARALLEL_MIN_ROUTES,
-        |r| model::from_http(&r.object, &r.source, &r.unreadable),
-    );
-    routes.extend(parallel::map(
-        inputs.grpc_routes.iter().collect(),
-        threads,
-        PARALLEL_MIN_ROUTES,
-        |r| model::from_grpc(&r.object, &r.source, &r.unreadable),
-    ));
     // Route order (kind, namespace, name) and the precedence tie-break
     // (age): the incremental translator offers last call's orders, used
     // when they still sort this call's routes strictly (`sorted_by`).
@@ -122,11 +110,31 @@ pub(crate) fn translate_memo(
         Some(o) => (Some(o.sorted), Some(o.by_age)),
         None => (None, None),
     };
-    let (sorted, sorted_again) = sorted_by(routes.len(), prior_sorted, |a, b| {
-        let (a, b) = (&routes[a], &routes[b]);
-        (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name))
+    // Sorted by the key read from the inputs (as `model::Route` derives
+    // it), then the models built in that order: none is moved.
+    let n_http = inputs.http_routes.len();
+    let route_key = |i: usize| {
+        let (kind, meta) = match i.checked_sub(n_http) {
+            None => (model::RouteKind::Http, &inputs.http_routes[i].object.metadata),
+            Some(g) => (model::RouteKind::Grpc, &inputs.grpc_routes[g].object.metadata),
+        };
+        (kind, model::namespace_name(meta))
+    };
+    let (sorted, sorted_again) = sorted_by(n_http + inputs.grpc_routes.len(), prior_sorted, |a, b| {
+        route_key(a).cmp(&route_key(b))
     });
-    let routes = permute(routes, &sorted);
+    let routes: Vec<Route> = parallel::map(sorted.clone(), threads, PARALLEL_MIN_ROUTES, |i| {
+        match i.checked_sub(n_http) {
+            None => {
+                let r = &inputs.http_routes[i];
+                model::from_http(&r.object, &r.source, &r.unreadable)
+            }
+            Some(g) => {
+                let r = &inputs.grpc_routes[g];
+                model::from_grpc(&r.object, &r.source, &r.unreadable)
+            }
+        }
+    });
     // The memo keeps the age order by input position (so that the
     // incremental translator can renumber it when routes move); here it is
     // by position in `sorted`.
@@ -188,11 +196,15 @@ pub(crate) fn translate_memo(
         None => routes.iter().map(|r| Arc::new(bind(r))).collect(),
     };
     out.scoped_policies = policy::scope::in_force(&scopes, &attachment, &routes, &bindings, &gateways);
+    // A route counts once per listener: its few (Gateway, listener) pairs
+    // in one buffer reused for every route (no set allocated per route).
+    let mut counted: Vec<(usize, usize)> = Vec::new();
     for bs in &bindings {
-        let mut counted = BTreeSet::new();
+        counted.clear();
         for b in bs.iter() {
             for a in &b.attachments {
-                if counted.insert((b.gateway, a.listener)) {
+                if !counted.contains(&(b.gateway, a.listener)) {
+                    counted.push((b.gateway, a.listener));
                     gateways[b.gateway].listeners[a.listener].attached_routes += 1;
                 }
             }
@@ -719,12 +731,6 @@ fn completed(
         candidate.insert(at, i);
     }
     Some(candidate)
-}
-
-/// `items` in `order` (a permutation of their indices).
-fn permute<T>(items: Vec<T>, order: &[usize]) -> Vec<T> {
-    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
-    order.iter().filter_map(|&i| slots.get_mut(i)?.take()).collect()
 }
 
 /// Below this many routes a second thread costs more than it saves

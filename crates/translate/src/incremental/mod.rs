@@ -693,10 +693,7 @@ type Meta = api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// A route's namespace and name, as `route::model` derives them.
 fn key(meta: &Meta) -> (&str, &str) {
-    (
-        meta.namespace.as_deref().unwrap_or("default"),
-        meta.name.as_deref().unwrap_or_default(),
-    )
+    crate::route::model::namespace_name(meta)
 }
 
 /// Whether two objects' metadata give the same key.

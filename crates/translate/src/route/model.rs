@@ -282,6 +282,18 @@ fn convert<A: Serialize, B: DeserializeOwned>(a: &A) -> Result<B, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A route's namespace and name as the model reads them (the route order
+/// and the incremental translator's keys read them from the object with
+/// this, before or without a model).
+pub fn namespace_name(
+    meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> (&str, &str) {
+    (
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
 fn meta_common(
     meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> (
@@ -290,9 +302,10 @@ fn meta_common(
     i64,
     Option<api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 ) {
+    let (namespace, name) = namespace_name(meta);
     (
-        meta.namespace.as_deref().unwrap_or("default"),
-        meta.name.as_deref().unwrap_or_default(),
+        namespace,
+        name,
         meta.generation.unwrap_or(1),
         meta.creation_timestamp.clone(),
     )
