@@ -112,7 +112,7 @@ pub fn bind(
 ) -> Vec<ParentBinding> {
     let mut out = Vec::new();
     for (parent_index, p) in route.parent_refs().iter().enumerate() {
-        match find_parent(gateways, sets, &route.namespace, p) {
+        match find_parent(gateways, sets, route.namespace, p) {
             None => {}
             Some(Parent::Gateway(gi)) => {
                 out.push(bind_one(
@@ -228,7 +228,7 @@ pub fn bind_one(
         .into_iter()
         .filter(|&i| {
             let l = &gw.listeners[i];
-            l.allows_kind(route.kind) && namespace_allowed(index, l, &route.namespace)
+            l.allows_kind(route.kind) && namespace_allowed(index, l, route.namespace)
         })
         .collect();
     if allowed.is_empty() {

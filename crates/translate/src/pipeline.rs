@@ -833,8 +833,8 @@ fn build_route(
                     .map(|x| {
                         x.route_policies(
                             route.kind.kind(),
-                            &route.namespace,
-                            &route.name,
+                            route.namespace,
+                            route.name,
                             rule.name.as_deref(),
                         )
                     })

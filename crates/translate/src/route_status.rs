@@ -187,8 +187,8 @@ pub fn render(
     ObjectStatus::new(
         "gateway.networking.k8s.io/v1",
         route.kind.kind(),
-        Some(&route.namespace),
-        &route.name,
+        Some(route.namespace),
+        route.name,
         StatusBody::Route { parents },
     )
 }
