@@ -107,9 +107,18 @@ pub(crate) fn translate_memo(
     // when they still sort this call's routes strictly (`sorted_by`).
     let prior_orders = memo.as_deref_mut().and_then(|m| m.prior_orders.take());
     let (prior_sorted, prior_by_age) = match prior_orders {
-        Some(o) => (Some(o.sorted), Some(o.by_age)),
+        Some(o) => (
+            Some((o.sorted, o.sorted_strict)),
+            Some((o.by_age, o.by_age_strict)),
+        ),
         None => (None, None),
     };
+    // Per input position: the very same object as where last call's
+    // orders placed it (its keys unchanged: `sorted_by` need not compare
+    // two such routes).
+    let same_object: &[bool] = memo.as_deref().map_or(&[], |m| m.same_object.as_slice());
+    let same = |i: usize| same_object.get(i).copied().unwrap_or(false);
+
     // Sorted by the key read from the inputs (as `model::Route` derives
     // it), then the models built in that order: none is moved.
     let n_http = inputs.http_routes.len();
@@ -120,9 +129,10 @@ pub(crate) fn translate_memo(
         };
         (kind, model::namespace_name(meta))
     };
-    let (sorted, sorted_again) = sorted_by(n_http + inputs.grpc_routes.len(), prior_sorted, |a, b| {
+    let by_key = sorted_by(n_http + inputs.grpc_routes.len(), prior_sorted, same, |a, b| {
         route_key(a).cmp(&route_key(b))
     });
+    let sorted = by_key.order;
     let routes: Vec<Route> = parallel::map(sorted.clone(), threads, PARALLEL_MIN_ROUTES, |i| {
         match i.checked_sub(n_http) {
             None => {
@@ -138,42 +148,53 @@ pub(crate) fn translate_memo(
     // The memo keeps the age order by input position (so that the
     // incremental translator can renumber it when routes move); here it is
     // by position in `sorted`.
-    let prior_by_age = prior_by_age.map(|order| {
+    let prior_by_age = prior_by_age.map(|(order, strict)| {
         let mut at_sorted = vec![usize::MAX; sorted.len()];
         for (p, &i) in sorted.iter().enumerate() {
             at_sorted[i] = p;
         }
-        order
+        let order = order
             .into_iter()
             .filter_map(|i| at_sorted.get(i).copied().filter(|&p| p != usize::MAX))
-            .collect()
+            .collect();
+        (order, strict)
     });
 
     // Tie-break position of each route: oldest first, then namespace/name
     // (routes without a creation time sort after those with one).
-    let (by_age, by_age_again) = sorted_by(routes.len(), prior_by_age, |a, b| {
-        // Borrowed keys: this comparison runs n log n times.
-        type Time = api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-        fn key<'r>(r: &'r Route<'_>) -> (bool, Option<&'r Time>, &'r str, &'r str, model::RouteKind) {
-            (
-                r.creation_timestamp.is_none(),
-                r.creation_timestamp.as_ref(),
-                r.namespace,
-                r.name,
-                r.kind,
-            )
-        }
-        key(&routes[a]).cmp(&key(&routes[b]))
-    });
+    let by_age = sorted_by(
+        routes.len(),
+        prior_by_age,
+        |p| same(sorted[p]),
+        |a, b| {
+            // Borrowed keys: this comparison runs n log n times.
+            type Time = api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+            fn key<'r>(r: &'r Route<'_>) -> (bool, Option<&'r Time>, &'r str, &'r str, model::RouteKind) {
+                (
+                    r.creation_timestamp.is_none(),
+                    r.creation_timestamp.as_ref(),
+                    r.namespace,
+                    r.name,
+                    r.kind,
+                )
+            }
+            key(&routes[a]).cmp(&key(&routes[b]))
+        },
+    );
     let mut age_rank = vec![0usize; routes.len()];
-    for (pos, &ri) in by_age.iter().enumerate() {
+    for (pos, &ri) in by_age.order.iter().enumerate() {
         age_rank[ri] = pos;
     }
     if let Some(m) = memo.as_deref_mut() {
         m.sorted(&sorted);
-        m.route_sorts = usize::from(sorted_again) + usize::from(by_age_again);
-        let by_age = by_age.iter().map(|&p| sorted[p]).collect();
-        m.next_orders = Some(crate::incremental::Orders { sorted, by_age });
+        m.route_sorts = usize::from(by_key.sorted_again) + usize::from(by_age.sorted_again);
+        m.order_compares = by_key.compares + by_age.compares;
+        m.next_orders = Some(crate::incremental::Orders {
+            by_age: by_age.order.iter().map(|&p| sorted[p]).collect(),
+            sorted,
+            sorted_strict: by_key.strict,
+            by_age_strict: by_age.strict,
+        });
     }
     let mut routes = routes;
 
@@ -690,20 +711,56 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
 /// edit added) gets each inserted where a binary search puts it, then is
 /// checked the same way. Otherwise (an edit moved a route or changed its
 /// key or age, or two routes compare equal) it sorts.
-/// Also returns whether it sorted.
+///
+/// When the candidate was strictly increasing last call (`strict`), two
+/// neighbours that are both the very same objects as last call's (`same`:
+/// their keys unchanged) are not compared: they were in this order then,
+/// the candidate keeps the order of the routes it kept, and a strict order
+/// stays strict on a subsequence (transitivity). Only pairs next to a
+/// route added, edited or found by key are compared.
 fn sorted_by(
     n: usize,
-    candidate: Option<Vec<usize>>,
+    candidate: Option<(Vec<usize>, bool)>,
+    same: impl Fn(usize) -> bool,
     cmp: impl Fn(usize, usize) -> std::cmp::Ordering,
-) -> (Vec<usize>, bool) {
-    if let Some(c) = candidate.and_then(|c| completed(c, n, &cmp))
-        && c.windows(2).all(|w| cmp(w[0], w[1]) == std::cmp::Ordering::Less)
+) -> Sorted {
+    use std::cmp::Ordering::Less;
+    let mut compares = 0;
+    if let Some((c, strict)) = candidate.and_then(|(c, strict)| Some((completed(c, n, &cmp)?, strict)))
+        && c.windows(2).all(|w| {
+            (strict && same(w[0]) && same(w[1])) || {
+                compares += 1;
+                cmp(w[0], w[1]) == Less
+            }
+        })
     {
-        return (c, false);
+        return Sorted {
+            order: c,
+            sorted_again: false,
+            strict: true,
+            compares,
+        };
     }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| cmp(a, b));
-    (order, true)
+    let strict = order.windows(2).all(|w| cmp(w[0], w[1]) == Less);
+    Sorted {
+        order,
+        sorted_again: true,
+        strict,
+        compares,
+    }
+}
+
+/// What [`sorted_by`] found.
+struct Sorted {
+    order: Vec<usize>,
+    /// Whether it sorted (the candidate was not taken).
+    sorted_again: bool,
+    /// Whether no two indices compare equal.
+    strict: bool,
+    /// Comparisons made checking the candidate.
+    compares: usize,
 }
 
 /// `candidate` (distinct indices below `n`, else `None`) with the indices

@@ -95,7 +95,10 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
             "{s:?}"
         );
         assert_eq!(s.gateways_reused, 3, "{s:?}");
-        assert_eq!(s.models_read, 1, "only the edited route's rules: {s:?}");
+        assert_eq!(s.models_read, 1, "only the edited route's model: {s:?}");
+        // Last call's orders checked only next to the edited route: at
+        // most two neighbours in each of the two orders.
+        assert!(s.order_compares <= 4, "{s:?}");
     }
 
     // An edit back to what a route was two steps ago: a new allocation
@@ -149,6 +152,7 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     assert_eq!(s.models_read, 1, "{s:?}");
     // Renumbered, and the added route inserted by binary search.
     assert_eq!(s.route_sorts, 0, "{s:?}");
+    assert!(s.order_compares <= 4, "{s:?}");
 
     // A second route of one key (ambiguous: never reused), edited in
     // place while ambiguous, then removed.

@@ -75,13 +75,19 @@
 //!   same configuration retry policy (`xds::route`). Fenced hosts are
 //!   always built.
 //! - **The route order and the age order** (the precedence tie-break):
-//!   last call's two permutations are offered whatever changed, and each
-//!   is taken only when its comparison is strictly increasing along it on
-//!   this call's routes (`pipeline::sorted_by`): then it is the only
-//!   sorted order, the one a sort would produce. A route added, removed,
-//!   renamed or given another creation time fails that check (or the
-//!   length check) and the routes are sorted again. The check is O(routes)
-//!   comparisons, the sort it saves O(routes log routes).
+//!   last call's two permutations (kept by input position) are offered
+//!   whatever changed, renumbered when routes moved ([`Orders::renumbered`]:
+//!   removed routes dropped, added ones inserted by binary search), and
+//!   each is taken only when its comparison is strictly increasing along
+//!   it on this call's routes (`pipeline::sorted_by`): then it is the only
+//!   sorted order, the one a sort would produce. Two neighbours that are
+//!   both the very same objects as last call's (same `Arc`, so the same
+//!   key and creation time) in an order that was strict last call are not
+//!   compared: the renumbered order keeps the relative order of the routes
+//!   it kept, and strictness holds on a subsequence. So the check compares
+//!   only next to a route added, edited or matched by key
+//!   ([`Stats::order_compares`]); a route moved or given another key or
+//!   creation time fails it and the routes are sorted again.
 //! - **Route models** (`route::model::Route`) borrow the call's inputs, so
 //!   none is kept: every call builds every route's *head* (key, creation
 //!   time, source, labels: borrowed, nothing allocated), which ordering,
@@ -155,6 +161,9 @@ pub struct Stats {
     /// How many of the two route orders (by key, by age) were sorted
     /// again rather than taken from last call's (`pipeline::sorted_by`).
     pub route_sorts: usize,
+    /// Comparisons made checking last call's orders: those next to a
+    /// route that is not the very same object as last call's.
+    pub order_compares: usize,
     /// Gateways whose assembled xDS was reused.
     pub gateways_reused: usize,
     /// In the Gateways assembled again: virtual hosts spliced unchanged
@@ -223,6 +232,11 @@ pub(crate) struct Slot {
 pub(crate) struct Orders {
     pub(crate) sorted: Vec<usize>,
     pub(crate) by_age: Vec<usize>,
+    /// Whether each order was strictly increasing (no two routes equal):
+    /// then two routes that are the very same objects as last call's
+    /// keep their relative order unchecked (`pipeline::sorted_by`).
+    pub(crate) sorted_strict: bool,
+    pub(crate) by_age_strict: bool,
 }
 
 impl Translator {
@@ -269,13 +283,14 @@ impl Translator {
         let new = inputs.inputs();
         let mut prior_orders = prev.as_mut().and_then(|p| p.orders.take());
         let n = new.http_routes.len() + new.grpc_routes.len();
-        let (prior, keys, prior_gateways, full, proxies) = match prev {
+        let (prior, keys, prior_gateways, full, proxies, same_object) = match prev {
             None => (
                 Vec::new(),
                 Keys::of(new),
                 HashMap::new(),
                 Some(Full::First),
                 Default::default(),
+                Vec::new(),
             ),
             Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => {
                 self.retired = Some(p.inputs);
@@ -285,6 +300,7 @@ impl Translator {
                     HashMap::new(),
                     Some(Full::Context),
                     Default::default(),
+                    Vec::new(),
                 )
             }
             Some(mut p) => {
@@ -296,12 +312,13 @@ impl Translator {
                     keys,
                     old,
                     moved,
+                    same_object,
                 } = carry(p, new);
                 self.retired = Some(old);
                 if let Some(moved) = moved {
                     prior_orders = prior_orders.map(|o| o.renumbered(&moved));
                 }
-                (prior, keys, gateways, None, proxies)
+                (prior, keys, gateways, None, proxies, same_object)
             }
         };
         // Per route (input order): whether its key is held by several
@@ -321,7 +338,6 @@ impl Translator {
             built: 0,
             reused: 0,
             models_read: 0,
-            route_sorts: 0,
             rebuilt: Vec::new(),
             works: Vec::new(),
             bindings: Vec::new(),
@@ -334,6 +350,9 @@ impl Translator {
             hosts_encoded: 0,
             prior_orders,
             next_orders: None,
+            same_object,
+            route_sorts: 0,
+            order_compares: 0,
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
@@ -342,6 +361,7 @@ impl Translator {
             routes_reused: memo.reused,
             models_read: memo.models_read,
             route_sorts: memo.route_sorts,
+            order_compares: memo.order_compares,
             gateways_reused: memo.gateways_reused,
             hosts_spliced: memo.hosts_spliced,
             hosts_encoded: memo.hosts_encoded,
@@ -398,6 +418,11 @@ pub(crate) struct RouteMemo {
     /// Last call's orders, offered to the pipeline, and this call's.
     pub(crate) prior_orders: Option<Orders>,
     pub(crate) next_orders: Option<Orders>,
+    /// Per route (input order): whether it is the very same object as the
+    /// route last call's orders placed there (empty: none is).
+    pub(crate) same_object: Vec<bool>,
+    /// Comparisons the order checks made (`pipeline::sorted_by`).
+    pub(crate) order_compares: usize,
 }
 
 impl RouteMemo {
@@ -842,11 +867,24 @@ fn carry(mut prev: Prev, new: &Inputs) -> Carried {
             .zip(same)
             .map(|(slot, same)| slot.filter(|_| same))
             .collect();
+        let same_object = old
+            .http_routes
+            .iter()
+            .zip(&new.http_routes)
+            .map(|(o, n)| Arc::ptr_eq(&o.object, &n.object))
+            .chain(
+                old.grpc_routes
+                    .iter()
+                    .zip(&new.grpc_routes)
+                    .map(|(o, n)| Arc::ptr_eq(&o.object, &n.object)),
+            )
+            .collect();
         return Carried {
             prior,
             keys: prev.keys,
             old: prev.inputs,
             moved: None,
+            same_object,
         };
     }
     let mut keys = std::mem::take(&mut prev.keys);
@@ -919,12 +957,14 @@ fn carry(mut prev: Prev, new: &Inputs) -> Carried {
     };
     let mut prior: Vec<Option<Slot>> = (0..new_http + new.grpc_routes.len()).map(|_| None).collect();
     let mut moved: Vec<Option<usize>> = vec![None; old_http + old.grpc_routes.len()];
+    let mut same_object = vec![false; prior.len()];
     for &(kind, old_at, new_at, (prefix, suffix), old_len, new_len) in &kinds {
         let pairs = (0..prefix)
             .map(|k| (old_at + k, new_at + k))
             .chain((1..=suffix).map(|k| (old_at + old_len - k, new_at + new_len - k)));
         for (i, j) in pairs {
             moved[i] = Some(j);
+            same_object[j] = true;
             if !several.is_empty() {
                 let (ns, name) = key(new_meta(j));
                 if several.contains(&(kind, ns, name)) {
@@ -946,6 +986,14 @@ fn carry(mut prev: Prev, new: &Inputs) -> Carried {
             continue;
         };
         moved[i] = Some(j);
+        same_object[j] = match (i < old_http, j < new_http) {
+            (true, true) => Arc::ptr_eq(&old.http_routes[i].object, &new.http_routes[j].object),
+            (false, false) => Arc::ptr_eq(
+                &old.grpc_routes[i - old_http].object,
+                &new.grpc_routes[j - new_http].object,
+            ),
+            _ => false,
+        };
         if same_at(i, j) {
             prior[j] = prev.slots.get_mut(i).and_then(Option::take);
         }
@@ -955,6 +1003,7 @@ fn carry(mut prev: Prev, new: &Inputs) -> Carried {
         keys,
         old: prev.inputs,
         moved: Some(moved),
+        same_object,
     }
 }
 
@@ -970,6 +1019,9 @@ struct Carried {
     /// it has one (the same object, or the same unique key); `None` when
     /// every route kept its position.
     moved: Option<Vec<Option<usize>>>,
+    /// Per route of the new inputs: whether it is the very same object
+    /// (`Arc`) as the previous route it was found as.
+    same_object: Vec<bool>,
 }
 
 impl Orders {
@@ -986,6 +1038,7 @@ impl Orders {
         Self {
             sorted: at(self.sorted),
             by_age: at(self.by_age),
+            ..self
         }
     }
 }
