@@ -13,6 +13,9 @@
 //! (each snapshot its own objects, as before they were shared, see
 //! `api::Sourced`): the cost of comparing unchanged objects field by
 //! field rather than by pointer, alternating with the shared run.
+//! A third argument `add` (or `add-inc`, only the incremental ones) adds a
+//! route per edit instead of editing one ([`add_route`]: as a new file
+//! would, in the middle of the input order).
 
 /// The allocator of the `portcullis` binary (which runs this library), so
 /// the figures are the product's.
@@ -34,7 +37,8 @@ fn main() {
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let edits: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(30);
     let mode = args.next();
-    let only_incremental = mode.as_deref() == Some("inc");
+    let only_incremental = matches!(mode.as_deref(), Some("inc" | "add-inc"));
+    let add_mode = matches!(mode.as_deref(), Some("add" | "add-inc"));
     let copied_mode = mode.as_deref() == Some("copied");
     let loaded = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(n)));
     let settings = translate::Settings {
@@ -59,7 +63,11 @@ fn main() {
         let ri = (e * 7919) % inputs.http_routes.len();
         // Copy on write: the snapshot the translator holds keeps the old
         // route; every other route stays shared between the two.
-        testkit::generate::set_first_path(&mut inputs, ri, &format!("/edited/{e}"));
+        if add_mode {
+            add_route(&mut inputs, ri, e);
+        } else {
+            testkit::generate::set_first_path(&mut inputs, ri, &format!("/edited/{e}"));
+        }
         let held = Arc::new(inputs.clone());
         let a = (copied_mode).then(|| {
             let held = Arc::new(copied(&inputs));
@@ -97,16 +105,27 @@ fn main() {
     }
     let s = translator.stats();
     println!(
-        "routes={n} edits={edits} first_ms={first_ms:.1} {}_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} gateways_reused={} hosts_spliced={} hosts_encoded={}",
+        "routes={n} edits={edits} first_ms={first_ms:.1} {}_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} models_read={} gateways_reused={} hosts_spliced={} hosts_encoded={}",
         if copied_mode { "copied" } else { "full" },
         median(&mut full),
         median(&mut inc),
         s.routes_built,
         s.routes_reused,
+        s.models_read,
         s.gateways_reused,
         s.hosts_spliced,
         s.hosts_encoded
     );
+}
+
+/// Adds a copy of HTTPRoute `ri` named `added-{e}`, with its own first
+/// path, before it (every other route stays shared with the previous
+/// snapshot).
+fn add_route(inputs: &mut api::Inputs, ri: usize, e: usize) {
+    let mut route = inputs.http_routes[ri].clone();
+    Arc::make_mut(&mut route.object).metadata.name = Some(format!("added-{e}"));
+    inputs.http_routes.insert(ri, route);
+    testkit::generate::set_first_path(inputs, ri, &format!("/added/{e}"));
 }
 
 /// `inputs` with every object copied into an allocation of its own.

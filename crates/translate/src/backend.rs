@@ -75,11 +75,11 @@ pub fn resolve(
             format!("backend kind {}/{} is not supported", b.group, b.kind),
         );
     }
-    let ns = b.namespace.unwrap_or(&route.namespace);
+    let ns = b.namespace.unwrap_or(route.namespace);
     let from = From {
         group: "gateway.networking.k8s.io",
         kind: route.kind.kind(),
-        namespace: &route.namespace,
+        namespace: route.namespace,
     };
     let to = To {
         group: "",
@@ -119,12 +119,12 @@ fn extension_cluster(
     b: &BackendRef<'_>,
     clusters: &mut BTreeMap<String, ClusterSpec>,
 ) -> Result<String, (&'static str, String)> {
-    let ns = b.namespace.unwrap_or(&route.namespace);
+    let ns = b.namespace.unwrap_or(route.namespace);
     let what = format!("{}/{} {ns}/{}", b.group, b.kind, b.name);
     let from = From {
         group: "gateway.networking.k8s.io",
         kind: route.kind.kind(),
-        namespace: &route.namespace,
+        namespace: route.namespace,
     };
     let to = To {
         group: b.group,

@@ -91,7 +91,7 @@ fn find_parent(
         return None;
     }
     let ns = p.namespace.as_deref().unwrap_or(route_ns);
-    match p.kind.as_str() {
+    match p.kind.as_ref() {
         "Gateway" => gateways
             .iter()
             .position(|g| g.namespace == ns && g.name == p.name)
@@ -111,8 +111,8 @@ pub fn bind(
     route: &Route,
 ) -> Vec<ParentBinding> {
     let mut out = Vec::new();
-    for (parent_index, p) in route.parent_refs.iter().enumerate() {
-        match find_parent(gateways, sets, &route.namespace, p) {
+    for (parent_index, p) in route.parent_refs().iter().enumerate() {
+        match find_parent(gateways, sets, route.namespace, p) {
             None => {}
             Some(Parent::Gateway(gi)) => {
                 out.push(bind_one(
@@ -228,7 +228,7 @@ pub fn bind_one(
         .into_iter()
         .filter(|&i| {
             let l = &gw.listeners[i];
-            l.allows_kind(route.kind) && namespace_allowed(index, l, &route.namespace)
+            l.allows_kind(route.kind) && namespace_allowed(index, l, route.namespace)
         })
         .collect();
     if allowed.is_empty() {
@@ -243,13 +243,13 @@ pub fn bind_one(
             ),
         );
     }
-    let valid_hostnames = hostname::valid_route_hostnames(&route.hostnames);
-    if !route.hostnames.is_empty() && valid_hostnames.is_empty() {
+    let valid_hostnames = hostname::valid_route_hostnames(route.hostnames());
+    if !route.hostnames().is_empty() && valid_hostnames.is_empty() {
         return refuse(
             reason::UNSUPPORTED_VALUE,
             format!(
                 "no valid hostname: {}",
-                hostname::route_hostname_problems(&route.hostnames).join("; ")
+                hostname::route_hostname_problems(route.hostnames()).join("; ")
             ),
         );
     }
@@ -268,7 +268,7 @@ pub fn bind_one(
             reason::NO_MATCHING_LISTENER_HOSTNAME,
             format!(
                 "no hostname of the route ({}) matches a listener of Gateway {}/{}",
-                route.hostnames.join(", "),
+                route.hostnames().join(", "),
                 gw.namespace,
                 gw.name
             ),

@@ -65,14 +65,14 @@ pub fn claim(routes: &mut [Route<'_>], gateways: &[GatewayState<'_>]) {
     }
     for route in routes.iter_mut().filter(|r| r.use_default_gateways) {
         for gw in &defaults {
-            if route.parent_refs.iter().any(|p| names(p, &route.namespace, gw)) {
+            if route.parent_refs().iter().any(|p| names(p, route.namespace, gw)) {
                 continue;
             }
-            route.parent_refs.push(ParentRef {
+            route.claim(ParentRef {
                 group: "gateway.networking.k8s.io".into(),
                 kind: "Gateway".into(),
-                namespace: Some(gw.namespace.clone()),
-                name: gw.name.clone(),
+                namespace: Some(gw.namespace.clone().into()),
+                name: gw.name.clone().into(),
                 section_name: None,
                 port: None,
                 by_default: true,

@@ -102,55 +102,99 @@ pub(crate) fn translate_memo(
     let listener_sets = crate::listener_set::attach(&index, &inputs.listener_sets, &mut gateways);
 
     let threads = parallel::threads(settings.parallelism);
-    let mut routes: Vec<Route> = parallel::map(
-        inputs.http_routes.iter().collect(),
-        threads,
-        PARALLEL_MIN_ROUTES,
-        |r| model::from_http(&r.object, &r.source, &r.unreadable),
-    );
-    routes.extend(parallel::map(
-        inputs.grpc_routes.iter().collect(),
-        threads,
-        PARALLEL_MIN_ROUTES,
-        |r| model::from_grpc(&r.object, &r.source, &r.unreadable),
-    ));
     // Route order (kind, namespace, name) and the precedence tie-break
     // (age): the incremental translator offers last call's orders, used
     // when they still sort this call's routes strictly (`sorted_by`).
     let prior_orders = memo.as_deref_mut().and_then(|m| m.prior_orders.take());
     let (prior_sorted, prior_by_age) = match prior_orders {
-        Some(o) => (Some(o.sorted), Some(o.by_age)),
+        Some(o) => (
+            Some((o.sorted, o.sorted_strict)),
+            Some((o.by_age, o.by_age_strict)),
+        ),
         None => (None, None),
     };
-    let sorted = sorted_by(routes.len(), prior_sorted, |a, b| {
-        let (a, b) = (&routes[a], &routes[b]);
-        (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name))
+    // Per input position: the very same object as where last call's
+    // orders placed it (its keys unchanged: `sorted_by` need not compare
+    // two such routes).
+    let same_object: &[bool] = memo.as_deref().map_or(&[], |m| m.same_object.as_slice());
+    let same = |i: usize| same_object.get(i).copied().unwrap_or(false);
+
+    // Sorted by the key read from the inputs (as `model::Route` derives
+    // it), then the models built in that order: none is moved.
+    let n_http = inputs.http_routes.len();
+    let route_key = |i: usize| {
+        let (kind, meta) = match i.checked_sub(n_http) {
+            None => (model::RouteKind::Http, &inputs.http_routes[i].object.metadata),
+            Some(g) => (model::RouteKind::Grpc, &inputs.grpc_routes[g].object.metadata),
+        };
+        (kind, model::namespace_name(meta))
+    };
+    let by_key = sorted_by(n_http + inputs.grpc_routes.len(), prior_sorted, same, |a, b| {
+        route_key(a).cmp(&route_key(b))
     });
-    let routes = permute(routes, &sorted);
+    let sorted = by_key.order;
+    let routes: Vec<Route> = parallel::map(sorted.clone(), threads, PARALLEL_MIN_ROUTES, |i| {
+        match i.checked_sub(n_http) {
+            None => {
+                let r = &inputs.http_routes[i];
+                model::from_http(&r.object, &r.source, &r.unreadable)
+            }
+            Some(g) => {
+                let r = &inputs.grpc_routes[g];
+                model::from_grpc(&r.object, &r.source, &r.unreadable)
+            }
+        }
+    });
+    // The memo keeps the age order by input position (so that the
+    // incremental translator can renumber it when routes move); here it is
+    // by position in `sorted`.
+    let prior_by_age = prior_by_age.map(|(order, strict)| {
+        let mut at_sorted = vec![usize::MAX; sorted.len()];
+        for (p, &i) in sorted.iter().enumerate() {
+            at_sorted[i] = p;
+        }
+        let order = order
+            .into_iter()
+            .filter_map(|i| at_sorted.get(i).copied().filter(|&p| p != usize::MAX))
+            .collect();
+        (order, strict)
+    });
 
     // Tie-break position of each route: oldest first, then namespace/name
     // (routes without a creation time sort after those with one).
-    let by_age = sorted_by(routes.len(), prior_by_age, |a, b| {
-        // Borrowed keys: this comparison runs n log n times.
-        type Time = api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-        fn key<'r>(r: &'r Route<'_>) -> (bool, Option<&'r Time>, &'r str, &'r str, model::RouteKind) {
-            (
-                r.creation_timestamp.is_none(),
-                r.creation_timestamp.as_ref(),
-                r.namespace.as_str(),
-                r.name.as_str(),
-                r.kind,
-            )
-        }
-        key(&routes[a]).cmp(&key(&routes[b]))
-    });
+    let by_age = sorted_by(
+        routes.len(),
+        prior_by_age,
+        |p| same(sorted[p]),
+        |a, b| {
+            // Borrowed keys: this comparison runs n log n times.
+            type Time = api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+            fn key<'r>(r: &'r Route<'_>) -> (bool, Option<&'r Time>, &'r str, &'r str, model::RouteKind) {
+                (
+                    r.creation_timestamp.is_none(),
+                    r.creation_timestamp.as_ref(),
+                    r.namespace,
+                    r.name,
+                    r.kind,
+                )
+            }
+            key(&routes[a]).cmp(&key(&routes[b]))
+        },
+    );
     let mut age_rank = vec![0usize; routes.len()];
-    for (pos, &ri) in by_age.iter().enumerate() {
+    for (pos, &ri) in by_age.order.iter().enumerate() {
         age_rank[ri] = pos;
     }
     if let Some(m) = memo.as_deref_mut() {
         m.sorted(&sorted);
-        m.next_orders = Some(crate::incremental::Orders { sorted, by_age });
+        m.route_sorts = usize::from(by_key.sorted_again) + usize::from(by_age.sorted_again);
+        m.order_compares = by_key.compares + by_age.compares;
+        m.next_orders = Some(crate::incremental::Orders {
+            by_age: by_age.order.iter().map(|&p| sorted[p]).collect(),
+            sorted,
+            sorted_strict: by_key.strict,
+            by_age_strict: by_age.strict,
+        });
     }
     let mut routes = routes;
 
@@ -173,11 +217,15 @@ pub(crate) fn translate_memo(
         None => routes.iter().map(|r| Arc::new(bind(r))).collect(),
     };
     out.scoped_policies = policy::scope::in_force(&scopes, &attachment, &routes, &bindings, &gateways);
+    // A route counts once per listener: its few (Gateway, listener) pairs
+    // in one buffer reused for every route (no set allocated per route).
+    let mut counted: Vec<(usize, usize)> = Vec::new();
     for bs in &bindings {
-        let mut counted = BTreeSet::new();
+        counted.clear();
         for b in bs.iter() {
             for a in &b.attachments {
-                if counted.insert((b.gateway, a.listener)) {
+                if !counted.contains(&(b.gateway, a.listener)) {
+                    counted.push((b.gateway, a.listener));
                     gateways[b.gateway].listeners[a.listener].attached_routes += 1;
                 }
             }
@@ -248,7 +296,7 @@ pub(crate) fn translate_memo(
     // The incremental translator's Gateways whose works are all the same
     // as last time: their assembly is reused (`incremental::Gateways`).
     let mut reused_gateways = crate::incremental::Gateways::new(
-        memo,
+        memo.as_deref_mut(),
         validator.is_none() && hooks.is_none(),
         &gateways,
         &per_gateway,
@@ -510,6 +558,9 @@ pub(crate) fn translate_memo(
     );
     // HTTPProxy status for every proxy, served or not.
     crate::httpproxy::report(inputs, &proxies, settings, proxy_address.as_deref(), &mut out);
+    if let Some(m) = memo {
+        m.models_read = routes.iter().filter(|r| r.read_beyond_head()).count();
+    }
     out
 }
 
@@ -560,25 +611,24 @@ fn route_tail(
         replacements: Vec::new(),
     };
     for e in route
-        .errors
-        .iter()
+        .errors()
         .cloned()
-        .chain(crate::hostname::route_hostname_problems(&route.hostnames))
+        .chain(crate::hostname::route_hostname_problems(route.hostnames()))
     {
         t.diagnostics
-            .push(Diagnostic::error(Some(route.display()), Some(&route.source), e));
+            .push(Diagnostic::error(Some(route.display()), Some(route.source), e));
     }
     for w in &report.warnings {
         t.diagnostics.push(Diagnostic::warning(
             Some(route.display()),
-            Some(&route.source),
+            Some(route.source),
             w.clone(),
         ));
     }
     for (i, e) in &report.replaced {
         t.diagnostics.push(Diagnostic::error(
             Some(route.display()),
-            Some(&route.source),
+            Some(route.source),
             format!("Replaced Rule ({i}): {e} [{}]", e.class),
         ));
         let mut on: Vec<String> = bs
@@ -592,8 +642,8 @@ fn route_tail(
             t.replacements.push(crate::Replacement {
                 gateway,
                 route_kind: route.kind.kind().to_string(),
-                route_namespace: route.namespace.clone(),
-                route_name: route.name.clone(),
+                route_namespace: route.namespace.to_string(),
+                route_name: route.name.to_string(),
                 rule: *i,
                 class: e.class,
                 message: e.to_string(),
@@ -654,36 +704,90 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
 
 /// The indices `0..n` in the order of `cmp`, as a stable sort would put
 /// them. A `candidate` (last call's order, when the incremental translator
-/// offers one) is taken when `cmp` is strictly increasing along it: then it
-/// is the only sorted order, so the result is the same as sorting, in
-/// `n - 1` comparisons instead of `n log n`. Otherwise (an edit moved a
-/// route, added or removed one, or two routes compare equal) it sorts.
+/// offers one, its indices moved to this call's positions) is taken when
+/// `cmp` is strictly increasing along it: then it is the only sorted
+/// order, so the result is the same as sorting, in `n - 1` comparisons
+/// instead of `n log n`. A candidate missing a few indices (the routes an
+/// edit added) gets each inserted where a binary search puts it, then is
+/// checked the same way. Otherwise (an edit moved a route or changed its
+/// key or age, or two routes compare equal) it sorts.
+///
+/// When the candidate was strictly increasing last call (`strict`), two
+/// neighbours that are both the very same objects as last call's (`same`:
+/// their keys unchanged) are not compared: they were in this order then,
+/// the candidate keeps the order of the routes it kept, and a strict order
+/// stays strict on a subsequence (transitivity). Only pairs next to a
+/// route added, edited or found by key are compared.
 fn sorted_by(
     n: usize,
-    candidate: Option<Vec<usize>>,
+    candidate: Option<(Vec<usize>, bool)>,
+    same: impl Fn(usize) -> bool,
     cmp: impl Fn(usize, usize) -> std::cmp::Ordering,
-) -> Vec<usize> {
-    if let Some(c) = candidate.filter(|c| c.len() == n && is_permutation(c))
-        && c.windows(2).all(|w| cmp(w[0], w[1]) == std::cmp::Ordering::Less)
+) -> Sorted {
+    use std::cmp::Ordering::Less;
+    let mut compares = 0;
+    if let Some((c, strict)) = candidate.and_then(|(c, strict)| Some((completed(c, n, &cmp)?, strict)))
+        && c.windows(2).all(|w| {
+            (strict && same(w[0]) && same(w[1])) || {
+                compares += 1;
+                cmp(w[0], w[1]) == Less
+            }
+        })
     {
-        return c;
+        return Sorted {
+            order: c,
+            sorted_again: false,
+            strict: true,
+            compares,
+        };
     }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| cmp(a, b));
-    order
+    let strict = order.windows(2).all(|w| cmp(w[0], w[1]) == Less);
+    Sorted {
+        order,
+        sorted_again: true,
+        strict,
+        compares,
+    }
 }
 
-fn is_permutation(order: &[usize]) -> bool {
-    let mut seen = vec![false; order.len()];
-    order
-        .iter()
-        .all(|&i| i < seen.len() && !std::mem::replace(&mut seen[i], true))
+/// What [`sorted_by`] found.
+struct Sorted {
+    order: Vec<usize>,
+    /// Whether it sorted (the candidate was not taken).
+    sorted_again: bool,
+    /// Whether no two indices compare equal.
+    strict: bool,
+    /// Comparisons made checking the candidate.
+    compares: usize,
 }
 
-/// `items` in `order` (a permutation of their indices).
-fn permute<T>(items: Vec<T>, order: &[usize]) -> Vec<T> {
-    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
-    order.iter().filter_map(|&i| slots.get_mut(i)?.take()).collect()
+/// `candidate` (distinct indices below `n`, else `None`) with the indices
+/// of `0..n` it lacks inserted by binary search — at most a few (more and
+/// sorting is as cheap), an order `sorted_by` then checks.
+fn completed(
+    mut candidate: Vec<usize>,
+    n: usize,
+    cmp: &impl Fn(usize, usize) -> std::cmp::Ordering,
+) -> Option<Vec<usize>> {
+    let mut seen = vec![false; n];
+    if candidate.len() > n
+        || !candidate
+            .iter()
+            .all(|&i| i < n && !std::mem::replace(&mut seen[i], true))
+    {
+        return None;
+    }
+    let missing = n - candidate.len();
+    if missing > 64 {
+        return None;
+    }
+    for i in (0..n).filter(|&i| !seen[i]) {
+        let at = candidate.partition_point(|&c| cmp(c, i) == std::cmp::Ordering::Less);
+        candidate.insert(at, i);
+    }
+    Some(candidate)
 }
 
 /// Below this many routes a second thread costs more than it saves
@@ -768,8 +872,8 @@ fn build_route(
                 protocol,
             };
             let mut clusters = BTreeMap::new();
-            let mut rules = Vec::with_capacity(route.rules.len());
-            let expected: usize = route.rules.iter().map(|r| r.matches.len().max(1)).sum();
+            let mut rules = Vec::with_capacity(route.rule_count());
+            let expected: usize = route.rules().iter().map(|r| r.matches.len().max(1)).sum();
             let mut orders = Vec::with_capacity(expected);
             let mut routes = Vec::with_capacity(expected);
             let mut filters: Vec<String> = Vec::new();
@@ -779,15 +883,15 @@ fn build_route(
                 .get(b.gateway)
                 .map(|s| policy::scope::inherited_filters(s, a.listener))
                 .unwrap_or_default();
-            for (rule_index, rule) in route.rules.iter().enumerate() {
+            for (rule_index, rule) in route.rules().iter().enumerate() {
                 let policy = effective.get(rule_index).and_then(Option::as_deref);
                 let mut r = rule::build(index, route, rule_index, rule, ctx, &mut clusters, policy);
                 let policies = route_hook
                     .map(|x| {
                         x.route_policies(
                             route.kind.kind(),
-                            &route.namespace,
-                            &route.name,
+                            route.namespace,
+                            route.name,
                             rule.name.as_deref(),
                         )
                     })
@@ -884,10 +988,8 @@ fn absorb_strict(
                 if route.kind.kind() != kind || route.namespace != ns || route.name != name {
                     return None;
                 }
-                let rule = route
-                    .rules
-                    .iter()
-                    .position(|rule| rule.name.as_deref() == Some(rule_id))
+                let rule = (0..route.rule_count())
+                    .position(|i| route.rule_name(i) == Some(rule_id))
                     .or_else(|| rule_id.parse::<usize>().ok())?;
                 Some((ri, rule))
             })

@@ -43,7 +43,7 @@ impl RouteReport {
     /// Reference checks for a route that was not built on any listener.
     pub fn check_refs(&mut self, index: &Index<'_>, route: &Route) {
         let mut scratch = BTreeMap::new();
-        for (i, rule) in route.rules.iter().enumerate() {
+        for (i, rule) in route.rules().iter().enumerate() {
             for (j, b) in rule.backends.iter().enumerate() {
                 let field = format!("spec.rules[{i}].backendRefs[{j}]");
                 if let Backend::Invalid { reason, message, .. } =
@@ -89,15 +89,15 @@ pub fn render(
         .collect();
     // (With no valid hostname the route is not accepted at all, and its
     // Accepted condition names them.)
-    if !crate::hostname::valid_route_hostnames(&route.hostnames).is_empty() {
-        invalid.extend(crate::hostname::route_hostname_problems(&route.hostnames));
+    if !crate::hostname::valid_route_hostnames(route.hostnames()).is_empty() {
+        invalid.extend(crate::hostname::route_hostname_problems(route.hostnames()));
     }
     // Every rule replaced: nothing of the route is served as written, so it
     // is not accepted (UnsupportedValue, naming the replaced rules) though
     // still bound and fenced by its 500s; PartiallyInvalid is for routes
     // with both valid and replaced rules.
     let all_replaced =
-        !route.rules.is_empty() && (0..route.rules.len()).all(|i| report.replaced.contains_key(&i));
+        route.rule_count() > 0 && (0..route.rule_count()).all(|i| report.replaced.contains_key(&i));
     let partially_invalid = (!invalid.is_empty() && !all_replaced).then(|| {
         stamp.condition(
             reason::PARTIALLY_INVALID,
@@ -110,7 +110,7 @@ pub fn render(
     // Accepted=False, UnsupportedValue; it stays bound, and each rule with
     // one answers 500 (`replacement::unreadable`).
     let unsupported: Vec<String> = route
-        .rules
+        .rules()
         .iter()
         .flat_map(|r| r.load_errors.iter().map(ToString::to_string))
         .collect();
@@ -132,7 +132,7 @@ pub fn render(
         .iter()
         .enumerate()
         .map(|(bi, b)| {
-            let p = &route.parent_refs[b.parent_index];
+            let p = &route.parent_refs()[b.parent_index];
             let accepted = match (&b.refused, &unsupported) {
                 (None, Some(message)) => {
                     stamp.condition("Accepted", false, reason::UNSUPPORTED_VALUE, message.clone())
@@ -166,17 +166,17 @@ pub fn render(
             }
             RouteParentStatus {
                 parent_ref: ParentReference {
-                    group: p.group.clone(),
-                    kind: p.kind.clone(),
+                    group: p.group.to_string(),
+                    kind: p.kind.to_string(),
                     // The parent's namespace: the Gateway's, or the
                     // ListenerSet's for a parentRef of that kind.
                     namespace: if p.kind == "ListenerSet" {
-                        p.namespace.clone().unwrap_or_else(|| route.namespace.clone())
+                        p.namespace.as_deref().unwrap_or(route.namespace).to_string()
                     } else {
                         gateways[b.gateway].namespace.clone()
                     },
-                    name: p.name.clone(),
-                    section_name: p.section_name.clone(),
+                    name: p.name.to_string(),
+                    section_name: p.section_name.as_deref().map(str::to_string),
                     port: p.port,
                 },
                 controller_name: settings.controller_name.clone(),
@@ -187,8 +187,8 @@ pub fn render(
     ObjectStatus::new(
         "gateway.networking.k8s.io/v1",
         route.kind.kind(),
-        Some(&route.namespace),
-        &route.name,
+        Some(route.namespace),
+        route.name,
         StatusBody::Route { parents },
     )
 }

@@ -78,6 +78,10 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     let s = run.step("no change", &inputs);
     assert_eq!((s.full, s.routes_built, s.routes_reused), (None, 0, n));
     assert_eq!(s.gateways_reused, 4, "{s:?}");
+    assert_eq!(s.route_sorts, 0, "{s:?}");
+    // Route models build their rules only where read (`route::model`):
+    // no route's works or tail were built, so no rules.
+    assert_eq!(s.models_read, 0, "{s:?}");
 
     let mut rng = Rng(0x5EED_1234_ABCD_0001);
     for e in 0..12 {
@@ -91,6 +95,10 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
             "{s:?}"
         );
         assert_eq!(s.gateways_reused, 3, "{s:?}");
+        assert_eq!(s.models_read, 1, "only the edited route's model: {s:?}");
+        // Last call's orders checked only next to the edited route: at
+        // most two neighbours in each of the two orders.
+        assert!(s.order_compares <= 4, "{s:?}");
     }
 
     // An edit back to what a route was two steps ago: a new allocation
@@ -115,6 +123,8 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     rename(&mut inputs, 11, "renamed");
     let s = run.step("rename route 11", &inputs);
     assert_eq!((s.full, s.routes_built), (None, 1), "{s:?}");
+    // Last call's orders, the renamed route inserted anew: not sorted.
+    assert_eq!(s.route_sorts, 0, "{s:?}");
 
     // Two routes swap positions: every key elsewhere, nothing changed.
     inputs.http_routes.swap(3, 40);
@@ -133,15 +143,25 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     let removed = inputs.http_routes.remove(50);
     let s = run.step("remove route 50", &inputs);
     assert_eq!((s.routes_built, s.routes_reused), (0, n - 1), "{s:?}");
+    assert_eq!(s.models_read, 0, "{s:?}");
+    // Last call's orders renumbered (every route after 50 moved up).
+    assert_eq!(s.route_sorts, 0, "{s:?}");
     inputs.http_routes.insert(5, removed);
     let s = run.step("add it back at 5", &inputs);
     assert_eq!((s.routes_built, s.routes_reused), (1, n - 1), "{s:?}");
+    assert_eq!(s.models_read, 1, "{s:?}");
+    // Renumbered, and the added route inserted by binary search.
+    assert_eq!(s.route_sorts, 0, "{s:?}");
+    assert!(s.order_compares <= 4, "{s:?}");
 
     // A second route of one key (ambiguous: never reused), edited in
     // place while ambiguous, then removed.
     let twin = inputs.http_routes[30].clone();
     inputs.http_routes.push(twin);
-    run.step("duplicate route 30", &inputs);
+    // Route 30 is paired by pointer with itself, but its key is now held
+    // twice: neither is reused.
+    let s = run.step("duplicate route 30", &inputs);
+    assert_eq!((s.routes_built, s.routes_reused), (2, n - 1), "{s:?}");
     set_first_path(&mut inputs, n, "/twin");
     let s = run.step("edit the duplicate", &inputs);
     assert_eq!(s.routes_built, 2, "{s:?}");
@@ -149,7 +169,9 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     let s = run.step("edit the original", &inputs);
     assert_eq!(s.routes_built, 2, "{s:?}");
     inputs.http_routes.pop();
-    run.step("remove the duplicate", &inputs);
+    // Unique again, route 30 has no works kept (ambiguous last call).
+    let s = run.step("remove the duplicate", &inputs);
+    assert_eq!((s.routes_built, s.routes_reused), (1, n - 1), "{s:?}");
     let s = run.step("no change", &inputs);
     assert_eq!((s.routes_built, s.gateways_reused), (0, 4), "{s:?}");
 

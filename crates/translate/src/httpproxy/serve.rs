@@ -427,7 +427,7 @@ pub fn report_conflicts(
             );
             out.diagnostics.push(api::Diagnostic::warning(
                 Some(route.display()),
-                Some(&route.source),
+                Some(route.source),
                 message.clone(),
             ));
             if let Some(report) = reports.get_mut(ri) {

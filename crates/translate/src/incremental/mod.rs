@@ -40,7 +40,13 @@
 //!   renames or moves no route — each position compared by pointer, a
 //!   changed object by its key), the slots are taken by position and the
 //!   ambiguous keys are last call's (the key list is the same); otherwise
-//!   they are matched by key. Either way no slot moves to another key, so
+//!   they are matched by key: per kind, the routes at the start and the
+//!   end that are the very same objects as last call's are paired by
+//!   position (one object has one key), the others (what the edit added,
+//!   removed, moved or replaced) by key, and which keys are held several
+//!   times is known from last call's key counts, updated by the keys of
+//!   the routes removed and added ([`Keys`]: an added route costs its own
+//!   key, not every route's). Either way no slot moves to another key, so
 //!   the position is only how a slot is found, never why it is reused.
 //!   Its source (file and line) is not compared: only its diagnostics read
 //!   it, and they are restamped with it. An unchanged route reuses:
@@ -69,18 +75,35 @@
 //!   same configuration retry policy (`xds::route`). Fenced hosts are
 //!   always built.
 //! - **The route order and the age order** (the precedence tie-break):
-//!   last call's two permutations are offered whatever changed, and each
-//!   is taken only when its comparison is strictly increasing along it on
-//!   this call's routes (`pipeline::sorted_by`): then it is the only
-//!   sorted order, the one a sort would produce. A route added, removed,
-//!   renamed or given another creation time fails that check (or the
-//!   length check) and the routes are sorted again. The check is O(routes)
-//!   comparisons, the sort it saves O(routes log routes).
+//!   last call's two permutations (kept by input position) are offered
+//!   whatever changed, renumbered when routes moved ([`Orders::renumbered`]:
+//!   removed routes dropped, added ones inserted by binary search), and
+//!   each is taken only when its comparison is strictly increasing along
+//!   it on this call's routes (`pipeline::sorted_by`): then it is the only
+//!   sorted order, the one a sort would produce. Two neighbours that are
+//!   both the very same objects as last call's (same `Arc`, so the same
+//!   key and creation time) in an order that was strict last call are not
+//!   compared: the renumbered order keeps the relative order of the routes
+//!   it kept, and strictness holds on a subsequence. So the check compares
+//!   only next to a route added, edited or matched by key
+//!   ([`Stats::order_compares`]); a route moved or given another key or
+//!   creation time fails it and the routes are sorted again.
+//! - **Route models** (`route::model::Route`) borrow the call's inputs, so
+//!   none is kept: every call builds every route's *head* (key, creation
+//!   time, source, labels: borrowed, nothing allocated), which ordering,
+//!   the age tie-break and policy targets read. Its hostnames, parentRefs
+//!   and rules are built from the object only when first read: for the
+//!   routes whose bindings, works or tails are built (under STRICT every
+//!   tail is), the routes a default Gateway may claim, and (rules) the
+//!   routes programmed on no listener, whose references are checked on
+//!   every call; policy attachment by rule `sectionName` and STRICT's
+//!   mapping of a rejected route to its rule read rule names from the
+//!   object. An unchanged route's model is thus neither built nor dropped
+//!   beyond its head ([`Stats::models_read`]).
 //! - **Everything else** (Gateway and ListenerSet status, policy reports,
-//!   HTTPProxy's cross-tree steps, route models, policy attachment) runs in full on every
+//!   HTTPProxy's cross-tree steps, policy attachment) runs in full on every
 //!   call: those steps read all routes at once (attached-route counts,
-//!   policy target lists, FQDN conflicts), or (route models) borrow the
-//!   call's inputs.
+//!   policy target lists, FQDN conflicts).
 //! - **HTTPProxies** are not context: the HTTPProxy stage is memoised per
 //!   tree (a root and what it includes), and an edit recomputes only the
 //!   trees whose proxies it touched (`httpproxy.rs` says why that is
@@ -122,9 +145,6 @@ impl Held for Inputs {
     }
 }
 
-/// (kind, namespace, name), as the route model derives them.
-type RouteKey = (RouteKind, String, String);
-
 /// What the last call reused and rebuilt (for tests, benchmarks, logs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -134,6 +154,16 @@ pub struct Stats {
     pub routes_built: usize,
     /// Routes whose works were reused.
     pub routes_reused: usize,
+    /// Routes whose model was read beyond its head (hostnames, parentRefs
+    /// or rules, built lazily: `route::model::Route`): those whose
+    /// bindings, works or tails were built, not every route.
+    pub models_read: usize,
+    /// How many of the two route orders (by key, by age) were sorted
+    /// again rather than taken from last call's (`pipeline::sorted_by`).
+    pub route_sorts: usize,
+    /// Comparisons made checking last call's orders: those next to a
+    /// route that is not the very same object as last call's.
+    pub order_compares: usize,
     /// Gateways whose assembled xDS was reused.
     pub gateways_reused: usize,
     /// In the Gateways assembled again: virtual hosts spliced unchanged
@@ -174,8 +204,8 @@ struct Prev {
     /// Per route of `inputs`, in input order (HTTPRoutes, then GRPCRoutes):
     /// what its translation made, `None` for a key held by several routes.
     slots: Vec<Option<Slot>>,
-    /// Keys held by several routes of `inputs`.
-    ambiguous: HashSet<RouteKey>,
+    /// Every route key of `inputs`, with how many routes hold it.
+    keys: Keys,
     gateways: HashMap<String, GatewayMemo>,
     proxy_trees: httpproxy::Trees,
     orders: Option<Orders>,
@@ -192,13 +222,21 @@ pub(crate) struct Slot {
     tail: Option<RouteTail>,
 }
 
-/// Last call's route order and age order (indices into the routes as the
-/// pipeline read them from the inputs, then sorted): candidates the
-/// pipeline takes only when they still sort this call's routes strictly
-/// (`pipeline::sorted_by`), so they are offered whatever changed.
+/// Last call's route order and age order, both as input positions (the
+/// routes as the pipeline reads them: HTTPRoutes, then GRPCRoutes):
+/// candidates the pipeline takes only when they still sort this call's
+/// routes strictly (`pipeline::sorted_by`), so they are offered whatever
+/// changed. When routes moved, [`carry`] renumbers them ([`Orders::renumbered`]:
+/// the routes removed dropped, the routes added left for the pipeline to
+/// insert).
 pub(crate) struct Orders {
     pub(crate) sorted: Vec<usize>,
     pub(crate) by_age: Vec<usize>,
+    /// Whether each order was strictly increasing (no two routes equal):
+    /// then two routes that are the very same objects as last call's
+    /// keep their relative order unchecked (`pipeline::sorted_by`).
+    pub(crate) sorted_strict: bool,
+    pub(crate) by_age_strict: bool,
 }
 
 impl Translator {
@@ -236,54 +274,70 @@ impl Translator {
             self.stats = Stats {
                 full: Some(Full::Hooks),
                 routes_built: inputs.inputs().http_routes.len() + inputs.inputs().grpc_routes.len(),
+                models_read: inputs.inputs().http_routes.len() + inputs.inputs().grpc_routes.len(),
                 ..Default::default()
             };
             self.proxy_trees = httpproxy::TreeStats::default();
             return out;
         }
         let new = inputs.inputs();
-        let prior_orders = prev.as_mut().and_then(|p| p.orders.take());
+        let mut prior_orders = prev.as_mut().and_then(|p| p.orders.take());
         let n = new.http_routes.len() + new.grpc_routes.len();
-        let (prior, ambiguous, prior_gateways, full, proxies) = match prev {
+        let (prior, keys, prior_gateways, full, proxies, same_object) = match prev {
             None => (
                 Vec::new(),
-                duplicate_keys(new),
+                Keys::of(new),
                 HashMap::new(),
                 Some(Full::First),
                 Default::default(),
+                Vec::new(),
             ),
             Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => {
                 self.retired = Some(p.inputs);
                 (
                     Vec::new(),
-                    duplicate_keys(new),
+                    Keys::of(new),
                     HashMap::new(),
                     Some(Full::Context),
                     Default::default(),
+                    Vec::new(),
                 )
             }
             Some(mut p) => {
                 let gateways = std::mem::take(&mut p.gateways);
                 let trees = std::mem::take(&mut p.proxy_trees);
                 let proxies = httpproxy::Memo::carry(trees, p.inputs.inputs(), new);
-                let (prior, ambiguous, old) = carry(p, new);
+                let Carried {
+                    prior,
+                    keys,
+                    old,
+                    moved,
+                    same_object,
+                } = carry(p, new);
                 self.retired = Some(old);
-                (prior, ambiguous, gateways, None, proxies)
+                if let Some(moved) = moved {
+                    prior_orders = prior_orders.map(|o| o.renumbered(&moved));
+                }
+                (prior, keys, gateways, None, proxies, same_object)
             }
         };
-        // Per route (input order): whether its key is held by several.
-        let ambiguous_at: Vec<bool> = if ambiguous.is_empty() {
+        // Per route (input order): whether its key is held by several
+        // (looked up only when some key is).
+        let ambiguous_at: Vec<bool> = if keys.several == 0 {
             vec![false; n]
         } else {
-            input_keys(new).map(|k| ambiguous.contains(&k)).collect()
+            input_metas(new)
+                .map(|(kind, m)| keys.count(kind, m) > 1)
+                .collect()
         };
         let mut memo = RouteMemo {
             prior,
-            ambiguous,
+            keys,
             ambiguous_at,
             order: Vec::new(),
             built: 0,
             reused: 0,
+            models_read: 0,
             rebuilt: Vec::new(),
             works: Vec::new(),
             bindings: Vec::new(),
@@ -296,12 +350,18 @@ impl Translator {
             hosts_encoded: 0,
             prior_orders,
             next_orders: None,
+            same_object,
+            route_sorts: 0,
+            order_compares: 0,
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
             full,
             routes_built: memo.built,
             routes_reused: memo.reused,
+            models_read: memo.models_read,
+            route_sorts: memo.route_sorts,
+            order_compares: memo.order_compares,
             gateways_reused: memo.gateways_reused,
             hosts_spliced: memo.hosts_spliced,
             hosts_encoded: memo.hosts_encoded,
@@ -312,7 +372,7 @@ impl Translator {
             inputs,
             settings: settings.clone(),
             slots: memo.next,
-            ambiguous: memo.ambiguous,
+            keys: memo.keys,
             gateways: memo.next_gateways,
             proxy_trees,
             orders: memo.next_orders,
@@ -327,14 +387,20 @@ pub(crate) struct RouteMemo {
     /// Last call's slots of the routes found unchanged, in input order
     /// (found through `order`); replaced in place by this call's.
     prior: Vec<Option<Slot>>,
-    /// Keys held by more than one route: never reused nor kept.
-    ambiguous: HashSet<RouteKey>,
-    /// Per route, in input order: whether its key is in `ambiguous`.
+    /// This call's route keys (a key held by more than one route is
+    /// ambiguous: its routes are never reused nor kept), for the next call.
+    keys: Keys,
+    /// Per route, in input order: whether its key is ambiguous.
     ambiguous_at: Vec<bool>,
     /// Per route in the pipeline's order: its position in the inputs.
     order: Vec<usize>,
     built: usize,
     reused: usize,
+    /// Routes whose model this call read beyond its head
+    /// (`pipeline::translate_memo`).
+    pub(crate) models_read: usize,
+    /// Route orders this call sorted again.
+    pub(crate) route_sorts: usize,
     /// Per route (pipeline order): whether its works were built this call.
     rebuilt: Vec<bool>,
     /// This call's works and bindings (pipeline order), kept for the next.
@@ -352,6 +418,11 @@ pub(crate) struct RouteMemo {
     /// Last call's orders, offered to the pipeline, and this call's.
     pub(crate) prior_orders: Option<Orders>,
     pub(crate) next_orders: Option<Orders>,
+    /// Per route (input order): whether it is the very same object as the
+    /// route last call's orders placed there (empty: none is).
+    pub(crate) same_object: Vec<bool>,
+    /// Comparisons the order checks made (`pipeline::sorted_by`).
+    pub(crate) order_compares: usize,
 }
 
 impl RouteMemo {
@@ -643,62 +714,150 @@ pub(crate) fn build_all<'r>(
     out.into_iter().map(Option::unwrap_or_default).collect()
 }
 
-fn http_key(r: &api::Sourced<api::gateway_api::experimental::httproutes::HttpRoute>) -> RouteKey {
-    key(RouteKind::Http, &r.object.metadata)
+type Meta = api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// A route's namespace and name, as `route::model` derives them.
+fn key(meta: &Meta) -> (&str, &str) {
+    crate::route::model::namespace_name(meta)
 }
 
-fn key(kind: RouteKind, meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> RouteKey {
-    // As `route::model::meta_common` derives them.
-    (
-        kind,
-        meta.namespace.clone().unwrap_or_else(|| "default".into()),
-        meta.name.clone().unwrap_or_default(),
-    )
+/// Whether two objects' metadata give the same key.
+fn same_key(a: &Meta, b: &Meta) -> bool {
+    key(a) == key(b)
 }
 
-/// Whether two objects' metadata give the same key (as [`key`], without
-/// allocating it).
-fn same_key(
-    a: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    b: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> bool {
-    a.namespace.as_deref().unwrap_or("default") == b.namespace.as_deref().unwrap_or("default")
-        && a.name.as_deref().unwrap_or_default() == b.name.as_deref().unwrap_or_default()
+/// Every route's kind and metadata, in input order (HTTPRoutes, then
+/// GRPCRoutes).
+fn input_metas(inputs: &Inputs) -> impl Iterator<Item = (RouteKind, &Meta)> + '_ {
+    inputs
+        .http_routes
+        .iter()
+        .map(|r| (RouteKind::Http, &r.object.metadata))
+        .chain(
+            inputs
+                .grpc_routes
+                .iter()
+                .map(|r| (RouteKind::Grpc, &r.object.metadata)),
+        )
 }
 
-/// Every route's key, in input order (HTTPRoutes, then GRPCRoutes).
-fn input_keys(inputs: &Inputs) -> impl Iterator<Item = RouteKey> + '_ {
-    inputs.http_routes.iter().map(http_key).chain(
-        inputs
-            .grpc_routes
-            .iter()
-            .map(|r| key(RouteKind::Grpc, &r.object.metadata)),
-    )
+/// Every route key (kind, namespace, name) of one call's inputs, with how
+/// many routes hold it: a key held by several is ambiguous (its routes
+/// are never reused nor kept). Kept between calls and updated by the
+/// routes an edit added and removed ([`carry`]), so that an edit adding a
+/// route hashes and copies its key, not every route's (rebuilding the key
+/// sets of 10,000 routes showed as 8–16% of such an edit). Nested by
+/// namespace so that a key is looked up borrowed.
+#[derive(Default)]
+struct Keys {
+    /// Per kind (HTTP, gRPC): namespace → name → routes holding it.
+    by_kind: [HashMap<String, HashMap<String, u32>>; 2],
+    /// How many keys are held by more than one route.
+    several: usize,
 }
 
-/// Keys held by more than one route of `inputs`.
-fn duplicate_keys(inputs: &Inputs) -> HashSet<RouteKey> {
-    let mut seen = HashSet::with_capacity(inputs.http_routes.len() + inputs.grpc_routes.len());
-    let mut dup = HashSet::new();
-    for k in input_keys(inputs) {
-        if let Some(k) = seen.replace(k) {
-            dup.insert(k);
+impl Keys {
+    fn of(inputs: &Inputs) -> Self {
+        let mut keys = Self::default();
+        for (kind, meta) in input_metas(inputs) {
+            keys.add(kind, meta);
+        }
+        keys
+    }
+
+    fn kind(kind: RouteKind) -> usize {
+        match kind {
+            RouteKind::Http => 0,
+            RouteKind::Grpc => 1,
         }
     }
-    dup
+
+    /// How many routes hold this route's key.
+    fn count(&self, kind: RouteKind, meta: &Meta) -> u32 {
+        let (ns, name) = key(meta);
+        self.by_kind[Self::kind(kind)]
+            .get(ns)
+            .and_then(|names| names.get(name))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn add(&mut self, kind: RouteKind, meta: &Meta) {
+        let (ns, name) = key(meta);
+        let names = match self.by_kind[Self::kind(kind)].get_mut(ns) {
+            Some(names) => names,
+            None => self.by_kind[Self::kind(kind)].entry(ns.to_string()).or_default(),
+        };
+        let count = match names.get_mut(name) {
+            Some(c) => c,
+            None => names.entry(name.to_string()).or_default(),
+        };
+        *count += 1;
+        if *count == 2 {
+            self.several += 1;
+        }
+    }
+
+    fn remove(&mut self, kind: RouteKind, meta: &Meta) {
+        let (ns, name) = key(meta);
+        let Some(names) = self.by_kind[Self::kind(kind)].get_mut(ns) else {
+            return;
+        };
+        let Some(count) = names.get_mut(name) else {
+            return;
+        };
+        if *count == 2 {
+            self.several -= 1;
+        }
+        *count -= 1;
+        if *count == 0 {
+            names.remove(name);
+            if names.is_empty() {
+                self.by_kind[Self::kind(kind)].remove(ns);
+            }
+        }
+    }
+}
+
+/// How many routes at the start and at the end of `old` and `new` are the
+/// very same objects (by pointer), without overlapping: what lies between
+/// is what an edit added, removed, moved or replaced.
+fn aligned<T>(old: &[api::Sourced<T>], new: &[api::Sourced<T>]) -> (usize, usize) {
+    let same = |a: &api::Sourced<T>, b: &api::Sourced<T>| Arc::ptr_eq(&a.object, &b.object);
+    let prefix = old.iter().zip(new).take_while(|(a, b)| same(a, b)).count();
+    let room = old.len().min(new.len()) - prefix;
+    let suffix = old
+        .iter()
+        .rev()
+        .zip(new.iter().rev())
+        .take(room)
+        .take_while(|(a, b)| same(a, b))
+        .count();
+    (prefix, suffix)
 }
 
 /// Per route of `new` (input order): last call's slot when the route is
-/// equal to its previous object (same key, unique in both); and the keys
-/// `new` holds several times. Returns the previous inputs too, to retire.
+/// equal to its previous object (same key, unique in both); and `new`'s
+/// keys. Returns the previous inputs too, to retire.
 ///
 /// When `new` has as many routes of each kind as last time and every
 /// route has the key of the route last at its position (an edit that
 /// adds, removes, renames or moves no route — each object is the same
 /// allocation or, for an edited one, compared), the slots are taken by
-/// position and the keys held several times are last call's: the keys
-/// are the same list. Otherwise they are matched by key.
-fn carry(mut prev: Prev, new: &Inputs) -> (Vec<Option<Slot>>, HashSet<RouteKey>, Arc<dyn Held>) {
+/// position and the keys are last call's: the key list is the same.
+///
+/// Otherwise, per kind, the routes at the start and at the end that are
+/// the very same objects as last call's ([`aligned`]) are paired by
+/// position, and the routes between (what the edit added, removed, moved
+/// or replaced: the *middle*) by key. This is the matching by key of
+/// every route: a pointer-equal pair has one key; a key unique in both
+/// inputs has one route on each side, so it is either such a pair or a
+/// key found in both middles (were its old route paired, its new one
+/// would be too). The key counts are last call's, less the old middle's
+/// keys, plus the new middle's: the paired routes hold the same keys on
+/// both sides. So an edit costs pointer compares for the routes it did
+/// not touch and key lookups for those it did.
+fn carry(mut prev: Prev, new: &Inputs) -> Carried {
     let old = prev.inputs.inputs();
     if let Some(same) = same_positions(old, new) {
         let mut slots = std::mem::take(&mut prev.slots);
@@ -708,36 +867,180 @@ fn carry(mut prev: Prev, new: &Inputs) -> (Vec<Option<Slot>>, HashSet<RouteKey>,
             .zip(same)
             .map(|(slot, same)| slot.filter(|_| same))
             .collect();
-        return (prior, prev.ambiguous, prev.inputs);
+        let same_object = old
+            .http_routes
+            .iter()
+            .zip(&new.http_routes)
+            .map(|(o, n)| Arc::ptr_eq(&o.object, &n.object))
+            .chain(
+                old.grpc_routes
+                    .iter()
+                    .zip(&new.grpc_routes)
+                    .map(|(o, n)| Arc::ptr_eq(&o.object, &n.object)),
+            )
+            .collect();
+        return Carried {
+            prior,
+            keys: prev.keys,
+            old: prev.inputs,
+            moved: None,
+            same_object,
+        };
     }
-    let ambiguous = duplicate_keys(new);
-    let mut by_key: HashMap<RouteKey, usize> = HashMap::with_capacity(prev.slots.len());
-    for (i, k) in input_keys(old).enumerate() {
-        if !prev.ambiguous.contains(&k) {
-            by_key.insert(k, i);
+    let mut keys = std::mem::take(&mut prev.keys);
+    let (old_http, new_http) = (old.http_routes.len(), new.http_routes.len());
+    let http = aligned(&old.http_routes, &new.http_routes);
+    let grpc = aligned(&old.grpc_routes, &new.grpc_routes);
+    // (kind, offset in the input order, prefix, suffix, old len, new len)
+    let kinds = [
+        (RouteKind::Http, 0, 0, http, old_http, new_http),
+        (
+            RouteKind::Grpc,
+            old_http,
+            new_http,
+            grpc,
+            old.grpc_routes.len(),
+            new.grpc_routes.len(),
+        ),
+    ];
+    let old_meta = |i: usize| -> &Meta {
+        if i < old_http {
+            &old.http_routes[i].object.metadata
+        } else {
+            &old.grpc_routes[i - old_http].object.metadata
+        }
+    };
+    let new_meta = |j: usize| -> &Meta {
+        if j < new_http {
+            &new.http_routes[j].object.metadata
+        } else {
+            &new.grpc_routes[j - new_http].object.metadata
+        }
+    };
+    // The middles, as input positions.
+    let mut old_middle: Vec<(RouteKind, usize)> = Vec::new();
+    let mut new_middle: Vec<(RouteKind, usize)> = Vec::new();
+    for &(kind, old_at, new_at, (prefix, suffix), old_len, new_len) in &kinds {
+        old_middle.extend((old_at + prefix..old_at + old_len - suffix).map(|i| (kind, i)));
+        new_middle.extend((new_at + prefix..new_at + new_len - suffix).map(|j| (kind, j)));
+    }
+    // The old middle's routes by key, those whose key was unique.
+    let mut by_key: HashMap<(RouteKind, &str, &str), usize> = HashMap::with_capacity(old_middle.len());
+    for &(kind, i) in &old_middle {
+        let meta = old_meta(i);
+        if keys.count(kind, meta) == 1 {
+            let (ns, name) = key(meta);
+            by_key.insert((kind, ns, name), i);
         }
     }
-    let old_http = old.http_routes.len();
-    let new_http = new.http_routes.len();
-    let prior = input_keys(new)
-        .enumerate()
-        .map(|(j, k)| {
-            if ambiguous.contains(&k) {
-                return None;
-            }
-            let i = *by_key.get(&k)?;
-            let same = match (i < old_http, j < new_http) {
-                (true, true) => same_route(&old.http_routes[i], &new.http_routes[j]),
-                (false, false) => same_route(&old.grpc_routes[i - old_http], &new.grpc_routes[j - new_http]),
-                _ => false,
-            };
-            if !same {
-                return None;
-            }
-            prev.slots.get_mut(i).and_then(Option::take)
+    for &(kind, i) in &old_middle {
+        keys.remove(kind, old_meta(i));
+    }
+    for &(kind, j) in &new_middle {
+        keys.add(kind, new_meta(j));
+    }
+    // Keys the middles touched that are now held several times: a paired
+    // route holding one is ambiguous now.
+    let several: HashSet<(RouteKind, &str, &str)> = new_middle
+        .iter()
+        .map(|&(kind, j)| (kind, new_meta(j)))
+        .filter(|&(kind, meta)| keys.count(kind, meta) > 1)
+        .map(|(kind, meta)| {
+            let (ns, name) = key(meta);
+            (kind, ns, name)
         })
         .collect();
-    (prior, ambiguous, prev.inputs)
+    let same_at = |i: usize, j: usize| match (i < old_http, j < new_http) {
+        (true, true) => same_route(&old.http_routes[i], &new.http_routes[j]),
+        (false, false) => same_route(&old.grpc_routes[i - old_http], &new.grpc_routes[j - new_http]),
+        _ => false,
+    };
+    let mut prior: Vec<Option<Slot>> = (0..new_http + new.grpc_routes.len()).map(|_| None).collect();
+    let mut moved: Vec<Option<usize>> = vec![None; old_http + old.grpc_routes.len()];
+    let mut same_object = vec![false; prior.len()];
+    for &(kind, old_at, new_at, (prefix, suffix), old_len, new_len) in &kinds {
+        let pairs = (0..prefix)
+            .map(|k| (old_at + k, new_at + k))
+            .chain((1..=suffix).map(|k| (old_at + old_len - k, new_at + new_len - k)));
+        for (i, j) in pairs {
+            moved[i] = Some(j);
+            same_object[j] = true;
+            if !several.is_empty() {
+                let (ns, name) = key(new_meta(j));
+                if several.contains(&(kind, ns, name)) {
+                    continue;
+                }
+            }
+            if same_at(i, j) {
+                prior[j] = prev.slots.get_mut(i).and_then(Option::take);
+            }
+        }
+    }
+    for &(kind, j) in &new_middle {
+        let meta = new_meta(j);
+        if keys.count(kind, meta) != 1 {
+            continue;
+        }
+        let (ns, name) = key(meta);
+        let Some(&i) = by_key.get(&(kind, ns, name)) else {
+            continue;
+        };
+        moved[i] = Some(j);
+        same_object[j] = match (i < old_http, j < new_http) {
+            (true, true) => Arc::ptr_eq(&old.http_routes[i].object, &new.http_routes[j].object),
+            (false, false) => Arc::ptr_eq(
+                &old.grpc_routes[i - old_http].object,
+                &new.grpc_routes[j - new_http].object,
+            ),
+            _ => false,
+        };
+        if same_at(i, j) {
+            prior[j] = prev.slots.get_mut(i).and_then(Option::take);
+        }
+    }
+    Carried {
+        prior,
+        keys,
+        old: prev.inputs,
+        moved: Some(moved),
+        same_object,
+    }
+}
+
+/// What [`carry`] finds.
+struct Carried {
+    /// Per route of the new inputs: last call's slot, if unchanged.
+    prior: Vec<Option<Slot>>,
+    /// The new inputs' keys.
+    keys: Keys,
+    /// The previous inputs, to retire.
+    old: Arc<dyn Held>,
+    /// Per route of the previous inputs, its position in the new ones when
+    /// it has one (the same object, or the same unique key); `None` when
+    /// every route kept its position.
+    moved: Option<Vec<Option<usize>>>,
+    /// Per route of the new inputs: whether it is the very same object
+    /// (`Arc`) as the previous route it was found as.
+    same_object: Vec<bool>,
+}
+
+impl Orders {
+    /// Last call's orders over this call's positions: the routes that
+    /// moved renumbered, those removed dropped; those added are missing
+    /// (`pipeline::sorted_by` inserts them, then checks the order).
+    fn renumbered(self, moved: &[Option<usize>]) -> Self {
+        let at = |order: Vec<usize>| {
+            order
+                .into_iter()
+                .filter_map(|i| moved.get(i).copied().flatten())
+                .collect()
+        };
+        Self {
+            sorted: at(self.sorted),
+            by_age: at(self.by_age),
+            ..self
+        }
+    }
 }
 
 /// Per route (input order), whether it is unchanged — when every route of

@@ -23,7 +23,9 @@ const ROUTE_GROUP: &str = "gateway.networking.k8s.io";
 #[derive(Debug, Default)]
 pub struct Attachment {
     /// `[route][rule]`: what reaches the rule, if any policy does (boxed:
-    /// an `Effective` is ~2 KiB and most rules have none).
+    /// an `Effective` is ~2 KiB and most rules have none); empty for a
+    /// route no policy reaches (read with `get`: every route is attached
+    /// on every call, and most have no policy).
     pub effective: Vec<Vec<Option<Box<Effective>>>>,
     /// Per compiled policy: the routes (indices) it reaches.
     pub reached: Vec<BTreeSet<usize>>,
@@ -43,8 +45,8 @@ impl Attachment {
                     if let Some(policy) = source {
                         out.push(crate::PolicyAttachment {
                             route_kind: route.kind.kind().into(),
-                            route_namespace: route.namespace.clone(),
-                            route_name: route.name.clone(),
+                            route_namespace: route.namespace.to_string(),
+                            route_name: route.name.to_string(),
                             rule,
                             feature: FEATURES[fi].into(),
                             policy: policy.clone(),
@@ -72,8 +74,8 @@ fn route_kind(group: &str, kind: &str) -> Option<RouteKind> {
 /// Resolves targets (recording target problems on the policies) and merges.
 pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment {
     // (route, rule) → [(precedence, policy index)]
-    let mut reach: Vec<Vec<Vec<(u8, usize)>>> =
-        routes.iter().map(|r| vec![Vec::new(); r.rules.len()]).collect();
+    // Per route, sized on its first policy (an empty `Vec` allocates nothing).
+    let mut reach: Vec<Vec<Vec<(u8, usize)>>> = vec![Vec::new(); routes.len()];
     let mut reached = vec![BTreeSet::new(); policies.len()];
     for (pi, p) in policies.iter_mut().enumerate() {
         let spec = &p.policy.object.spec;
@@ -116,18 +118,16 @@ pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment
             };
             match &t.section_name {
                 None => {
-                    for rule in &mut reach[ri] {
+                    for rule in rules_of(&mut reach, routes, ri) {
                         rule.push((1, pi));
                     }
                     reached[pi].insert(ri);
                 }
-                Some(section) => match routes[ri]
-                    .rules
-                    .iter()
-                    .position(|r| r.name.as_deref() == Some(section))
+                Some(section) => match (0..routes[ri].rule_count())
+                    .position(|i| routes[ri].rule_name(i) == Some(section.as_str()))
                 {
                     Some(rule) => {
-                        reach[ri][rule].push((0, pi));
+                        rules_of(&mut reach, routes, ri)[rule].push((0, pi));
                         reached[pi].insert(ri);
                     }
                     None => p.warnings.push(PolicyError::referential(
@@ -166,7 +166,7 @@ pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment
                     .iter()
                     .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
                 {
-                    for rule in &mut reach[ri] {
+                    for rule in rules_of(&mut reach, routes, ri) {
                         rule.push((2, pi));
                     }
                     reached[pi].insert(ri);
@@ -232,6 +232,19 @@ pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment
         p.warnings.dedup();
     }
     Attachment { effective, reached }
+}
+
+/// Route `ri`'s per-rule entries of `reach`, sized to its rules.
+fn rules_of<'v>(
+    reach: &'v mut [Vec<Vec<(u8, usize)>>],
+    routes: &[Route<'_>],
+    ri: usize,
+) -> &'v mut [Vec<(u8, usize)>] {
+    let rules = &mut reach[ri];
+    if rules.is_empty() {
+        rules.resize(routes[ri].rule_count(), Vec::new());
+    }
+    rules
 }
 
 fn merge(

@@ -733,9 +733,9 @@ pub fn in_force(
             .unwrap_or_default();
         out.routes.push(crate::RouteScopes {
             route_kind: route.kind.kind(),
-            route_namespace: route.namespace.clone(),
-            route_name: route.name.clone(),
-            rules: route.rules.len(),
+            route_namespace: route.namespace.to_string(),
+            route_name: route.name.to_string(),
+            rules: route.rule_count(),
             listeners,
             own,
         });

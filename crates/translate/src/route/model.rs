@@ -7,6 +7,7 @@
 //! HTTPRoute rule filter type (their schemas are identical).
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use api::gateway_api::experimental::grpcroutes::{
     GrpcRoute, GrpcRouteRulesMatches, GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
@@ -37,14 +38,31 @@ impl RouteKind {
     }
 }
 
+/// The generated parentRef types of each route kind share one shape.
+macro_rules! parent_ref {
+    ($p:expr) => {
+        ParentRef {
+            group: Cow::Borrowed($p.group.as_deref().unwrap_or("gateway.networking.k8s.io")),
+            kind: Cow::Borrowed($p.kind.as_deref().unwrap_or("Gateway")),
+            namespace: $p.namespace.as_deref().map(Cow::Borrowed),
+            name: Cow::Borrowed(&$p.name),
+            section_name: $p.section_name.as_deref().map(Cow::Borrowed),
+            port: $p.port,
+            by_default: false,
+        }
+    };
+}
+
+/// Borrowed from the input (defaults filled in), owned only for a default
+/// Gateway's claim: every route's parentRefs are read on every call.
 #[derive(Clone, Debug)]
-pub struct ParentRef {
-    pub group: String,
-    pub kind: String,
+pub struct ParentRef<'a> {
+    pub group: Cow<'a, str>,
+    pub kind: Cow<'a, str>,
     /// As written (None = the route's namespace).
-    pub namespace: Option<String>,
-    pub name: String,
-    pub section_name: Option<String>,
+    pub namespace: Option<Cow<'a, str>>,
+    pub name: Cow<'a, str>,
+    pub section_name: Option<Cow<'a, str>>,
     pub port: Option<i32>,
     /// Not in `spec.parentRefs`: a default Gateway's claim (GEP-3793, see
     /// `default_gateway`).
@@ -105,31 +123,155 @@ pub struct Reading {
     pub catches: HttpRouteRulesMatches,
 }
 
+/// A route in the shape every consumer reads: a *head* (identity,
+/// generation, creation time, source, labels: borrowed from the input,
+/// nothing allocated), built for every route on every call, and its
+/// hostnames ([`Route::hostnames`]), parentRefs ([`Route::parent_refs`])
+/// and rules ([`Route::rules`]), each built from the object only when
+/// first read.
+///
+/// Why lazy: a translation reads every route's head (order, age, policy
+/// targets), but an incremental one reads the rest only of the routes
+/// whose bindings, works or tails it builds (`crate::incremental`);
+/// building and dropping the models of all 10,000 routes on every edit was
+/// half of an incremental translation. A consumer calls the accessor (the
+/// compiler finds every one); what only needs the rules' count or names
+/// reads them from the object ([`Route::rule_count`], [`Route::rule_name`]).
 #[derive(Clone, Debug)]
 pub struct Route<'a> {
     pub kind: RouteKind,
-    pub namespace: String,
-    pub name: String,
+    /// Borrowed from the input (`default` when unset).
+    pub namespace: &'a str,
+    pub name: &'a str,
     pub generation: i64,
     /// Compared, never printed: kept as the timestamp (formatting one per
     /// route showed in profiles).
     pub creation_timestamp: Option<api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-    pub source: Source,
-    pub hostnames: Vec<String>,
-    pub parent_refs: Vec<ParentRef>,
+    /// Borrowed from the input (an edit moves the lines of the routes after
+    /// it: read it on every call, never keep it).
+    pub source: &'a Source,
     /// `spec.useDefaultGateways: All`.
     pub use_default_gateways: bool,
-    pub rules: Vec<Rule<'a>>,
     /// `metadata.labels` (TrafficPolicy `targetSelectors` match on them).
     pub labels: Option<&'a std::collections::BTreeMap<String, String>>,
-    /// Problems found while normalising (e.g. a filter that could not be
-    /// carried over); each names the field.
-    pub errors: Vec<String>,
+    /// What the rules are built from.
+    object: Object<'a>,
+    unreadable: &'a [Unreadable],
+    /// The hostnames (lower case) and the problems found reading them,
+    /// once read.
+    hostnames: OnceLock<(Vec<String>, Vec<String>)>,
+    /// `spec.parentRefs` and the default Gateways' claims, once read.
+    parent_refs: OnceLock<Vec<ParentRef<'a>>>,
+    /// The rules and the problems found converting them, once read.
+    body: OnceLock<Body<'a>>,
 }
 
-impl Route<'_> {
+/// The object a [`Route`] was read from.
+#[derive(Clone, Copy, Debug)]
+enum Object<'a> {
+    Http(&'a HttpRoute),
+    Grpc(&'a GrpcRoute),
+}
+
+#[derive(Clone, Debug)]
+struct Body<'a> {
+    rules: Vec<Rule<'a>>,
+    /// Problems found while normalising the rules (e.g. a filter that could
+    /// not be carried over); each names the field.
+    errors: Vec<String>,
+}
+
+impl<'a> Route<'a> {
     pub fn display(&self) -> String {
         format!("{} {}/{}", self.kind.kind(), self.namespace, self.name)
+    }
+
+    /// The rules, built on first read.
+    pub fn rules(&self) -> &[Rule<'a>] {
+        &self.body().rules
+    }
+
+    /// Problems found while normalising the route (rules first, then
+    /// hostnames); each names the field. Builds the rules if not yet read.
+    pub fn errors(&self) -> impl Iterator<Item = &String> {
+        self.body().errors.iter().chain(&self.hostnames_read().1)
+    }
+
+    /// `spec.hostnames`, in lower case (see `lowercase_hostnames`).
+    pub fn hostnames(&self) -> &[String] {
+        &self.hostnames_read().0
+    }
+
+    fn hostnames_read(&self) -> &(Vec<String>, Vec<String>) {
+        self.hostnames.get_or_init(|| {
+            let written = match self.object {
+                Object::Http(r) => r.spec.hostnames.as_deref(),
+                Object::Grpc(r) => r.spec.hostnames.as_deref(),
+            };
+            let mut errors = Vec::new();
+            (lowercase_hostnames(written, &mut errors), errors)
+        })
+    }
+
+    /// `spec.parentRefs`, then the default Gateways' claims.
+    pub fn parent_refs(&self) -> &[ParentRef<'a>] {
+        self.parent_refs.get_or_init(|| match self.object {
+            Object::Http(r) => r
+                .spec
+                .parent_refs
+                .iter()
+                .flatten()
+                .map(|p| parent_ref!(p))
+                .collect(),
+            Object::Grpc(r) => r
+                .spec
+                .parent_refs
+                .iter()
+                .flatten()
+                .map(|p| parent_ref!(p))
+                .collect(),
+        })
+    }
+
+    /// Adds a default Gateway's claim after the parentRefs.
+    pub fn claim(&mut self, claim: ParentRef<'a>) {
+        self.parent_refs();
+        let mut refs = std::mem::take(&mut self.parent_refs)
+            .into_inner()
+            .unwrap_or_default();
+        refs.push(claim);
+        self.parent_refs = OnceLock::from(refs);
+    }
+
+    /// How many rules the route has (`rules().len()`, read from the object
+    /// without building them).
+    pub fn rule_count(&self) -> usize {
+        match self.object {
+            Object::Http(r) => r.spec.rules.as_ref().map_or(0, Vec::len),
+            Object::Grpc(r) => r.spec.rules.as_ref().map_or(0, Vec::len),
+        }
+    }
+
+    /// The name of rule `i` as written (`rules()[i].name`, read from the
+    /// object without building the rules).
+    pub fn rule_name(&self, i: usize) -> Option<&'a str> {
+        match self.object {
+            Object::Http(r) => r.spec.rules.as_ref()?.get(i)?.name.as_deref(),
+            Object::Grpc(r) => r.spec.rules.as_ref()?.get(i)?.name.as_deref(),
+        }
+    }
+
+    /// Whether anything beyond the head was read, so built: hostnames,
+    /// parentRefs or rules (for the incremental translator's count).
+    pub fn read_beyond_head(&self) -> bool {
+        self.body.get().is_some() || self.hostnames.get().is_some() || self.parent_refs.get().is_some()
+    }
+
+    fn body(&self) -> &Body<'a> {
+        self.body.get_or_init(|| match self.object {
+            Object::Http(r) => http_body(r, self.unreadable),
+            Object::Grpc(r) => grpc_body(r, self.unreadable),
+        })
     }
 }
 
@@ -140,17 +282,30 @@ fn convert<A: Serialize, B: DeserializeOwned>(a: &A) -> Result<B, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A route's namespace and name as the model reads them (the route order
+/// and the incremental translator's keys read them from the object with
+/// this, before or without a model).
+pub fn namespace_name(
+    meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> (&str, &str) {
+    (
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
 fn meta_common(
     meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> (
-    String,
-    String,
+    &str,
+    &str,
     i64,
     Option<api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 ) {
+    let (namespace, name) = namespace_name(meta);
     (
-        meta.namespace.clone().unwrap_or_else(|| "default".into()),
-        meta.name.clone().unwrap_or_default(),
+        namespace,
+        name,
         meta.generation.unwrap_or(1),
         meta.creation_timestamp.clone(),
     )
@@ -164,24 +319,6 @@ fn default_match() -> HttpRouteRulesMatches {
         }),
         ..Default::default()
     }
-}
-
-/// The generated parentRef types of each route kind share one shape.
-macro_rules! parent_ref {
-    ($p:expr) => {
-        ParentRef {
-            group: $p
-                .group
-                .clone()
-                .unwrap_or_else(|| "gateway.networking.k8s.io".into()),
-            kind: $p.kind.clone().unwrap_or_else(|| "Gateway".into()),
-            namespace: $p.namespace.clone(),
-            name: $p.name.clone(),
-            section_name: $p.section_name.clone(),
-            port: $p.port,
-            by_default: false,
-        }
-    };
 }
 
 /// Likewise the backendRef types; their filters convert to the HTTPRoute
@@ -212,16 +349,30 @@ macro_rules! backend_ref {
     };
 }
 
-pub fn from_http<'a>(route: &'a HttpRoute, source: &Source, unreadable: &[Unreadable]) -> Route<'a> {
+pub fn from_http<'a>(route: &'a HttpRoute, source: &'a Source, unreadable: &'a [Unreadable]) -> Route<'a> {
     let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
+    Route {
+        kind: RouteKind::Http,
+        namespace,
+        name,
+        generation,
+        creation_timestamp,
+        source,
+        use_default_gateways: matches!(
+            route.spec.use_default_gateways,
+            Some(api::gateway_api::experimental::httproutes::HttpRouteUseDefaultGateways::All)
+        ),
+        labels: route.metadata.labels.as_ref(),
+        object: Object::Http(route),
+        unreadable,
+        hostnames: OnceLock::new(),
+        parent_refs: OnceLock::new(),
+        body: OnceLock::new(),
+    }
+}
+
+fn http_body<'a>(route: &'a HttpRoute, unreadable: &[Unreadable]) -> Body<'a> {
     let mut errors = Vec::new();
-    let parent_refs = route
-        .spec
-        .parent_refs
-        .iter()
-        .flatten()
-        .map(|p| parent_ref!(p))
-        .collect();
     let rules = route
         .spec
         .rules
@@ -261,23 +412,9 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &Source, unreadable: &[Unread
             }
         })
         .collect::<Vec<_>>();
-    let rules = assign_ids(rules);
-    Route {
-        kind: RouteKind::Http,
-        namespace,
-        name,
-        generation,
-        creation_timestamp,
-        source: source.clone(),
-        hostnames: lowercase_hostnames(route.spec.hostnames.as_deref(), &mut errors),
-        parent_refs,
-        use_default_gateways: matches!(
-            route.spec.use_default_gateways,
-            Some(api::gateway_api::experimental::httproutes::HttpRouteUseDefaultGateways::All)
-        ),
-        rules,
+    Body {
+        rules: assign_ids(rules),
         errors,
-        labels: route.metadata.labels.as_ref(),
     }
 }
 
@@ -421,16 +558,30 @@ pub fn escape_regex(s: &str) -> String {
     out
 }
 
-pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source, unreadable: &[Unreadable]) -> Route<'a> {
+pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &'a Source, unreadable: &'a [Unreadable]) -> Route<'a> {
     let (namespace, name, generation, creation_timestamp) = meta_common(&route.metadata);
+    Route {
+        kind: RouteKind::Grpc,
+        namespace,
+        name,
+        generation,
+        creation_timestamp,
+        source,
+        use_default_gateways: matches!(
+            route.spec.use_default_gateways,
+            Some(api::gateway_api::experimental::grpcroutes::GrpcRouteUseDefaultGateways::All)
+        ),
+        labels: route.metadata.labels.as_ref(),
+        object: Object::Grpc(route),
+        unreadable,
+        hostnames: OnceLock::new(),
+        parent_refs: OnceLock::new(),
+        body: OnceLock::new(),
+    }
+}
+
+fn grpc_body<'a>(route: &'a GrpcRoute, unreadable: &[Unreadable]) -> Body<'a> {
     let mut errors = Vec::new();
-    let parent_refs = route
-        .spec
-        .parent_refs
-        .iter()
-        .flatten()
-        .map(|p| parent_ref!(p))
-        .collect();
     let rules = route
         .spec
         .rules
@@ -487,23 +638,9 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &Source, unreadable: &[Unread
             }
         })
         .collect::<Vec<_>>();
-    let rules = assign_ids(rules);
-    Route {
-        kind: RouteKind::Grpc,
-        namespace,
-        name,
-        generation,
-        creation_timestamp,
-        source: source.clone(),
-        hostnames: lowercase_hostnames(route.spec.hostnames.as_deref(), &mut errors),
-        parent_refs,
-        use_default_gateways: matches!(
-            route.spec.use_default_gateways,
-            Some(api::gateway_api::experimental::grpcroutes::GrpcRouteUseDefaultGateways::All)
-        ),
-        rules,
+    Body {
+        rules: assign_ids(rules),
         errors,
-        labels: route.metadata.labels.as_ref(),
     }
 }
 

@@ -364,7 +364,7 @@ fn behaviour(
                     .ok_or_else(|| missing(ff, "extensionRef"))?;
                 use crate::extension::resources::Lookup;
                 let lookup = index.extensions.as_ref().map_or(Lookup::NotRegistered, |x| {
-                    x.resolve(&e.group, &e.kind, &route.namespace, &e.name)
+                    x.resolve(&e.group, &e.kind, route.namespace, &e.name)
                 });
                 match lookup {
                     // The extension server gets it in `PostRouteModify`'s
