@@ -183,20 +183,19 @@ impl Chain {
         owner_specificity: u8,
         routes: impl IntoIterator<Item = (RouteOrder, RouteRef)>,
     ) {
-        // Most adds go to an existing host: look up before allocating a key.
-        if !self.virtual_hosts.contains_key(hostname) {
+        // Most adds go to an existing host: look up before allocating a
+        // key, and a new host is inserted without a second lookup.
+        let Some(vh) = self.virtual_hosts.get_mut(hostname) else {
             self.virtual_hosts.insert(
                 hostname.to_string(),
                 VirtualHost {
                     hostname: hostname.to_string(),
                     owner_specificity,
                     owner: owner.to_string(),
-                    routes: Vec::new(),
+                    routes: routes.into_iter().collect(),
                     scope: Scope::default(),
                 },
             );
-        }
-        let Some(vh) = self.virtual_hosts.get_mut(hostname) else {
             return;
         };
         if vh.owner != owner {
