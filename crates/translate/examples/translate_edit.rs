@@ -13,9 +13,19 @@
 //! (each snapshot its own objects, as before they were shared, see
 //! `api::Sourced`): the cost of comparing unchanged objects field by
 //! field rather than by pointer, alternating with the shared run.
-//! A third argument `add` (or `add-inc`, only the incremental ones) adds a
-//! route per edit instead of editing one ([`add_route`]: as a new file
-//! would, in the middle of the input order).
+//! A third argument `insert` (or `insert-inc`, only the incremental ones)
+//! adds a route per edit instead of editing one ([`insert_route`]: in the
+//! middle of the input order).
+//!
+//! A third argument `add` runs the propagation bench's shape instead
+//! (`portcullis/benches/propagation.rs`: one Gateway, one HTTP listener,
+//! N one-rule routes each with its own hostname, so one route
+//! configuration of N virtual hosts) and each edit ADDS a route (`new<k>`,
+//! after the others in input order, as a new file sorts after
+//! `existing.yaml`; its host sorts before theirs). `wide` is that shape
+//! with one route's hostname-less path edited instead (the route's only
+//! rule gets a path match). A fourth argument `inc` with either runs only
+//! the incremental translations.
 
 /// The allocator of the `portcullis` binary (which runs this library), so
 /// the figures are the product's.
@@ -37,10 +47,18 @@ fn main() {
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let edits: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(30);
     let mode = args.next();
-    let only_incremental = matches!(mode.as_deref(), Some("inc" | "add-inc"));
-    let add_mode = matches!(mode.as_deref(), Some("add" | "add-inc"));
+    let insert_mode = matches!(mode.as_deref(), Some("insert" | "insert-inc"));
+    let add_mode = mode.as_deref() == Some("add");
+    let wide = add_mode || mode.as_deref() == Some("wide");
+    let only_incremental = matches!(mode.as_deref(), Some("inc" | "insert-inc"))
+        || (wide && args.next().as_deref() == Some("inc"));
     let copied_mode = mode.as_deref() == Some("copied");
-    let loaded = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(n)));
+    let text = if wide {
+        wide_manifests(n)
+    } else {
+        manifests(Shape::with_routes(n))
+    };
+    let loaded = api::loader::load_str("scale.yaml", &text);
     let settings = translate::Settings {
         parallelism: std::env::var("PORTCULLIS_THREADS")
             .ok()
@@ -59,13 +77,26 @@ fn main() {
     drop(first);
     let (mut full, mut inc) = (Vec::new(), Vec::new());
     for e in 0..edits {
-        // One route's first path match gets a new value.
-        let ri = (e * 7919) % inputs.http_routes.len();
-        // Copy on write: the snapshot the translator holds keeps the old
-        // route; every other route stays shared between the two.
         if add_mode {
-            add_route(&mut inputs, ri, e);
+            let name = format!("new{e}");
+            let added = api::loader::load_str(&format!("{name}.yaml"), &wide_route(&name, None));
+            inputs.http_routes.extend(added.inputs.http_routes);
+        } else if wide {
+            let ri = (e * 7919) % inputs.http_routes.len();
+            let name = format!("r{ri}");
+            let edited =
+                api::loader::load_str("existing.yaml", &wide_route(&name, Some(&format!("/edited/{e}"))));
+            if let Some(r) = edited.inputs.http_routes.into_iter().next() {
+                inputs.http_routes[ri].object = r.object;
+            }
+        } else if insert_mode {
+            let ri = (e * 7919) % inputs.http_routes.len();
+            insert_route(&mut inputs, ri, e);
         } else {
+            // One route's first path match gets a new value.
+            let ri = (e * 7919) % inputs.http_routes.len();
+            // Copy on write: the snapshot the translator holds keeps the old
+            // route; every other route stays shared between the two.
             testkit::generate::set_first_path(&mut inputs, ri, &format!("/edited/{e}"));
         }
         let held = Arc::new(inputs.clone());
@@ -121,11 +152,35 @@ fn main() {
 /// Adds a copy of HTTPRoute `ri` named `added-{e}`, with its own first
 /// path, before it (every other route stays shared with the previous
 /// snapshot).
-fn add_route(inputs: &mut api::Inputs, ri: usize, e: usize) {
+fn insert_route(inputs: &mut api::Inputs, ri: usize, e: usize) {
     let mut route = inputs.http_routes[ri].clone();
     Arc::make_mut(&mut route.object).metadata.name = Some(format!("added-{e}"));
     inputs.http_routes.insert(ri, route);
     testkit::generate::set_first_path(inputs, ri, &format!("/added/{e}"));
+}
+
+/// The propagation bench's inputs: one Gateway with one HTTP listener,
+/// one Service, `n` routes `r<i>` each with its own hostname.
+fn wide_manifests(n: usize) -> String {
+    let mut s = String::from(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: c}\nspec: {controllerName: portcullis.dev/gateway-controller}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: infra}\nspec:\n  gatewayClassName: c\n  listeners: [{name: http, protocol: HTTP, port: 8080, allowedRoutes: {namespaces: {from: All}}}]\n---\napiVersion: v1\nkind: Service\nmetadata: {name: echo, namespace: app}\nspec:\n  ports: [{name: http, port: 80, targetPort: 9000}]\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: echo-1, namespace: app, labels: {kubernetes.io/service-name: echo}}\naddressType: IPv4\nports: [{name: http, port: 9000}]\nendpoints: [{addresses: [\"127.0.0.1\"]}]\n",
+    );
+    for i in 0..n {
+        s.push_str("---\n");
+        s.push_str(&wide_route(&format!("r{i}"), None));
+    }
+    s
+}
+
+/// One route of [`wide_manifests`], as the propagation bench writes it;
+/// with `path`, its rule matches that path prefix.
+fn wide_route(name: &str, path: Option<&str>) -> String {
+    let matches = path
+        .map(|p| format!("    matches: [{{path: {{type: PathPrefix, value: \"{p}\"}}}}]\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: {name}, namespace: app}}\nspec:\n  parentRefs: [{{name: gw, namespace: infra}}]\n  hostnames: [\"{name}.example.com\"]\n  rules:\n  - backendRefs: [{{name: echo, port: 80}}]\n{matches}"
+    )
 }
 
 /// `inputs` with every object copied into an allocation of its own.

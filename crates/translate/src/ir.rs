@@ -87,10 +87,18 @@ impl RouteStore {
             routes.into_iter().map(|r| r.map(RouteBytes::from)).collect(),
             copies,
         )
+        .map(Iterator::collect)
+        .collect()
     }
 
     /// [`RouteStore::add`] of shared routes: the copies share the bytes.
-    pub fn add_shared(&mut self, mut routes: Vec<Option<RouteBytes>>, copies: usize) -> Vec<Vec<RouteRef>> {
+    /// The references are computed as they are read (no vector of them
+    /// allocated per batch: the merge reads each once).
+    pub fn add_shared(
+        &mut self,
+        mut routes: Vec<Option<RouteBytes>>,
+        copies: usize,
+    ) -> impl Iterator<Item = impl Iterator<Item = RouteRef> + use<>> + use<> {
         let batch = self.batches.len() as u32;
         let n = routes.len();
         let copies = copies.max(1);
@@ -103,16 +111,12 @@ impl RouteStore {
         }
         self.left.push(routes.len() as u32);
         self.batches.push(routes);
-        (0..copies)
-            .map(|c| {
-                (0..n)
-                    .map(|i| RouteRef {
-                        batch,
-                        slot: (c * n + i) as u32,
-                    })
-                    .collect()
+        (0..copies).map(move |c| {
+            (0..n).map(move |i| RouteRef {
+                batch,
+                slot: (c * n + i) as u32,
             })
-            .collect()
+        })
     }
 
     /// Moves a route out (each reference is taken once).
@@ -183,20 +187,19 @@ impl Chain {
         owner_specificity: u8,
         routes: impl IntoIterator<Item = (RouteOrder, RouteRef)>,
     ) {
-        // Most adds go to an existing host: look up before allocating a key.
-        if !self.virtual_hosts.contains_key(hostname) {
+        // Most adds go to an existing host: look up before allocating a
+        // key, and a new host is inserted without a second lookup.
+        let Some(vh) = self.virtual_hosts.get_mut(hostname) else {
             self.virtual_hosts.insert(
                 hostname.to_string(),
                 VirtualHost {
                     hostname: hostname.to_string(),
                     owner_specificity,
                     owner: owner.to_string(),
-                    routes: Vec::new(),
+                    routes: routes.into_iter().collect(),
                     scope: Scope::default(),
                 },
             );
-        }
-        let Some(vh) = self.virtual_hosts.get_mut(hostname) else {
             return;
         };
         if vh.owner != owner {

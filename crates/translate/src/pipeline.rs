@@ -372,7 +372,7 @@ pub(crate) fn translate_memo(
                 .filter(|c| !c.extension.is_empty())
                 .map(|c| (c.name.clone(), c.extension.clone()))
                 .collect();
-            let (mut built, configs) = xds::build_memo(ir, bind, &mut store, prior_configs.as_ref());
+            let (mut built, configs) = xds::build_memo(ir, bind, &mut store, prior_configs);
             // What portcullis made, for STRICT's check of what hooks replaced.
             let before = validator.and(hooks).map(|_| built.clone());
             if let (Some(h), Some(x)) = (hooks, index.extensions.as_ref()) {
@@ -680,9 +680,17 @@ pub(crate) struct Work {
 /// the rank of the translation that built it).
 fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>, w: &Work, age: usize) {
     let l = &gw.listeners[w.listener];
-    // As `extend`: a later work's spec of the same name wins.
+    // As `extend`: a later work's spec of the same name wins. Most works
+    // name clusters already there with the same spec (routes sharing a
+    // Service): those are left alone rather than copied again.
     for (name, c) in &w.clusters {
-        ir.clusters.insert(name.clone(), c.clone());
+        match ir.clusters.get_mut(name) {
+            Some(have) if have == c => {}
+            Some(have) => *have = c.clone(),
+            None => {
+                ir.clusters.insert(name.clone(), c.clone());
+            }
+        }
     }
     let chain = chain_for(ir, gw, w.listener);
     let spec = ir::specificity(l.hostname.as_deref());

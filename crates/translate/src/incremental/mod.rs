@@ -73,7 +73,12 @@
 //!   compared by address — the memo holds them, so an address is never
 //!   reused by another route meanwhile), the same listener policy and the
 //!   same configuration retry policy (`xds::route`). Fenced hosts are
-//!   always built.
+//!   always built. Each route configuration's memo is consumed and updated
+//!   in place: its entries, in host order, are walked beside this call's
+//!   hosts (both in hostname order), an entry is taken only for an equal
+//!   hostname — so the walk decides how many hosts are found, never which
+//!   bytes are spliced — and a spliced host's entry moves into the next
+//!   memo (no entry rebuilt, no name copied or hashed).
 //! - **The route order and the age order** (the precedence tie-break):
 //!   last call's two permutations (kept by input position) are offered
 //!   whatever changed, renumbered when routes moved ([`Orders::renumbered`]:

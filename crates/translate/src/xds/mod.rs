@@ -39,23 +39,24 @@ pub fn build(gw: ir::Gateway, listener_address: &str, store: &mut ir::RouteStore
 pub type ConfigMemos = std::collections::HashMap<String, route::ConfigMemo>;
 
 /// [`build`] for the incremental translator: each route configuration
-/// splices the unchanged virtual hosts of its memo in `prior` (when given),
-/// and this assembly's memos are returned (when `prior` is given).
+/// splices the unchanged virtual hosts of its memo in `prior` (when given;
+/// consumed: the memos are updated into this assembly's), and this
+/// assembly's memos are returned (when `prior` is given).
 pub fn build_memo(
     mut gw: ir::Gateway,
     listener_address: &str,
     store: &mut ir::RouteStore,
-    prior: Option<&ConfigMemos>,
+    mut prior: Option<ConfigMemos>,
 ) -> (GatewayXds, Option<ConfigMemos>) {
     let mut out = GatewayXds::default();
-    let mut memos = prior.map(|_| ConfigMemos::new());
+    let mut memos = prior.as_ref().map(|_| ConfigMemos::new());
     let ports = std::mem::take(&mut gw.ports);
     for (port, p) in ports {
         out.listeners
             .push(listener::build(&gw, port, &p, listener_address));
         for chain in p.chains {
             let name = chain.route_config.clone();
-            let before = prior.and_then(|m| m.get(&name));
+            let before = prior.as_mut().and_then(|m| m.remove(&name));
             let (config, memo) = route::build_memo(chain, store, before, memos.is_some());
             if let (Some(memos), Some(memo)) = (memos.as_mut(), memo) {
                 memos.insert(name, memo);

@@ -8,8 +8,10 @@
 //! bytes, `ir::RouteBytes`, compared by pointer), the same listener policy
 //! and the same configuration retry policy as last time is not encoded
 //! again: its payload is copied out of the previous configuration's bytes.
+//! The memo is updated in place, per host in hostname order (see
+//! [`ConfigMemo`]): an edit costs the changed hosts, one comparison per
+//! unchanged host and one copy of the configuration's bytes.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -26,25 +28,50 @@ use crate::replacement::scope as fence;
 /// One route configuration as last assembled, for the next assembly to
 /// splice from: the configuration (its bytes shared with the output) and,
 /// per virtual host assembled from routes (fenced hosts are always built),
-/// what it was assembled from and where its payload lies in those bytes.
+/// in the configuration's order, what it was assembled from and where its
+/// payload lies in those bytes.
+///
+/// The next assembly takes the memo by value and updates it in place: it
+/// walks this call's hosts and the memo's side by side (both in hostname
+/// order: the IR keeps its hosts in a `BTreeMap` by hostname), and a host
+/// spliced moves its entry (hostname, key) into the new memo, only its
+/// range updated. So an edit costs, per unchanged host, one name
+/// comparison, one pointer comparison per route and no allocation, no
+/// hashing and no copy of a name; only the hosts encoded again make a new
+/// entry.
 #[derive(Default)]
 pub struct ConfigMemo {
     config: Option<EncodedRouteConfiguration>,
-    hosts: HashMap<String, (HostKey, Range<usize>)>,
+    hosts: Vec<HostMemo>,
     /// In the assembly that made this memo: hosts spliced, hosts encoded.
     pub spliced: usize,
     pub encoded: usize,
+    /// In the assembly that made this memo: entries moved from the
+    /// previous memo (not built again).
+    pub carried: usize,
+}
+
+/// One virtual host of a [`ConfigMemo`]: its hostname (which gives its
+/// name and domains), what its bytes are made of, and where its payload
+/// lies in the configuration's bytes.
+struct HostMemo {
+    hostname: String,
+    key: HostKey,
+    range: Range<usize>,
 }
 
 /// Everything a non-fenced virtual host's bytes are made of besides its
-/// name (the memo's key, which also gives its domains): its routes in
-/// order (shared bytes: equal when the same allocation — the memo holds
-/// them, so an address cannot be reused by another route meanwhile), its
-/// listener's policy and the configuration's retry policy (its tail).
+/// hostname (the memo entry's, which also gives its domains) and its
+/// route configuration's name (the memo's): its routes in order (shared
+/// bytes: equal when the same allocation — the memo holds them, so an
+/// address cannot be reused by another route meanwhile), its listener's
+/// policy and the configuration's retry policy (its tail; shared by the
+/// configuration's entries, as a `RetryPolicy` inline would make each
+/// entry ~10 times larger and moving them the bulk of an edit).
 struct HostKey {
     routes: Vec<RouteBytes>,
     features: Option<Arc<Features>>,
-    retry: Option<RetryPolicy>,
+    retry: Option<Arc<RetryPolicy>>,
 }
 
 impl HostKey {
@@ -52,7 +79,7 @@ impl HostKey {
         &self,
         routes: &[RouteBytes],
         features: Option<&Arc<Features>>,
-        retry: Option<&RetryPolicy>,
+        retry: Option<&Arc<RetryPolicy>>,
     ) -> bool {
         self.routes.len() == routes.len()
             && self.routes.iter().zip(routes).all(|(a, b)| Arc::ptr_eq(a, b))
@@ -61,7 +88,36 @@ impl HostKey {
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b) || **a == **b,
                 _ => false,
             }
-            && self.retry.as_ref() == retry
+            && match (self.retry.as_ref(), retry) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b) || **a == **b,
+                _ => false,
+            }
+    }
+}
+
+/// The previous memo's hosts, walked in order beside this assembly's.
+struct Cursor {
+    hosts: std::iter::Peekable<std::vec::IntoIter<HostMemo>>,
+}
+
+impl Cursor {
+    /// The entry for `hostname`, if the memo has one: entries of
+    /// hostnames before it (hosts gone since) are dropped on the way.
+    /// Hostnames come in ascending order; were they not, an entry would
+    /// only be missed (the host encoded), never taken for another host:
+    /// an entry is taken on an equal hostname only.
+    fn find(&mut self, hostname: &str) -> Option<HostMemo> {
+        while let Some(h) = self.hosts.peek() {
+            match h.hostname.as_str().cmp(hostname) {
+                std::cmp::Ordering::Less => {
+                    self.hosts.next();
+                }
+                std::cmp::Ordering::Equal => return self.hosts.next(),
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
     }
 }
 
@@ -69,20 +125,54 @@ pub fn build(chain: Chain, store: &mut RouteStore) -> EncodedRouteConfiguration 
     build_memo(chain, store, None, false).0
 }
 
-/// [`build`], splicing the virtual hosts `prior` holds unchanged; with
-/// `keep`, also returns the memo of this assembly.
+/// [`build`], splicing the virtual hosts `prior` holds unchanged (the memo
+/// is consumed: its entries move into this assembly's); with `keep`, also
+/// returns the memo of this assembly.
 pub fn build_memo(
     chain: Chain,
     store: &mut RouteStore,
-    prior: Option<&ConfigMemo>,
+    prior: Option<ConfigMemo>,
     keep: bool,
 ) -> (EncodedRouteConfiguration, Option<ConfigMemo>) {
-    let prior_bytes: Option<&[u8]> = prior.and_then(|p| p.config.as_ref()).map(|c| c.bytes());
-    // Per host (in order): the memo entry to keep, if any.
-    let mut kept: Vec<Option<(String, HostKey)>> = Vec::new();
+    // The previous configuration's bytes stay alive (shared) until this
+    // one is assembled from them.
+    let (prior_config, prior_hosts) = match prior {
+        Some(ConfigMemo {
+            config: Some(config),
+            hosts,
+            ..
+        }) => (Some(config), hosts),
+        _ => (None, Vec::new()),
+    };
+    let prior_bytes: Option<&[u8]> = prior_config.as_ref().map(|c| c.bytes());
+    let mut cursor = Cursor {
+        hosts: prior_hosts.into_iter().peekable(),
+    };
+    let n = chain.virtual_hosts.len();
+    // The memo's entries in host order (their ranges filled in once
+    // assembled), and per host whether it has one.
+    let mut entries: Vec<HostMemo> = Vec::with_capacity(if keep { n } else { 0 });
+    let mut has_entry: Vec<bool> = Vec::with_capacity(n);
     let mut spliced = 0;
+    let mut carried = 0;
+    // One host's routes, taken from the store: reused across hosts, so a
+    // spliced host allocates nothing.
+    let mut scratch: Vec<RouteBytes> = Vec::new();
     let config_scope = chain.scope;
-    let config_retry = config_scope.features.as_ref().and_then(|f| f.retry.clone());
+    let mut config_retry: Option<Arc<RetryPolicy>> = config_scope
+        .features
+        .as_ref()
+        .and_then(|f| f.retry.clone())
+        .map(Arc::new);
+    // The previous memo's retry policy when equal: hosts then compare it
+    // by address.
+    if let (Some(new), Some(old)) = (
+        config_retry.as_ref(),
+        cursor.hosts.peek().and_then(|h| h.key.retry.as_ref()),
+    ) && **new == **old
+    {
+        config_retry = Some(Arc::clone(old));
+    }
     let mut header_edits = config_scope.features.as_deref().is_some_and(apply::edits_headers);
     // A listener's policy is the same on each of its hosts: its fields are
     // built once per listener and cloned (`Arc` identity).
@@ -94,17 +184,18 @@ pub fn build_memo(
         .as_deref()
         .map(|f| apply::per_filter(f).into_iter().map(|(n, _)| n).collect())
         .unwrap_or_default();
+    let route_config = &chain.route_config;
     let hosts: Vec<Host<'_, RouteBytes>> = chain
         .virtual_hosts
         .into_values()
         .map(|mut vh| {
-            let name = format!("{}/{}", chain.route_config, vh.hostname);
             if config_scope.fenced || vh.scope.fenced {
-                kept.push(None);
+                has_entry.push(false);
                 // Taken to free the store; a fenced scope serves none.
                 for (_, r) in &vh.routes {
                     store.take(*r);
                 }
+                let name = format!("{route_config}/{}", vh.hostname);
                 let fenced = fence::fenced_host(&name, hostname::envoy_domains(&vh.hostname));
                 let mut tail = VirtualHost::default();
                 if !config_scope.fenced {
@@ -131,33 +222,50 @@ pub fn build_memo(
                 header_edits |= apply::edits_headers(f);
             }
             vh.routes.sort_by_key(|(order, _)| *order);
-            let routes: Vec<RouteBytes> = vh.routes.iter().filter_map(|(_, r)| store.take(*r)).collect();
-            let hit = prior.zip(prior_bytes).and_then(|(p, bytes)| {
-                let (k, range) = p.hosts.get(&name)?;
-                k.same(&routes, vh.scope.features.as_ref(), config_retry.as_ref())
-                    .then(|| bytes.get(range.clone()))
-                    .flatten()
+            scratch.clear();
+            scratch.extend(vh.routes.iter().filter_map(|(_, r)| store.take(*r)));
+            let prior_entry = prior_bytes.and_then(|_| cursor.find(&vh.hostname));
+            let hit = prior_entry.and_then(|e| {
+                let same = e
+                    .key
+                    .same(&scratch, vh.scope.features.as_ref(), config_retry.as_ref());
+                let bytes = prior_bytes.and_then(|b| b.get(e.range.clone()));
+                match bytes {
+                    Some(b) if same => Some((e, b)),
+                    _ => None,
+                }
             });
+            if let Some((e, bytes)) = hit {
+                spliced += 1;
+                has_entry.push(keep);
+                if keep {
+                    carried += 1;
+                    entries.push(e);
+                }
+                return Host::Encoded(bytes);
+            }
+            let routes = std::mem::take(&mut scratch);
             let key = keep.then(|| HostKey {
                 routes: routes.clone(),
                 features: vh.scope.features.clone(),
                 retry: config_retry.clone(),
             });
-            let host = match hit {
-                Some(b) => {
-                    spliced += 1;
-                    Host::Encoded(b)
-                }
-                None => Host::Parts(Box::new(host_parts(
-                    &name,
-                    &vh.hostname,
-                    routes,
-                    vh.scope.features.as_ref(),
-                    config_retry.as_ref(),
-                    &mut host_tails,
-                ))),
-            };
-            kept.push(key.map(|k| (name, k)));
+            let host = Host::Parts(Box::new(host_parts(
+                route_config,
+                &vh.hostname,
+                routes,
+                vh.scope.features.as_ref(),
+                config_retry.as_deref(),
+                &mut host_tails,
+            )));
+            has_entry.push(key.is_some());
+            if let Some(key) = key {
+                entries.push(HostMemo {
+                    hostname: vh.hostname,
+                    key,
+                    range: 0..0,
+                });
+            }
             host
         })
         .collect();
@@ -198,16 +306,21 @@ pub fn build_memo(
     // rule > route > listener > Gateway.
     tail.most_specific_header_mutations_wins = header_edits;
     let (config, ranges) = encoded::assemble_hosts(&head, hosts, &tail);
-    let encoded = kept.iter().flatten().count() - spliced;
-    let memo = keep.then(|| ConfigMemo {
-        spliced,
-        encoded,
-        hosts: kept
-            .into_iter()
-            .zip(ranges)
-            .filter_map(|(k, range)| k.map(|(name, key)| (name, (key, range))))
-            .collect(),
-        config: Some(config.clone()),
+    let encoded = entries.len() - carried;
+    let memo = keep.then(|| {
+        let mut next = entries.iter_mut();
+        for (range, _) in ranges.into_iter().zip(&has_entry).filter(|(_, has)| **has) {
+            if let Some(e) = next.next() {
+                e.range = range;
+            }
+        }
+        ConfigMemo {
+            spliced,
+            encoded,
+            carried,
+            hosts: entries,
+            config: Some(config.clone()),
+        }
     });
     (config, memo)
 }
@@ -216,7 +329,7 @@ pub fn build_memo(
 /// listener's policy and the configuration's retry policy (the tail, built
 /// once per policy: `host_tails`).
 fn host_parts(
-    name: &str,
+    route_config: &str,
     hostname: &str,
     routes: Vec<RouteBytes>,
     features: Option<&Arc<Features>>,
@@ -240,11 +353,138 @@ fn host_parts(
     }
     HostParts {
         head: VirtualHost {
-            name: name.to_string(),
+            name: format!("{route_config}/{hostname}"),
             domains: hostname::envoy_domains(hostname),
             ..Default::default()
         },
         routes,
         tail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use envoy_types::pb::envoy::config::route::v3::Route;
+
+    use super::*;
+    use crate::ir::{RouteOrder, Scope, VirtualHost as IrHost};
+    use crate::route::matches::Rank;
+
+    /// A chain of one HTTP port whose hosts each serve the given routes
+    /// (shared bytes, so the same `RouteBytes` is "the same route").
+    fn chain(hosts: &[(&str, &[&RouteBytes])], store: &mut RouteStore) -> Chain {
+        let mut virtual_hosts = BTreeMap::new();
+        for (i, (hostname, routes)) in hosts.iter().enumerate() {
+            let refs = store.add_shared(routes.iter().map(|r| Some(RouteBytes::clone(r))).collect(), 1);
+            let routes = refs
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(rule, r)| {
+                    let order = RouteOrder {
+                        rank: Rank::of(2, 1, 0, 0),
+                        route: i,
+                        rule,
+                        match_index: 0,
+                    };
+                    (order, r)
+                })
+                .collect();
+            virtual_hosts.insert(
+                hostname.to_string(),
+                IrHost {
+                    hostname: hostname.to_string(),
+                    owner_specificity: 0,
+                    owner: "l".into(),
+                    routes,
+                    scope: Scope::default(),
+                },
+            );
+        }
+        Chain {
+            route_config: "ns/gw/80".into(),
+            server_names: Vec::new(),
+            certificates: Vec::new(),
+            virtual_hosts,
+            http_filters: BTreeSet::new(),
+            scope: Scope::default(),
+            tls13_only: false,
+        }
+    }
+
+    fn route(name: &str) -> RouteBytes {
+        RouteBytes::from(canonical::route(&Route {
+            name: name.into(),
+            ..Default::default()
+        }))
+    }
+
+    /// An edit that adds a host (sorting before the others, as the
+    /// propagation bench's new routes do), changes one and removes one:
+    /// the unchanged hosts are spliced and their memo entries moved into
+    /// the new memo (the same hostname allocation, not a copy), only the
+    /// changed and added hosts encoded, and the bytes equal an assembly
+    /// without memo.
+    #[test]
+    fn an_edit_moves_the_unchanged_hosts_entries_and_encodes_only_the_changed_ones() {
+        let (a, b, c, d, c2, new) = (
+            route("a"),
+            route("b"),
+            route("c"),
+            route("d"),
+            route("c2"),
+            route("new"),
+        );
+        let mut store = RouteStore::default();
+        let first = chain(
+            &[
+                ("a.example", &[&a]),
+                ("b.example", &[&b, &d]),
+                ("c.example", &[&c]),
+                ("d.example", &[&d]),
+            ],
+            &mut store,
+        );
+        let (_, memo) = build_memo(first, &mut store, Some(ConfigMemo::default()), true);
+        let memo = memo.expect("kept");
+        assert_eq!((memo.spliced, memo.encoded, memo.carried), (0, 4, 0));
+        let names: Vec<*const u8> = memo.hosts.iter().map(|h| h.hostname.as_ptr()).collect();
+
+        let hosts: &[(&str, &[&RouteBytes])] = &[
+            ("0.example", &[&new]),
+            ("a.example", &[&a]),
+            ("b.example", &[&b, &d]),
+            ("c.example", &[&c2]),
+        ];
+        let mut store = RouteStore::default();
+        let next = chain(hosts, &mut store);
+        let (config, memo) = build_memo(next, &mut store, Some(memo), true);
+        let memo = memo.expect("kept");
+        assert_eq!((memo.spliced, memo.encoded, memo.carried), (2, 2, 2));
+        let hostnames: Vec<&str> = memo.hosts.iter().map(|h| h.hostname.as_str()).collect();
+        assert_eq!(hostnames, ["0.example", "a.example", "b.example", "c.example"]);
+        // a.example and b.example: the very entries of the first memo.
+        assert_eq!(memo.hosts[1].hostname.as_ptr(), names[0]);
+        assert_eq!(memo.hosts[2].hostname.as_ptr(), names[1]);
+        // Each entry's range is its host's payload in the new bytes.
+        for h in &memo.hosts {
+            let vh =
+                <VirtualHost as prost::Message>::decode(&config.bytes()[h.range.clone()]).expect("a host");
+            assert_eq!(vh.name, format!("ns/gw/80/{}", h.hostname));
+        }
+
+        let mut store = RouteStore::default();
+        let full = build(chain(hosts, &mut store), &mut store);
+        assert_eq!(config, full);
+
+        // Once more with nothing changed: every host spliced, none encoded.
+        let mut store = RouteStore::default();
+        let again = chain(hosts, &mut store);
+        let (config, memo) = build_memo(again, &mut store, Some(memo), true);
+        let memo = memo.expect("kept");
+        assert_eq!((memo.spliced, memo.encoded, memo.carried), (4, 0, 4));
+        assert_eq!(config, full);
     }
 }
