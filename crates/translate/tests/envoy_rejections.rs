@@ -23,21 +23,19 @@
 //! output, so that a case that becomes caught in-process moves to the main
 //! directory instead of silently changing meaning.
 
+#[path = "support/fixture_files.rs"]
+mod fixture_files;
+
 use std::path::{Path, PathBuf};
 
 use translate::output::bootstrap;
 
 fn cases(dir: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/rejections")
-        .join(dir);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    files
+    fixture_files::yaml_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/rejections")
+            .join(dir),
+    )
 }
 
 /// One case: its file name, its text, and its STANDARD translation.

@@ -15,22 +15,12 @@ mod real_envoy;
 #[path = "support/fixture_settings.rs"]
 mod fixture_settings;
 
-use std::path::{Path, PathBuf};
+#[path = "support/fixture_files.rs"]
+mod fixture_files;
 
 use translate::output::{self, bootstrap};
 
 const MARKER: &str = "# ---- expected output (regenerate: PORTCULLIS_UPDATE_FIXTURES=1 cargo test -p translate --test fixtures) ----";
-
-fn fixture_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    files
-}
 
 /// Loads and translates the input part of a fixture, as the CLI does.
 fn run(name: &str, input: &str) -> translate::Output {
@@ -55,7 +45,7 @@ fn split(text: &str) -> (&str, Option<&str>) {
 #[test]
 fn fixtures_match_goldens_and_envoy_accepts_them() {
     let update = std::env::var_os("PORTCULLIS_UPDATE_FIXTURES").is_some();
-    let files = fixture_files();
+    let files = fixture_files::paths();
     assert!(
         files.len() >= 30,
         "expected at least 30 fixtures, found {}",

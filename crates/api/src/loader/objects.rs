@@ -317,13 +317,12 @@ impl Sink {
         if let Some(&first) = self.seen.get(&key) {
             let (namespace, name) = key.object.namespace_name();
             let label = object_label(T::KIND, T::NAMESPACED, Some(namespace), name);
-            let message = match T::bucket(&mut self.inputs).get(first) {
-                Some(f) => format!(
-                    "duplicate object: {label} is already defined at {}; this definition is ignored",
-                    f.source
-                ),
-                None => format!("duplicate object: {label} is already defined; this definition is ignored"),
-            };
+            let at = T::bucket(&mut self.inputs)
+                .get(first)
+                .map(|f| format!(" at {}", f.source))
+                .unwrap_or_default();
+            let message =
+                format!("duplicate object: {label} is already defined{at}; this definition is ignored");
             self.diagnostics
                 .push(Diagnostic::warning(Some(label), Some(&source), message));
             return;

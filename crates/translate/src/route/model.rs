@@ -173,6 +173,17 @@ enum Object<'a> {
     Grpc(&'a GrpcRoute),
 }
 
+/// `$body` on the route's object, whichever kind it is: the generated
+/// HTTPRoute and GRPCRoute types share these fields' names, not their types.
+macro_rules! either_kind {
+    ($object:expr, |$r:ident| $body:expr) => {
+        match $object {
+            Object::Http($r) => $body,
+            Object::Grpc($r) => $body,
+        }
+    };
+}
+
 #[derive(Clone, Debug)]
 struct Body<'a> {
     rules: Vec<Rule<'a>>,
@@ -204,10 +215,7 @@ impl<'a> Route<'a> {
 
     fn hostnames_read(&self) -> &(Vec<String>, Vec<String>) {
         self.hostnames.get_or_init(|| {
-            let written = match self.object {
-                Object::Http(r) => r.spec.hostnames.as_deref(),
-                Object::Grpc(r) => r.spec.hostnames.as_deref(),
-            };
+            let written = either_kind!(self.object, |r| r.spec.hostnames.as_deref());
             let mut errors = Vec::new();
             (lowercase_hostnames(written, &mut errors), errors)
         })
@@ -215,21 +223,14 @@ impl<'a> Route<'a> {
 
     /// `spec.parentRefs`, then the default Gateways' claims.
     pub fn parent_refs(&self) -> &[ParentRef<'a>] {
-        self.parent_refs.get_or_init(|| match self.object {
-            Object::Http(r) => r
+        self.parent_refs.get_or_init(|| {
+            either_kind!(self.object, |r| r
                 .spec
                 .parent_refs
                 .iter()
                 .flatten()
                 .map(|p| parent_ref!(p))
-                .collect(),
-            Object::Grpc(r) => r
-                .spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .map(|p| parent_ref!(p))
-                .collect(),
+                .collect())
         })
     }
 
@@ -246,19 +247,13 @@ impl<'a> Route<'a> {
     /// How many rules the route has (`rules().len()`, read from the object
     /// without building them).
     pub fn rule_count(&self) -> usize {
-        match self.object {
-            Object::Http(r) => r.spec.rules.as_ref().map_or(0, Vec::len),
-            Object::Grpc(r) => r.spec.rules.as_ref().map_or(0, Vec::len),
-        }
+        either_kind!(self.object, |r| r.spec.rules.as_ref().map_or(0, Vec::len))
     }
 
     /// The name of rule `i` as written (`rules()[i].name`, read from the
     /// object without building the rules).
     pub fn rule_name(&self, i: usize) -> Option<&'a str> {
-        match self.object {
-            Object::Http(r) => r.spec.rules.as_ref()?.get(i)?.name.as_deref(),
-            Object::Grpc(r) => r.spec.rules.as_ref()?.get(i)?.name.as_deref(),
-        }
+        either_kind!(self.object, |r| r.spec.rules.as_ref()?.get(i)?.name.as_deref())
     }
 
     /// Whether anything beyond the head was read, so built: hostnames,

@@ -1,7 +1,7 @@
 //! The golden fixtures (`tests/fixtures/*.yaml`), in file-name order, for
-//! the tests that read them (`fixtures.rs`, which also rewrites them, keeps
-//! its own listing): each holds its input, then [`MARKER`], then the
-//! expected output.
+//! the tests that read them (`fixtures.rs`, which also rewrites them, takes
+//! only their paths: [`paths`]): each holds its input, then [`MARKER`],
+//! then the expected output. [`yaml_files`] lists any such directory.
 
 // Each test binary includes this file and uses part of it.
 #![allow(dead_code)]
@@ -35,15 +35,24 @@ impl Fixture {
     }
 }
 
-pub fn all() -> Vec<Fixture> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
+/// The `*.yaml` files of `dir`, in file-name order.
+pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();
     files.sort();
     files
+}
+
+/// The golden fixtures' paths, in file-name order.
+pub fn paths() -> Vec<PathBuf> {
+    yaml_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"))
+}
+
+pub fn all() -> Vec<Fixture> {
+    paths()
         .into_iter()
         .map(|path| {
             let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
