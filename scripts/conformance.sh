@@ -37,4 +37,13 @@ mkdir -p "$work"
 dirs=("$cases")
 if [ -f "$extra/index.json" ]; then dirs+=("$extra"); fi
 echo "conformance ($mode mode): cases from ${dirs[*]}; Envoy and control-plane logs in $work" >&2
-cargo run --quiet --release --bin conformance -- "${dirs[@]}" --work-dir "$work" "$@" 2>"$work.stderr.log"
+# The runner's stderr (Envoy's and the control plane's logs) goes to a file;
+# a failure prints its tail, so a build error or a panic is never silent.
+status=0
+cargo run --quiet --release --bin conformance -- "${dirs[@]}" --work-dir "$work" "$@" 2>"$work.stderr.log" || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "conformance ($mode mode): exit $status; last lines of $work.stderr.log:" >&2
+  tail -n 60 "$work.stderr.log" >&2 || true
+  df -h . >&2 || true
+  exit "$status"
+fi
