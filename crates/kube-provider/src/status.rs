@@ -170,10 +170,11 @@ impl StatusWriter {
         }
     }
 
-    /// Queues the status of one translation (see the module doc).
-    pub fn publish(&self, statuses: &[translate::ObjectStatus]) {
+    /// Queues the status of one translation (see the module doc), each
+    /// condition stamped with the translation's transition time.
+    pub fn publish(&self, statuses: translate::Statuses<'_>) {
         let mut desired = BTreeMap::new();
-        for s in statuses {
+        for s in statuses.value {
             let Some(kind) = Kind::from_name(&s.kind) else {
                 continue;
             };
@@ -189,7 +190,8 @@ impl StatusWriter {
             ) {
                 continue;
             }
-            let Ok(status) = serde_json::to_value(&s.status) else {
+            let Ok(status) = serde_json::to_value(translate::status::Timed::new(&s.status, statuses.time))
+            else {
                 continue;
             };
             desired.insert(
@@ -625,13 +627,14 @@ mod mock_tests {
         let metrics = KubeMetrics::default();
         let status_writer = StatusWriter::start(client, stores, "us".into(), leader, metrics.clone());
         let parent = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "infra", "name": "gw"});
-        status_writer.publish(&[translate::ObjectStatus::new(
+        let statuses = [std::sync::Arc::new(translate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "HTTPRoute",
             Some("app"),
             "r",
             json!({"parents": [{"parentRef": parent, "controllerName": "us", "conditions": []}]}),
-        )]);
+        ))];
+        status_writer.publish(translate::status::Timed::new(&statuses, ""));
         let labels = KindLabels::of(Kind::HttpRoute);
         for _ in 0..100 {
             if metrics.status_writes.get_or_create(&labels).get() == 1 {
@@ -684,13 +687,14 @@ mod mock_tests {
         let metrics = KubeMetrics::default();
         let status_writer = StatusWriter::start(client, stores, "us".into(), leader, metrics.clone());
         let publish = |time: &str| {
-            status_writer.publish(&[translate::ObjectStatus::new(
+            let statuses = [std::sync::Arc::new(translate::ObjectStatus::new(
                 "gateway.networking.k8s.io/v1",
                 "HTTPRoute",
                 Some("app"),
                 "r",
                 json!({"parents": [{"parentRef": parent, "controllerName": "us", "conditions": [cond(time)]}]}),
-            )]);
+            ))];
+            status_writer.publish(translate::status::Timed::new(&statuses, time));
         };
         let labels = KindLabels::of(Kind::HttpRoute);
         let settle = || async {

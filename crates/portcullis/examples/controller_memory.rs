@@ -152,7 +152,7 @@ async fn run(routes: usize) {
             &translate::Settings::default(),
             translate::Seams::default(),
         );
-        writer.publish(&out.status);
+        writer.publish(out.timed_status());
         written(&metrics).await;
         println!("statuses written in {:.0?}", started.elapsed());
     }
@@ -185,7 +185,7 @@ async fn run(routes: usize) {
         leader,
         metrics.clone(),
     );
-    writer.publish(&out.status);
+    writer.publish(out.timed_status());
     a = report("status writer: one translation's statuses pending", a);
     let _ = leading.send(true);
     written(&metrics).await;
@@ -193,7 +193,7 @@ async fn run(routes: usize) {
     // Not leading: what the next translation queues stays queued.
     let _ = leading.send(false);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    writer.publish(&out.status);
+    writer.publish(out.timed_status());
     a = report("status writer: the next translation's statuses pending", a);
 
     // The route store alone: a second reflector, kept as the provider's.

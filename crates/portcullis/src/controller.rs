@@ -59,13 +59,13 @@ struct KubeStatus {
 }
 
 impl StatusSink for KubeStatus {
-    fn publish(&mut self, status: &[translate::ObjectStatus]) {
+    fn publish(&mut self, status: translate::Statuses<'_>) {
         if let Some(w) = self.writer.get() {
             w.publish(status);
         }
         // Which Gateways are accepted decides what is provisioned.
         if let Some(p) = self.provisioner.get() {
-            p.publish(status);
+            p.publish(status.value);
         }
     }
 }

@@ -59,7 +59,7 @@ fn main() {
         manifests(Shape::with_routes(n))
     };
     let loaded = api::loader::load_str("scale.yaml", &text);
-    let settings = translate::Settings {
+    let mut settings = translate::Settings {
         parallelism: std::env::var("PORTCULLIS_THREADS")
             .ok()
             .and_then(|v| v.parse().ok()),
@@ -99,6 +99,14 @@ fn main() {
             // route; every other route stays shared between the two.
             testkit::generate::set_first_path(&mut inputs, ri, &format!("/edited/{e}"));
         }
+        // A new transition time per edit, as `serve` stamps each
+        // translation with its own.
+        settings.transition_time = format!(
+            "2026-01-01T{:02}:{:02}:{:02}Z",
+            e / 3600 % 24,
+            e / 60 % 60,
+            e % 60
+        );
         let held = Arc::new(inputs.clone());
         let a = (copied_mode).then(|| {
             let held = Arc::new(copied(&inputs));

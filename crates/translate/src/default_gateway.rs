@@ -42,7 +42,7 @@ pub fn is_default(gw: &GatewayState<'_>) -> bool {
 
 /// `DefaultGateway=True` for a default Gateway; nothing otherwise (the GEP
 /// has no `False` form).
-pub fn condition(gw: &GatewayState<'_>, stamp: &Stamp<'_>) -> Option<Condition> {
+pub fn condition(gw: &GatewayState<'_>, stamp: &Stamp) -> Option<Condition> {
     is_default(gw).then(|| stamp.condition(CONDITION, true, CONDITION, CONDITION_MESSAGE))
 }
 

@@ -82,10 +82,9 @@ impl GatewayState<'_> {
     }
 
     /// The Gateway's status stanza (after routes were attached).
-    pub fn status(&self, time: &str, reported: Reported<'_>) -> StatusBody {
+    pub fn status(&self, reported: Reported<'_>) -> StatusBody {
         let stamp = Stamp {
             generation: self.generation,
-            time,
         };
         let programmed = self.own_listeners().filter(|l| l.programmed()).count();
         let total = self.own_listeners().count();
@@ -165,7 +164,7 @@ impl GatewayState<'_> {
 /// listener is not accepted and not programmed, with the conflict's reason
 /// (ProtocolConflict / HostnameConflict), as the ListenerSet conformance
 /// tests require for both kinds of listeners.
-pub fn listener_status(l: &Listener, stamp: &Stamp<'_>) -> ListenerStatus {
+pub fn listener_status(l: &Listener, stamp: &Stamp) -> ListenerStatus {
     // The conflict's reason first: a TCP listener losing its port is
     // ProtocolConflict (upstream ListenerSetProtocolConflict), not
     // UnsupportedProtocol.

@@ -5,6 +5,7 @@
 //! GatewayParameters (`api::gateway_parameters::resolve`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use api::Inputs;
 
@@ -22,7 +23,7 @@ impl Classes {
     }
 }
 
-pub fn process(inputs: &Inputs, controller: &str, time: &str, status: &mut Vec<ObjectStatus>) -> Classes {
+pub fn process(inputs: &Inputs, controller: &str, status: &mut Vec<Arc<ObjectStatus>>) -> Classes {
     let mut accepted = BTreeMap::new();
     for class in &inputs.gateway_classes {
         let gc = &class.object;
@@ -32,7 +33,6 @@ pub fn process(inputs: &Inputs, controller: &str, time: &str, status: &mut Vec<O
         let name = gc.metadata.name.clone().unwrap_or_default();
         let stamp = Stamp {
             generation: gc.metadata.generation.unwrap_or(1),
-            time,
         };
         // Only our GatewayParameters, existing and valid, can be honoured
         // (they shape what Kubernetes mode provisions).
@@ -48,7 +48,7 @@ pub fn process(inputs: &Inputs, controller: &str, time: &str, status: &mut Vec<O
             reason::SUPPORTED_VERSION,
             "Gateway API v1.5 CRDs are supported",
         );
-        status.push(ObjectStatus::new(
+        status.push(Arc::new(ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "GatewayClass",
             None,
@@ -56,7 +56,7 @@ pub fn process(inputs: &Inputs, controller: &str, time: &str, status: &mut Vec<O
             StatusBody::Conditions {
                 conditions: vec![accepted_cond, version],
             },
-        ));
+        )));
         accepted.insert(name, ok);
     }
     Classes { accepted }

@@ -52,6 +52,7 @@ mod settings;
 pub use settings::Settings;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use api::Diagnostic;
 use serde::Serialize;
@@ -77,10 +78,11 @@ impl GatewayXds {
     }
 }
 
-/// The status one object would get, as design §5's `status` entries.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// The status one object would get, as design §5's `status` entries;
+/// serialized with the call's transition time through [`status::Timed`]
+/// ([`Output::timed_status`]).
+#[derive(Clone, Debug, PartialEq)]
 pub struct ObjectStatus {
-    #[serde(rename = "apiVersion")]
     pub api_version: String,
     pub kind: String,
     pub metadata: StatusMetadata,
@@ -119,7 +121,12 @@ pub struct StatusMetadata {
 pub struct Output {
     /// Keyed by `namespace/name` of the Gateway.
     pub gateways: BTreeMap<String, GatewayXds>,
-    pub status: Vec<ObjectStatus>,
+    /// Shared: a status the incremental translator reuses is the same
+    /// allocation from call to call (its conditions hold no time).
+    pub status: Vec<Arc<ObjectStatus>>,
+    /// `lastTransitionTime` of every condition in `status` (the call's
+    /// `Settings::transition_time`).
+    pub transition_time: String,
     pub diagnostics: Vec<Diagnostic>,
     /// Every replaced rule (or guarded matcher), once per Gateway it is
     /// programmed on: what metrics count and `describe route` lists.
@@ -211,7 +218,22 @@ pub struct RouteScopes {
     pub own: Vec<u16>,
 }
 
+/// Every object's status of one translation with its transition time
+/// ([`Output::timed_status`]).
+pub type Statuses<'a> = status::Timed<'a, [Arc<ObjectStatus>]>;
+
 impl Output {
+    /// Every object's status with the call's transition time: what output
+    /// writers serialize.
+    pub fn timed_status(&self) -> Statuses<'_> {
+        status::Timed::new(&self.status, &self.transition_time)
+    }
+
+    /// Adds one object's status.
+    pub fn push_status(&mut self, s: ObjectStatus) {
+        self.status.push(Arc::new(s));
+    }
+
     /// Every feature in force on each rule of one route, with the policy
     /// and level it comes from (rule > route > listener > Gateway).
     pub fn policy_rows(&self, kind: &str, namespace: &str, name: &str) -> Vec<PolicyAttachment> {

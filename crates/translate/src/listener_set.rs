@@ -197,10 +197,9 @@ impl ListenerSetState<'_> {
     }
 
     /// The ListenerSet's status stanza (after routes were attached).
-    pub fn status(&self, gw: &GatewayState<'_>, si: usize, time: &str) -> StatusBody {
+    pub fn status(&self, gw: &GatewayState<'_>, si: usize) -> StatusBody {
         let stamp = Stamp {
             generation: self.generation,
-            time,
         };
         if let Some((r, m)) = &self.refused {
             return StatusBody::ListenerSet(ListenerSetStatus {

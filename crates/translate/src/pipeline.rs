@@ -9,6 +9,7 @@ use api::{Diagnostic, Inputs};
 use crate::binding::{self, ParentBinding};
 use crate::extension::{Hook, Hooks, gateway as hooks_gateway, run as hooks_run};
 use crate::gateway::GatewayState;
+use crate::incremental::dirty_hosts::{ChainId, DirtyHosts};
 use crate::index::Index;
 use crate::ir::{self, Chain, RouteOrder};
 use crate::listener::Protocol;
@@ -62,7 +63,10 @@ pub(crate) fn translate_memo(
     mut memo: Option<&mut crate::incremental::RouteMemo>,
 ) -> Output {
     let Seams { validator, hooks } = seams;
-    let mut out = Output::default();
+    let mut out = Output {
+        transition_time: settings.transition_time.clone(),
+        ..Output::default()
+    };
     let mut index = Index::new(inputs);
     index.endpoint_guard = settings.endpoint_guard.clone();
     if let Some(h) = hooks {
@@ -73,12 +77,7 @@ pub(crate) fn translate_memo(
     }
     out.diagnostics
         .extend(crate::endpoint_guard::diagnostics(inputs, &index));
-    let classes = gatewayclass::process(
-        inputs,
-        &settings.controller_name,
-        &settings.transition_time,
-        &mut out.status,
-    );
+    let classes = gatewayclass::process(inputs, &settings.controller_name, &mut out.status);
 
     let mut gws: Vec<&api::Sourced<_>> = inputs
         .gateways
@@ -304,7 +303,7 @@ pub(crate) fn translate_memo(
         settings,
     );
     let reuse = reused_gateways.take();
-    let reused_whole: Vec<bool> = reuse.iter().map(|(r, _)| r.is_some()).collect();
+    let reused_whole: Vec<bool> = reuse.iter().map(|(r, _, _)| r.is_some()).collect();
     let assembled = parallel::map(
         gateways
             .iter()
@@ -315,7 +314,7 @@ pub(crate) fn translate_memo(
         gateway_threads,
         2,
         |(((gw, mut works), gw_scopes), reuse)| {
-            let (reuse, prior_configs) = reuse;
+            let (reuse, prior_configs, prior_works) = reuse;
             if let Some((built, fences)) = reuse {
                 let key = gw.key();
                 let (_, reported) = settings.addresses_of(&key);
@@ -349,8 +348,36 @@ pub(crate) fn translate_memo(
             }
             let mut ir = skeleton(gw);
             let mut store = ir::RouteStore::default();
+            // Each listener's route configuration, found once.
+            let slots: Vec<Option<ChainId>> = (0..gw.listeners.len())
+                .map(|li| chain_slot(&ir, gw, li))
+                .collect();
+            let slot = |li: usize| slots.get(li).copied().flatten().unwrap_or((0, usize::MAX));
+            // A partial assembly merges only the hosts the changed works
+            // name (`incremental::dirty_hosts` says when that is sound).
+            let no_scopes = gw_scopes.gateway.is_none() && gw_scopes.listeners.is_empty();
+            let dirty = prior_works
+                .as_deref()
+                .filter(|_| no_scopes && hooks.is_none() && validator.is_none())
+                .filter(|_| {
+                    ir.ports.values().flat_map(|p| &p.chains).all(|c| {
+                        prior_configs
+                            .as_ref()
+                            .and_then(|m| m.get(&c.route_config))
+                            .is_some_and(xds::route::ConfigMemo::has_bytes)
+                    })
+                })
+                .and_then(|prior| crate::incremental::dirty_hosts::dirty_hosts(prior, &works, slot));
             for (ri, w) in &works {
-                merge(&mut ir, &mut store, gw, w, age_rank[*ri]);
+                merge(
+                    &mut ir,
+                    &mut store,
+                    gw,
+                    slot(w.listener),
+                    w,
+                    age_rank[*ri],
+                    dirty.as_ref(),
+                );
             }
             drop(works);
             let installed = served
@@ -372,7 +399,7 @@ pub(crate) fn translate_memo(
                 .filter(|c| !c.extension.is_empty())
                 .map(|c| (c.name.clone(), c.extension.clone()))
                 .collect();
-            let (mut built, configs) = xds::build_memo(ir, bind, &mut store, prior_configs);
+            let (mut built, configs) = xds::build_memo(ir, bind, &mut store, prior_configs, dirty.as_ref());
             // What portcullis made, for STRICT's check of what hooks replaced.
             let before = validator.and(hooks).map(|_| built.clone());
             if let (Some(h), Some(x)) = (hooks, index.extensions.as_ref()) {
@@ -467,17 +494,10 @@ pub(crate) fn translate_memo(
             Some(a) => crate::gateway::Reported::Provisioned(a),
             None => crate::gateway::Reported::Configured(reported),
         };
-        let mut status = gw.status(&settings.transition_time, addresses);
-        crate::replacement::scope::report(
-            gw,
-            &key,
-            &fences,
-            &settings.transition_time,
-            &mut status,
-            &mut out,
-        );
+        let mut status = gw.status(addresses);
+        crate::replacement::scope::report(gw, &key, &fences, &mut status, &mut out);
         fences_by_gateway.push(fences);
-        out.status.push(crate::ObjectStatus::new(
+        out.push_status(crate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "Gateway",
             Some(&gw.namespace),
@@ -494,16 +514,15 @@ pub(crate) fn translate_memo(
                 problem,
             ));
         }
-        let mut status = set.status(gw, si, &settings.transition_time);
+        let mut status = set.status(gw, si);
         crate::replacement::scope::report_listener_set(
             gw,
             si,
             set.generation,
             &fences_by_gateway[set.gateway],
-            &settings.transition_time,
             &mut status,
         );
-        out.status.push(crate::ObjectStatus::new(
+        out.push_status(crate::ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "ListenerSet",
             Some(&set.namespace),
@@ -513,7 +532,9 @@ pub(crate) fn translate_memo(
     }
     // Per route: status, diagnostics, replacements. The incremental
     // translator's unchanged routes (object, context and works the same:
-    // `incremental::Gateways::tails`) reuse last call's, restamped.
+    // `incremental::Gateways::tails`) reuse last call's: the same status
+    // (shared: it holds no transition time), diagnostics restamped with
+    // the route's source.
     let mut prior_tails = reused_gateways.tails(routes.len());
     let tails = parallel::map(
         routes
@@ -533,7 +554,7 @@ pub(crate) fn translate_memo(
             .filter(|t| t.hostname_conflicts == report.hostname_conflicts)
         {
             Some(mut t) => {
-                t.restamp(route, settings);
+                t.restamp(route);
                 t
             }
             None => route_tail(route, bs, &gateways, report, settings),
@@ -568,7 +589,7 @@ pub(crate) fn translate_memo(
 /// bound to one of our Gateways), its diagnostics and its replacements.
 #[derive(Clone)]
 pub(crate) struct RouteTail {
-    status: Option<crate::ObjectStatus>,
+    status: Option<Arc<crate::ObjectStatus>>,
     /// The report's FQDN conflicts with HTTPProxy roots it was built with.
     hostname_conflicts: Vec<(usize, String)>,
     diagnostics: Vec<Diagnostic>,
@@ -576,18 +597,11 @@ pub(crate) struct RouteTail {
 }
 
 impl RouteTail {
-    /// The same tail for this call: only the transition time (every
-    /// condition of a route's status carries the call's one time, see
-    /// `route_status::render`) and the route's source (an edit moves the
-    /// lines of the routes after it in its file) can differ.
-    fn restamp(&mut self, route: &Route<'_>, settings: &Settings) {
-        if let Some(crate::status::StatusBody::Route { parents }) =
-            self.status.as_mut().map(|s| &mut s.status)
-        {
-            for c in parents.iter_mut().flat_map(|p| &mut p.conditions) {
-                c.last_transition_time.clone_from(&settings.transition_time);
-            }
-        }
+    /// The same tail for this call: only the route's source (an edit
+    /// moves the lines of the routes after it in its file) can differ. Its
+    /// status is kept as it is: conditions hold no transition time (the
+    /// output holds the call's, `Output::transition_time`).
+    fn restamp(&mut self, route: &Route<'_>) {
         if !self.diagnostics.is_empty() {
             let file = route.source.to_string();
             for d in &mut self.diagnostics {
@@ -605,7 +619,8 @@ fn route_tail(
     settings: &Settings,
 ) -> RouteTail {
     let mut t = RouteTail {
-        status: (!bs.is_empty()).then(|| route_status::render(route, bs, gateways, report, settings)),
+        status: (!bs.is_empty())
+            .then(|| Arc::new(route_status::render(route, bs, gateways, report, settings))),
         hostname_conflicts: report.hostname_conflicts.clone(),
         diagnostics: Vec::new(),
         replacements: Vec::new(),
@@ -673,12 +688,30 @@ pub(crate) struct Work {
     clusters: BTreeMap<String, crate::backend::ClusterSpec>,
 }
 
+impl Work {
+    /// The hostnames its routes are programmed on.
+    pub(crate) fn hostnames(&self) -> &[String] {
+        &self.hostnames
+    }
+}
+
 /// One route's rules for one listener into its Gateway's IR: clusters,
 /// the HTTP filters the chain needs, and the routes (kept in `store`,
 /// referenced from each host; their bytes shared with the work). `age` is
 /// the route's age rank in this translation (a reused work's orders carry
 /// the rank of the translation that built it).
-fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>, w: &Work, age: usize) {
+///
+/// `slot` is the route configuration of the work's listener. With `dirty`
+/// (a partial assembly), only the hosts named there get its routes.
+fn merge(
+    ir: &mut ir::Gateway,
+    store: &mut ir::RouteStore,
+    gw: &GatewayState<'_>,
+    slot: ChainId,
+    w: &Work,
+    age: usize,
+    dirty: Option<&DirtyHosts>,
+) {
     let l = &gw.listeners[w.listener];
     // As `extend`: a later work's spec of the same name wins. Most works
     // name clusters already there with the same spec (routes sharing a
@@ -692,7 +725,9 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
             }
         }
     }
-    let chain = chain_for(ir, gw, w.listener);
+    let Some(chain) = ir.ports.get_mut(&slot.0).and_then(|p| p.chains.get_mut(slot.1)) else {
+        return;
+    };
     let spec = ir::specificity(l.hostname.as_deref());
     // The HTTP filters this chain's HCM needs: those its routes configure
     // per route.
@@ -703,8 +738,13 @@ fn merge(ir: &mut ir::Gateway, store: &mut ir::RouteStore, gw: &GatewayState<'_>
     }
     // The routes stay in the store; hosts get references (one reference
     // per host, the bytes shared).
-    let copies = store.add_shared(w.routes.clone(), w.hostnames.len());
-    for (h, refs) in w.hostnames.iter().zip(copies) {
+    let wanted = |h: &&String| dirty.is_none_or(|d| d.get(&slot).is_some_and(|s| s.contains(h.as_str())));
+    let n = w.hostnames.iter().filter(wanted).count();
+    if n == 0 {
+        return;
+    }
+    let copies = store.add_shared(w.routes.clone(), n);
+    for (h, refs) in w.hostnames.iter().filter(wanted).zip(copies) {
         let orders = w.orders.iter().map(|o| RouteOrder { route: age, ..*o });
         chain.add(h, &l.key, spec, orders.zip(refs));
     }
@@ -1136,13 +1176,16 @@ fn skeleton(gw: &GatewayState<'_>) -> ir::Gateway {
 }
 
 /// The chain a listener's routes go to.
-fn chain_for<'a>(ir: &'a mut ir::Gateway, gw: &GatewayState<'_>, listener: usize) -> &'a mut Chain {
-    let l = &gw.listeners[listener];
-    let port = ir
-        .ports
-        .get_mut(&l.port)
-        .expect("skeleton has a port for every programmed listener");
-    let idx = match port.protocol {
+/// The route configuration of listener `listener` (its port and chain),
+/// if the skeleton has its port.
+fn chain_slot(ir: &ir::Gateway, gw: &GatewayState<'_>, listener: usize) -> Option<ChainId> {
+    let l = gw.listeners.get(listener)?;
+    let port = ir.ports.get(&l.port)?;
+    Some((l.port, chain_index(port, gw, l)))
+}
+
+fn chain_index(port: &ir::Port, gw: &GatewayState<'_>, l: &crate::listener::Listener) -> usize {
+    match port.protocol {
         Protocol::Http => 0,
         Protocol::Https => {
             let https_name = crate::naming::route_config(&gw.namespace, &gw.name, l.port, Some(&l.key));
@@ -1151,6 +1194,5 @@ fn chain_for<'a>(ir: &'a mut ir::Gateway, gw: &GatewayState<'_>, listener: usize
                 .position(|c| c.route_config == https_name)
                 .unwrap_or(0)
         }
-    };
-    &mut port.chains[idx]
+    }
 }

@@ -65,7 +65,6 @@ pub fn render(
 ) -> ObjectStatus {
     let stamp = Stamp {
         generation: route.generation,
-        time: &settings.transition_time,
     };
     let resolved = match report.unresolved.first() {
         None => stamp.condition(

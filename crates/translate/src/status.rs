@@ -5,28 +5,31 @@
 //! would be written to the object.
 
 use serde::Serialize;
+use serde::ser::{SerializeStruct, Serializer};
 
-/// One `metav1.Condition`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// One `metav1.Condition`, without its `lastTransitionTime`: every
+/// condition of one translation carries that call's one time
+/// (`Settings::transition_time`), so it is held once, by the output
+/// (`Output::transition_time`), and added when a status is serialized
+/// ([`Timed`]). A status the incremental translator reuses is therefore the
+/// very same value from call to call, shared rather than copied and
+/// restamped (ARCHITECTURE.md, "Incremental translation").
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Condition {
-    #[serde(rename = "type")]
     pub type_: &'static str,
     pub status: &'static str,
     pub reason: &'static str,
     pub message: String,
     pub observed_generation: i64,
-    pub last_transition_time: String,
 }
 
-/// Builds conditions stamped with one generation and time.
+/// Builds conditions stamped with one generation.
 #[derive(Clone, Copy, Debug)]
-pub struct Stamp<'a> {
+pub struct Stamp {
     pub generation: i64,
-    pub time: &'a str,
 }
 
-impl Stamp<'_> {
+impl Stamp {
     pub fn condition(
         &self,
         type_: &'static str,
@@ -40,15 +43,175 @@ impl Stamp<'_> {
             reason,
             message: message.into(),
             observed_generation: self.generation,
-            last_transition_time: self.time.into(),
         }
+    }
+}
+
+/// A status value (or part of one) with the transition time its conditions
+/// are serialized with. The status types hold no time and do not implement
+/// `Serialize` themselves, so a status can only be written through this:
+/// no condition ever leaves without its `lastTransitionTime`.
+#[derive(Debug)]
+pub struct Timed<'a, T: ?Sized> {
+    pub value: &'a T,
+    pub time: &'a str,
+}
+
+// By hand: a derive would require `T: Copy`, and `T` is often a slice.
+impl<T: ?Sized> Clone for Timed<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: ?Sized> Copy for Timed<'_, T> {}
+
+impl<'a, T: ?Sized> Timed<'a, T> {
+    pub fn new(value: &'a T, time: &'a str) -> Self {
+        Self { value, time }
+    }
+
+    fn with<U: ?Sized>(&self, value: &'a U) -> Timed<'a, U> {
+        Timed {
+            value,
+            time: self.time,
+        }
+    }
+}
+
+impl<T: ?Sized> Timed<'_, T>
+where
+    for<'b> Timed<'b, T>: Serialize,
+{
+    /// As JSON (what the Kubernetes status writer and the views compare).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_else(|e| serde_json::json!({ "@error": e.to_string() }))
+    }
+}
+
+impl Serialize for Timed<'_, Condition> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let c = self.value;
+        let mut m = s.serialize_struct("Condition", 6)?;
+        m.serialize_field("type", c.type_)?;
+        m.serialize_field("status", c.status)?;
+        m.serialize_field("reason", c.reason)?;
+        m.serialize_field("message", &c.message)?;
+        m.serialize_field("observedGeneration", &c.observed_generation)?;
+        m.serialize_field("lastTransitionTime", self.time)?;
+        m.end()
+    }
+}
+
+impl<T> Serialize for Timed<'_, [T]>
+where
+    for<'b> Timed<'b, T>: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.value.iter().map(|v| self.with(v)))
+    }
+}
+
+impl<T> Serialize for Timed<'_, Vec<T>>
+where
+    for<'b> Timed<'b, T>: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.with(self.value.as_slice()).serialize(s)
+    }
+}
+
+impl<T: ?Sized> Serialize for Timed<'_, std::sync::Arc<T>>
+where
+    for<'b> Timed<'b, T>: Serialize,
+{
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.with(&**self.value).serialize(s)
+    }
+}
+
+impl Serialize for Timed<'_, crate::ObjectStatus> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let o = self.value;
+        let mut m = s.serialize_struct("ObjectStatus", 4)?;
+        m.serialize_field("apiVersion", &o.api_version)?;
+        m.serialize_field("kind", &o.kind)?;
+        m.serialize_field("metadata", &o.metadata)?;
+        m.serialize_field("status", &self.with(&o.status))?;
+        m.end()
+    }
+}
+
+impl Serialize for Timed<'_, StatusBody> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.value {
+            StatusBody::Conditions { conditions } => {
+                let mut m = s.serialize_struct("StatusBody", 1)?;
+                m.serialize_field("conditions", &self.with(conditions))?;
+                m.end()
+            }
+            StatusBody::Gateway(g) => self.with(g).serialize(s),
+            StatusBody::ListenerSet(l) => self.with(l).serialize(s),
+            StatusBody::Route { parents } => {
+                let mut m = s.serialize_struct("StatusBody", 1)?;
+                m.serialize_field("parents", &self.with(parents))?;
+                m.end()
+            }
+            StatusBody::Json(v) => v.serialize(s),
+        }
+    }
+}
+
+impl Serialize for Timed<'_, GatewayStatus> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let g = self.value;
+        let mut m = s.serialize_struct("GatewayStatus", 4)?;
+        m.serialize_field("addresses", &g.addresses)?;
+        m.serialize_field("conditions", &self.with(&g.conditions))?;
+        m.serialize_field("listeners", &self.with(&g.listeners))?;
+        if let Some(n) = g.attached_listener_sets {
+            m.serialize_field("attachedListenerSets", &n)?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for Timed<'_, ListenerSetStatus> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let l = self.value;
+        let mut m = s.serialize_struct("ListenerSetStatus", 2)?;
+        m.serialize_field("conditions", &self.with(&l.conditions))?;
+        m.serialize_field("listeners", &self.with(&l.listeners))?;
+        m.end()
+    }
+}
+
+impl Serialize for Timed<'_, ListenerStatus> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let l = self.value;
+        let mut m = s.serialize_struct("ListenerStatus", 4)?;
+        m.serialize_field("name", &l.name)?;
+        m.serialize_field("supportedKinds", &l.supported_kinds)?;
+        m.serialize_field("attachedRoutes", &l.attached_routes)?;
+        m.serialize_field("conditions", &self.with(&l.conditions))?;
+        m.end()
+    }
+}
+
+impl Serialize for Timed<'_, RouteParentStatus> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let p = self.value;
+        let mut m = s.serialize_struct("RouteParentStatus", 3)?;
+        m.serialize_field("parentRef", &p.parent_ref)?;
+        m.serialize_field("controllerName", &p.controller_name)?;
+        m.serialize_field("conditions", &self.with(&p.conditions))?;
+        m.end()
     }
 }
 
 /// The `status` stanza of one object, typed; rendered to JSON only when
 /// output is written.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(untagged)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum StatusBody {
     Conditions { conditions: Vec<Condition> },
     Gateway(GatewayStatus),
@@ -57,26 +220,37 @@ pub enum StatusBody {
     Json(serde_json::Value),
 }
 
+impl StatusBody {
+    /// The object's own conditions (not its listeners' or parents'); none
+    /// for a route or a status held as JSON.
+    pub fn conditions(&self) -> &[Condition] {
+        match self {
+            StatusBody::Conditions { conditions } => conditions,
+            StatusBody::Gateway(g) => &g.conditions,
+            StatusBody::ListenerSet(l) => &l.conditions,
+            StatusBody::Route { .. } | StatusBody::Json(_) => &[],
+        }
+    }
+}
+
 impl From<serde_json::Value> for StatusBody {
     fn from(v: serde_json::Value) -> Self {
         StatusBody::Json(v)
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq)]
 pub struct GatewayStatus {
     pub addresses: Vec<GatewayAddress>,
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
     /// Only for Gateways that allow ListenerSets (absent reads as 0).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub attached_listener_sets: Option<i32>,
 }
 
 /// A ListenerSet's status: its own conditions and its listeners' (which
 /// never appear in the parent Gateway's `status.listeners`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ListenerSetStatus {
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
@@ -89,8 +263,7 @@ pub struct GatewayAddress {
     pub value: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ListenerStatus {
     pub name: String,
     pub supported_kinds: Vec<RouteGroupKind>,
@@ -104,8 +277,7 @@ pub struct RouteGroupKind {
     pub kind: &'static str,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RouteParentStatus {
     pub parent_ref: ParentReference,
     pub controller_name: String,

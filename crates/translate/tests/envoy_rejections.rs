@@ -88,7 +88,7 @@ fn errors(out: &translate::Output) -> Vec<String> {
         .chain(out.status.iter().flat_map(|s| {
             // Listener and policy conditions carry refusals that are not
             // diagnostics (e.g. InvalidCertificateRef).
-            let v = serde_json::to_value(&s.status).unwrap_or_default();
+            let v = translate::status::Timed::new(&s.status, &out.transition_time).to_json();
             let mut found = Vec::new();
             collect_false_messages(&v, &mut found);
             found

@@ -293,7 +293,7 @@ fn route_status(out: &translate::Output, name: &str) -> Value {
         .iter()
         .find(|s| s.kind == "HTTPRoute" && s.metadata.name == name)
         .expect("route status");
-    serde_json::to_value(&s.status).expect("status JSON")
+    translate::status::Timed::new(&s.status, &out.transition_time).to_json()
 }
 
 fn condition(status: &Value, type_: &str) -> Value {
@@ -332,7 +332,7 @@ fn listener_condition(out: &translate::Output, listener: &str, type_: &str) -> V
         .iter()
         .find(|s| s.kind == "Gateway")
         .expect("gateway status");
-    let v = serde_json::to_value(&s.status).expect("status JSON");
+    let v = translate::status::Timed::new(&s.status, &out.transition_time).to_json();
     v["listeners"]
         .as_array()
         .expect("a list")

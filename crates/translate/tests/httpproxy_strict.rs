@@ -79,7 +79,7 @@ fn proxy_status(out: &translate::Output, name: &str) -> Value {
         .iter()
         .find(|s| s.kind == "HTTPProxy" && s.metadata.name == name)
         .unwrap_or_else(|| panic!("no status for HTTPProxy {name}"));
-    serde_json::to_value(&found.status).expect("status serializes")
+    translate::status::Timed::new(&found.status, &out.transition_time).to_json()
 }
 
 fn route_named(

@@ -1056,7 +1056,7 @@ fn status_in_contours_shape_for_every_proxy() {
             .expect("status");
         assert_eq!(s.api_version, "projectcontour.io/v1");
         assert_eq!(s.metadata.namespace.as_deref(), Some("default"));
-        serde_json::to_value(&s.status).expect("json")
+        translate::status::Timed::new(&s.status, &out.transition_time).to_json()
     };
     assert_eq!(
         status_of("example-root"),

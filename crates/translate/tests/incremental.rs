@@ -411,7 +411,7 @@ impl World {
     }
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 5]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 6]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -440,6 +440,8 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 5]) {
         totals[2] += stats.routes_reused;
         totals[3] += stats.gateways_reused;
         totals[4] += stats.hosts_spliced;
+        // A partial assembly: some host spliced without being merged.
+        totals[5] += usize::from(stats.hosts_merged < stats.hosts_spliced + stats.hosts_encoded);
     }
 }
 
@@ -454,14 +456,15 @@ fn incremental_equals_full_after_every_edit() {
         Err(_) => vec![0x9E37_79B9_7F4A_7C15, 0xD1B5_4A32_D192_ED03, 42],
     };
     // [incremental steps, steps where the context changed, routes reused,
-    // Gateways reused, virtual hosts spliced into a Gateway assembled again]
-    let mut totals = [0usize; 5];
+    // Gateways reused, virtual hosts spliced into a Gateway assembled again,
+    // steps with a partial assembly]
+    let mut totals = [0usize; 6];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}",
-        totals[0], totals[1], totals[2], totals[3], totals[4]
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}",
+        totals[0], totals[1], totals[2], totals[3], totals[4], totals[5]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

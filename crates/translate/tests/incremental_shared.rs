@@ -96,6 +96,24 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
         );
         assert_eq!(s.gateways_reused, 3, "{s:?}");
         assert_eq!(s.models_read, 1, "only the edited route's model: {s:?}");
+        // The edited Gateway's hosts (one per route, a quarter of the
+        // routes: four Gateways): only the edited route's one hostname is
+        // merged into the IR and encoded; the others are spliced without
+        // being merged (`incremental::dirty_hosts`).
+        assert_eq!(
+            inputs.http_routes[ri]
+                .object
+                .spec
+                .hostnames
+                .as_ref()
+                .map(Vec::len),
+            Some(1)
+        );
+        assert_eq!(
+            (s.hosts_merged, s.hosts_encoded, s.hosts_spliced),
+            (1, 1, n / 4 - 1),
+            "{s:?}"
+        );
         // Last call's orders checked only next to the edited route: at
         // most two neighbours in each of the two orders.
         assert!(s.order_compares <= 4, "{s:?}");
@@ -196,4 +214,83 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
     rename(&mut inputs, 11, &old);
     let s = run.step("rename route 11 back", &inputs);
     assert_eq!(s.routes_built, 1, "{s:?}");
+}
+
+/// A reused route's status is the very same allocation as last call's
+/// although the call's transition time changed: conditions hold no time,
+/// the output holds the call's (`Output::transition_time`), and the status
+/// written carries it. Only the edited route's status is a new value.
+#[test]
+fn a_reused_routes_status_is_last_calls_and_is_written_with_this_calls_time() {
+    let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(40))).inputs;
+    let mut translator = Translator::new();
+    let mut settings = Settings {
+        parallelism: Some(1),
+        transition_time: "2026-01-01T00:00:01Z".into(),
+        ..Default::default()
+    };
+    let before = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+    set_first_path(&mut inputs, 3, "/edited");
+    settings.transition_time = "2026-01-01T00:00:02Z".into();
+    let after = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+    assert_eq!(translator.stats().routes_reused, inputs.http_routes.len() - 1);
+
+    let route_status = |out: &translate::Output, name: &str| {
+        out.status
+            .iter()
+            .find(|s| s.kind == "HTTPRoute" && s.metadata.name == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no status for HTTPRoute {name}"))
+    };
+    let (mut shared, mut rebuilt) = (0, 0);
+    for ri in 0..inputs.http_routes.len() {
+        let route = name(&inputs, ri);
+        let (a, b) = (route_status(&before, &route), route_status(&after, &route));
+        if ri == 3 {
+            assert!(!Arc::ptr_eq(&a, &b), "the edited route's status is rebuilt");
+            rebuilt += 1;
+        } else {
+            assert!(
+                Arc::ptr_eq(&a, &b),
+                "HTTPRoute {route}: status copied, not shared"
+            );
+            shared += 1;
+        }
+    }
+    assert_eq!((shared, rebuilt), (inputs.http_routes.len() - 1, 1));
+
+    // Written, every condition of every status carries this call's time.
+    let written = serde_json::to_value(after.timed_status()).expect("status serializes");
+    let times: Vec<&str> = condition_times(&written);
+    assert!(
+        times.len() > inputs.http_routes.len(),
+        "{} conditions",
+        times.len()
+    );
+    assert!(
+        times.iter().all(|t| *t == "2026-01-01T00:00:02Z"),
+        "{:?}",
+        times.iter().find(|t| **t != "2026-01-01T00:00:02Z")
+    );
+}
+
+/// Every `lastTransitionTime` of every object under a `conditions` list.
+fn condition_times(v: &serde_json::Value) -> Vec<&str> {
+    let mut out = Vec::new();
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                if k == "conditions" {
+                    for c in v.as_array().into_iter().flatten() {
+                        out.push(c["lastTransitionTime"].as_str().unwrap_or("<missing>"));
+                    }
+                } else {
+                    out.extend(condition_times(v));
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| out.extend(condition_times(v))),
+        _ => {}
+    }
+    out
 }

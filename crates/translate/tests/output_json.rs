@@ -18,13 +18,13 @@ use translate::{GatewayXds, ObjectStatus, Output};
 fn sample_output() -> Output {
     Output {
         gateways: [("default/gw".to_string(), sample())].into_iter().collect(),
-        status: vec![ObjectStatus::new(
+        status: vec![std::sync::Arc::new(ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "Gateway",
             Some("default"),
             "gw",
             json!({ "conditions": [{ "type": "Accepted", "status": "True", "reason": "Accepted" }] }),
-        )],
+        ))],
         diagnostics: vec![api::Diagnostic::warning(
             Some("HTTPRoute default/r".into()),
             None,
@@ -280,7 +280,7 @@ fn yaml_is_the_same_document_in_the_same_order() {
     assert!(yaml.contains("inline_string: |\n"), "{yaml}");
     // Strings that look like other scalars stay strings.
     let mut out = Output::default();
-    out.status.push(ObjectStatus::new(
+    out.push_status(ObjectStatus::new(
         "v1",
         "Thing",
         None,

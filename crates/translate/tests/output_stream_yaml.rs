@@ -152,7 +152,7 @@ fn streamed_yaml_keeps_awkward_strings_and_render_errors_as_the_whole_document()
         value: vec![],
     };
     let mut out = translate::Output::default();
-    out.status.push(translate::ObjectStatus::new(
+    out.push_status(translate::ObjectStatus::new(
         "v1",
         "Thing",
         None,

@@ -25,7 +25,7 @@ fn gateway_status(inputs: &api::Inputs) -> Value {
         .iter()
         .find(|s| s.kind == "Gateway")
         .expect("Gateway status");
-    serde_json::to_value(&s.status).expect("json")
+    translate::status::Timed::new(&s.status, &out.transition_time).to_json()
 }
 
 fn class_accepted(inputs: &api::Inputs) -> Value {
@@ -35,7 +35,7 @@ fn class_accepted(inputs: &api::Inputs) -> Value {
         .iter()
         .find(|s| s.kind == "GatewayClass")
         .expect("class status");
-    let v = serde_json::to_value(&s.status).expect("json");
+    let v = translate::status::Timed::new(&s.status, &out.transition_time).to_json();
     v["conditions"][0].clone()
 }
 

@@ -147,7 +147,7 @@ fn status_of(out: &translate::Output, kind: &str, name: &str) -> Value {
         .iter()
         .find(|s| s.kind == kind && s.metadata.name == name)
         .unwrap_or_else(|| panic!("no status for {kind} {name}"));
-    serde_json::to_value(&found.status).expect("status serializes")
+    translate::status::Timed::new(&found.status, &out.transition_time).to_json()
 }
 
 fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {

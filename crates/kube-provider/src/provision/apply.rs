@@ -94,7 +94,7 @@ impl Provisioner {
     }
 
     /// Takes the verdicts of one translation's status (latest wins).
-    pub fn publish(&self, statuses: &[translate::ObjectStatus]) {
+    pub fn publish(&self, statuses: &[std::sync::Arc<translate::ObjectStatus>]) {
         let verdicts = Verdicts::of(statuses);
         *self
             .shared

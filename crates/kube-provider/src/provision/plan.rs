@@ -23,7 +23,7 @@ pub struct Verdicts {
 
 impl Verdicts {
     /// Reads the verdicts from a translation's status.
-    pub fn of(statuses: &[translate::ObjectStatus]) -> Verdicts {
+    pub fn of(statuses: &[std::sync::Arc<translate::ObjectStatus>]) -> Verdicts {
         let mut out = Verdicts::default();
         for s in statuses {
             if s.kind != "Gateway" && s.kind != "ListenerSet" {
@@ -33,13 +33,11 @@ impl Verdicts {
                 s.metadata.namespace.clone().unwrap_or_default(),
                 s.metadata.name.clone(),
             );
-            let accepted = serde_json::to_value(&s.status).is_ok_and(|v| {
-                v["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Accepted" && c["status"] == "True")
-            });
+            let accepted = s
+                .status
+                .conditions()
+                .iter()
+                .any(|c| c.type_ == "Accepted" && c.status == "True");
             if s.kind == "Gateway" {
                 out.gateways.insert(key, accepted);
             } else if accepted {

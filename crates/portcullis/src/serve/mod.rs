@@ -177,7 +177,7 @@ pub type RegisterMetrics = Box<dyn FnOnce(&mut prometheus_client::registry::Regi
 /// admin API's (`State::status_with_nacks`): a NACK shows on its Gateway as
 /// `Programmed=False`.
 pub trait StatusSink: Send {
-    fn publish(&mut self, status: &[translate::ObjectStatus]);
+    fn publish(&mut self, status: translate::Statuses<'_>);
 }
 
 /// Serves until `shutdown` completes, then stops the Envoys it started.
@@ -515,7 +515,8 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
     };
     let publish = |sink: &mut Option<Box<dyn StatusSink>>| {
         if let Some(sink) = sink.as_mut() {
-            sink.publish(&state.status_with_nacks());
+            let (status, time) = state.status_with_nacks();
+            sink.publish(translate::status::Timed::new(&status, &time));
         }
     };
     let mut retry = crate::extensions::Retry::default();

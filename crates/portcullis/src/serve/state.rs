@@ -160,59 +160,69 @@ impl State {
     }
 
     fn status_and_diagnostics(&self) -> serde_json::Value {
-        let status = self.status_with_nacks();
+        // One read: the status and the diagnostics of the same translation.
         let cur = self.read();
         let Some(out) = &cur.output else {
             return serde_json::json!({ "status": [], "diagnostics": [] });
         };
-        serde_json::json!({ "status": status, "diagnostics": out.diagnostics })
+        let status = with_nacks(&cur, out);
+        serde_json::json!({
+            "status": translate::status::Timed::new(&status, &out.transition_time).to_json(),
+            "diagnostics": out.diagnostics,
+        })
     }
 
     /// The translation's status with NACKs overlaid on Gateways
-    /// (`Programmed=False`): what the admin API shows and Kubernetes mode
-    /// writes.
-    pub fn status_with_nacks(&self) -> Vec<translate::ObjectStatus> {
+    /// (`Programmed=False`), and its transition time: what the admin API
+    /// shows and Kubernetes mode writes.
+    pub fn status_with_nacks(&self) -> (Vec<Arc<translate::ObjectStatus>>, String) {
         let cur = self.read();
         let Some(out) = &cur.output else {
-            return Vec::new();
+            return (Vec::new(), String::new());
         };
-        let mut status = out.status.clone();
-        for s in &mut status {
-            if s.kind != "Gateway" {
-                continue;
-            }
-            let key = format!(
-                "{}/{}",
-                s.metadata.namespace.as_deref().unwrap_or(""),
-                s.metadata.name
-            );
-            let Some(nacks) = cur.nacks.get(&key).filter(|n| !n.is_empty()) else {
-                continue;
-            };
-            if let StatusBody::Gateway(g) = &mut s.status {
-                let msg = nacks
-                    .values()
-                    .map(|n| {
-                        format!(
-                            "Envoy rejected {} version {}: {}",
-                            xds::types::short(&n.type_url),
-                            n.version,
-                            n.message
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                for c in &mut g.conditions {
-                    if c.type_ == "Programmed" {
-                        c.status = "False";
-                        c.reason = "Invalid";
-                        c.message = msg.clone();
-                    }
+        (with_nacks(&cur, out), out.transition_time.clone())
+    }
+}
+
+/// `out`'s statuses, shared, but for the Gateways with NACKs: those are
+/// copied and get `Programmed=False`.
+fn with_nacks(cur: &Current, out: &translate::Output) -> Vec<Arc<translate::ObjectStatus>> {
+    let mut status = out.status.clone();
+    for s in &mut status {
+        if s.kind != "Gateway" {
+            continue;
+        }
+        let key = format!(
+            "{}/{}",
+            s.metadata.namespace.as_deref().unwrap_or(""),
+            s.metadata.name
+        );
+        let Some(nacks) = cur.nacks.get(&key).filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        if let StatusBody::Gateway(g) = &mut Arc::make_mut(s).status {
+            let msg = nacks
+                .values()
+                .map(|n| {
+                    format!(
+                        "Envoy rejected {} version {}: {}",
+                        xds::types::short(&n.type_url),
+                        n.version,
+                        n.message
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            for c in &mut g.conditions {
+                if c.type_ == "Programmed" {
+                    c.status = "False";
+                    c.reason = "Invalid";
+                    c.message = msg.clone();
                 }
             }
         }
-        status
     }
+    status
 }
 
 /// Ready once the first snapshot is served (`served`), and while the

@@ -72,7 +72,7 @@ pub fn report(
             lb,
         );
         let body = serde_json::to_value(&status).unwrap_or(serde_json::Value::Null);
-        out.status.push(crate::ObjectStatus::new(
+        out.push_status(crate::ObjectStatus::new(
             api::httpproxy::API_VERSION,
             "HTTPProxy",
             Some(&id.namespace),

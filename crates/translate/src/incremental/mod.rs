@@ -121,6 +121,7 @@
 //!   translation and nothing is kept (a hook's reply may depend on anything,
 //!   and `PostRouteModify` rewrites built routes).
 
+pub(crate) mod dirty_hosts;
 pub mod httpproxy;
 
 use std::collections::{HashMap, HashSet};
@@ -175,6 +176,10 @@ pub struct Stats {
     /// from the previous assembly, and those encoded.
     pub hosts_spliced: usize,
     pub hosts_encoded: usize,
+    /// In the Gateways assembled again: virtual hosts merged into the IR
+    /// (the others, clean, are spliced without being merged:
+    /// [`dirty_hosts`]).
+    pub hosts_merged: usize,
 }
 
 /// Why a call reused nothing.
@@ -353,6 +358,7 @@ impl Translator {
             proxies,
             hosts_spliced: 0,
             hosts_encoded: 0,
+            hosts_merged: 0,
             prior_orders,
             next_orders: None,
             same_object,
@@ -370,6 +376,7 @@ impl Translator {
             gateways_reused: memo.gateways_reused,
             hosts_spliced: memo.hosts_spliced,
             hosts_encoded: memo.hosts_encoded,
+            hosts_merged: memo.hosts_merged,
         };
         let (proxy_trees, tree_stats) = memo.proxies.finish();
         self.proxy_trees = tree_stats;
@@ -420,6 +427,7 @@ pub(crate) struct RouteMemo {
     pub(crate) proxies: httpproxy::Memo,
     hosts_spliced: usize,
     hosts_encoded: usize,
+    hosts_merged: usize,
     /// Last call's orders, offered to the pipeline, and this call's.
     pub(crate) prior_orders: Option<Orders>,
     pub(crate) next_orders: Option<Orders>,
@@ -523,7 +531,7 @@ struct GatewayMemo {
 /// (the signature holds the old one, so its address is not reused
 /// meanwhile): the same work means the same route, reused, on the same
 /// listener, with the same content.
-type Signature = Vec<(Arc<Work>, usize)>;
+pub(crate) type Signature = Vec<(Arc<Work>, usize)>;
 
 fn same_signature(a: &Signature, b: &Signature) -> bool {
     a.len() == b.len()
@@ -553,8 +561,13 @@ pub(crate) struct Gateways<'m> {
 }
 
 /// Per Gateway: its whole assembly to reuse, or else (or also, to keep
-/// them) the memos of its route configurations to splice from.
-pub(crate) type Reuse = (Option<(GatewayXds, Vec<ScopeFence>)>, Option<ConfigMemos>);
+/// them) the memos of its route configurations to splice from, and last
+/// call's works (what an edit changed: [`dirty_hosts`]).
+pub(crate) type Reuse = (
+    Option<(GatewayXds, Vec<ScopeFence>)>,
+    Option<ConfigMemos>,
+    Option<Signature>,
+);
 
 impl<'m> Gateways<'m> {
     pub(crate) fn new(
@@ -574,7 +587,7 @@ impl<'m> Gateways<'m> {
                     reuse_allowed: false,
                     keys: Vec::new(),
                     signatures: vec![None; n],
-                    reuse: (0..n).map(|_| (None, None)).collect(),
+                    reuse: (0..n).map(|_| (None, None, None)).collect(),
                 };
             }
         };
@@ -592,7 +605,7 @@ impl<'m> Gateways<'m> {
             if served.as_deref() == Some(key.as_str()) {
                 keys.push(key);
                 signatures.push(None);
-                reuse.push((None, None));
+                reuse.push((None, None, None));
                 continue;
             }
             let mut ages: Vec<usize> = works.iter().map(|(ri, _)| age_rank[*ri]).collect();
@@ -605,19 +618,21 @@ impl<'m> Gateways<'m> {
                     (Arc::clone(w), age)
                 })
                 .collect();
-            let (hit, configs) = match prior {
-                Some(p) if same_signature(&p.signature, &signature) => (Some((p.built, p.fences)), p.configs),
-                Some(p) => (None, p.configs),
+            let (hit, configs, prior_works) = match prior {
+                Some(p) if same_signature(&p.signature, &signature) => {
+                    (Some((p.built, p.fences)), p.configs, None)
+                }
+                Some(p) => (None, p.configs, Some(p.signature)),
                 // No memo of this Gateway yet: an empty one asks the
                 // assembly to make one.
-                None => (None, Some(ConfigMemos::new())),
+                None => (None, Some(ConfigMemos::new()), None),
             };
             if hit.is_some() {
                 memo.gateways_reused += 1;
             }
             keys.push(key);
             signatures.push(Some(signature));
-            reuse.push((hit, configs));
+            reuse.push((hit, configs, prior_works));
         }
         Self {
             memo: Some(memo),
@@ -682,6 +697,7 @@ impl<'m> Gateways<'m> {
             for c in configs.iter().flat_map(|c| c.values()) {
                 memo.hosts_spliced += c.spliced;
                 memo.hosts_encoded += c.encoded;
+                memo.hosts_merged += c.merged;
             }
         }
         memo.next_gateways.insert(

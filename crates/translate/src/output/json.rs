@@ -279,7 +279,8 @@ pub fn output_to_json(out: &Output) -> Value {
         gateways.insert(key.clone(), render_gateway(gw, &mut errs));
         errors.extend(errs.into_iter().map(|e| (key.clone(), e)));
     }
-    let status = serde_json::to_value(&out.status).unwrap_or_else(|e| json!([{ "@error": e.to_string() }]));
+    let status =
+        serde_json::to_value(out.timed_status()).unwrap_or_else(|e| json!([{ "@error": e.to_string() }]));
     let mut diagnostics = match serde_json::to_value(&out.diagnostics) {
         Ok(Value::Array(a)) => a,
         Ok(other) => vec![other],

@@ -104,7 +104,7 @@ impl Serialize for Document<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(3))?;
         m.serialize_entry("gateways", &Gateways(self))?;
-        m.serialize_entry("status", &EachAsValue(&self.out.status))?;
+        m.serialize_entry("status", &EachAsValue(&self.out.timed_status()))?;
         m.serialize_entry("diagnostics", &Diagnostics(self))?;
         m.end()
     }
@@ -399,17 +399,17 @@ impl Serialize for Routes<'_> {
     }
 }
 
-/// A list of serializable items, each converted to a `Value` first, as
+/// Every status, each converted to a `Value` first, as
 /// `serde_json::to_value` of the whole list would (a struct serialized
 /// directly may lay out differently than its `Value`).
-struct EachAsValue<'a, T>(&'a [T]);
+struct EachAsValue<'a, 't>(&'t crate::status::Timed<'a, [std::sync::Arc<crate::ObjectStatus>]>);
 
-impl<T: Serialize> Serialize for EachAsValue<'_, T> {
+impl Serialize for EachAsValue<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for item in self.0 {
-            let v = serde_json::to_value(item).unwrap_or_else(|e| json!({ "@error": e.to_string() }));
-            seq.serialize_element(&v)?;
+        let statuses = self.0;
+        let mut seq = s.serialize_seq(Some(statuses.value.len()))?;
+        for item in statuses.value {
+            seq.serialize_element(&crate::status::Timed::new(&**item, statuses.time).to_json())?;
         }
         seq.end()
     }

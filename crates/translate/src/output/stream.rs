@@ -450,7 +450,7 @@ pub fn write_output_json<W: Write>(out: &Output, w: &mut W) -> io::Result<()> {
     }
     gws.close(w, b"}")?;
     doc.next(w, Some("status"))?;
-    write_at(w, doc.depth, &out.status)?;
+    write_at(w, doc.depth, &out.timed_status())?;
     doc.next(w, Some("diagnostics"))?;
     let mut diags = Frame::open(w, doc.depth, b"[")?;
     for d in &out.diagnostics {

@@ -79,7 +79,7 @@ pub fn report(
                 ),
             ));
         }
-        out.status.push(crate::ObjectStatus::new(
+        out.push_status(crate::ObjectStatus::new(
             super::API_VERSION,
             super::KIND,
             Some(&p.namespace),
@@ -109,7 +109,7 @@ pub fn report(
                 message: err.to_string(),
             });
         }
-        out.status.push(crate::ObjectStatus::new(
+        out.push_status(crate::ObjectStatus::new(
             super::API_VERSION,
             super::ext_auth::KIND,
             Some(&p.namespace),

@@ -10,16 +10,12 @@ use std::collections::BTreeSet;
 use serde_json::json;
 
 use super::{Compiled, PolicyError, ext_auth};
-use crate::status::{Stamp, reason};
+use crate::status::{Stamp, Timed, reason};
 
 pub const PARTIALLY_VALID: &str = "PartiallyValid";
 
 /// The Accepted condition and the failure reason it carries, if any.
-pub fn accepted(
-    stamp: &Stamp<'_>,
-    errors: &[PolicyError],
-    warnings: &[PolicyError],
-) -> crate::status::Condition {
+pub fn accepted(stamp: &Stamp, errors: &[PolicyError], warnings: &[PolicyError]) -> crate::status::Condition {
     let join = |v: &[PolicyError]| v.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
     if !errors.is_empty() {
         stamp.condition("Accepted", false, reason::INVALID, join(errors))
@@ -40,9 +36,10 @@ pub fn traffic_policy(
 ) -> serde_json::Value {
     let stamp = Stamp {
         generation: p.policy.object.metadata.generation.unwrap_or(1),
-        time,
     };
-    let condition = accepted(&stamp, &p.errors, &p.warnings);
+    // Policy statuses are built whole on every call (JSON), so their
+    // conditions carry the call's time here.
+    let condition = Timed::new(&accepted(&stamp, &p.errors, &p.warnings), time).to_json();
     let ancestors: Vec<_> = ancestors
         .iter()
         .map(|a| {
@@ -63,7 +60,7 @@ pub fn traffic_policy(
 
 /// `status` of one GatewayExtension.
 pub fn gateway_extension(p: &ext_auth::Provider, generation: i64, time: &str) -> serde_json::Value {
-    let stamp = Stamp { generation, time };
+    let stamp = Stamp { generation };
     let errors: Vec<PolicyError> = p.built.as_ref().err().cloned().into_iter().collect();
-    json!({ "conditions": [accepted(&stamp, &errors, &[])] })
+    json!({ "conditions": [Timed::new(&accepted(&stamp, &errors, &[]), time).to_json()] })
 }

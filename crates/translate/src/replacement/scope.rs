@@ -82,13 +82,11 @@ pub fn report(
     gw: &crate::gateway::GatewayState<'_>,
     key: &str,
     fences: &[crate::policy::scope::ScopeFence],
-    time: &str,
     status: &mut crate::status::StatusBody,
     out: &mut crate::Output,
 ) {
     let stamp = crate::status::Stamp {
         generation: gw.generation,
-        time,
     };
     for f in fences {
         let message = message(f);
@@ -148,13 +146,12 @@ pub fn report_listener_set(
     si: usize,
     generation: i64,
     fences: &[crate::policy::scope::ScopeFence],
-    time: &str,
     status: &mut crate::status::StatusBody,
 ) {
     let crate::status::StatusBody::ListenerSet(s) = status else {
         return;
     };
-    let stamp = crate::status::Stamp { generation, time };
+    let stamp = crate::status::Stamp { generation };
     for f in fences {
         let Some(l) = f.listener.and_then(|li| gw.listeners.get(li)) else {
             continue;

@@ -32,7 +32,7 @@ pub fn ads() -> ConfigSource {
 }
 
 pub fn build(gw: ir::Gateway, listener_address: &str, store: &mut ir::RouteStore) -> GatewayXds {
-    build_memo(gw, listener_address, store, None).0
+    build_memo(gw, listener_address, store, None, None).0
 }
 
 /// Route configuration memos by name (see [`route::ConfigMemo`]).
@@ -42,22 +42,28 @@ pub type ConfigMemos = std::collections::HashMap<String, route::ConfigMemo>;
 /// splices the unchanged virtual hosts of its memo in `prior` (when given;
 /// consumed: the memos are updated into this assembly's), and this
 /// assembly's memos are returned (when `prior` is given).
+///
+/// With `dirty` (a partial assembly: `incremental::dirty_hosts`), `gw`'s
+/// chains hold only the dirty hosts; the others are spliced from `prior`.
 pub fn build_memo(
     mut gw: ir::Gateway,
     listener_address: &str,
     store: &mut ir::RouteStore,
     mut prior: Option<ConfigMemos>,
+    dirty: Option<&crate::incremental::dirty_hosts::DirtyHosts>,
 ) -> (GatewayXds, Option<ConfigMemos>) {
     let mut out = GatewayXds::default();
     let mut memos = prior.as_ref().map(|_| ConfigMemos::new());
     let ports = std::mem::take(&mut gw.ports);
+    let clean = std::collections::HashSet::new();
     for (port, p) in ports {
         out.listeners
             .push(listener::build(&gw, port, &p, listener_address));
-        for chain in p.chains {
+        for (ci, chain) in p.chains.into_iter().enumerate() {
             let name = chain.route_config.clone();
             let before = prior.as_mut().and_then(|m| m.remove(&name));
-            let (config, memo) = route::build_memo(chain, store, before, memos.is_some());
+            let chain_dirty = dirty.map(|d| d.get(&(port, ci)).unwrap_or(&clean));
+            let (config, memo) = route::build_memo(chain, store, before, memos.is_some(), chain_dirty);
             if let (Some(memos), Some(memo)) = (memos.as_mut(), memo) {
                 memos.insert(name, memo);
             }

@@ -12,6 +12,7 @@
 //! [`ConfigMemo`]): an edit costs the changed hosts, one comparison per
 //! unchanged host and one copy of the configuration's bytes.
 
+use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -49,6 +50,16 @@ pub struct ConfigMemo {
     /// In the assembly that made this memo: entries moved from the
     /// previous memo (not built again).
     pub carried: usize,
+    /// In the assembly that made this memo: hosts merged into the IR
+    /// (the others spliced as clean, `incremental::dirty_hosts`).
+    pub merged: usize,
+}
+
+impl ConfigMemo {
+    /// Whether it holds its configuration's bytes (every host spliceable).
+    pub fn has_bytes(&self) -> bool {
+        self.config.is_some()
+    }
 }
 
 /// One virtual host of a [`ConfigMemo`]: its hostname (which gives its
@@ -122,17 +133,23 @@ impl Cursor {
 }
 
 pub fn build(chain: Chain, store: &mut RouteStore) -> EncodedRouteConfiguration {
-    build_memo(chain, store, None, false).0
+    build_memo(chain, store, None, false, None).0
 }
 
 /// [`build`], splicing the virtual hosts `prior` holds unchanged (the memo
 /// is consumed: its entries move into this assembly's); with `keep`, also
 /// returns the memo of this assembly.
+///
+/// With `dirty` (a partial assembly, `incremental::dirty_hosts`), `chain`
+/// holds only the hosts named there; every other host of `prior` is clean
+/// and spliced as it is, in hostname order among the built ones, and the
+/// prior entries of dirty hosts no longer served are dropped.
 pub fn build_memo(
     chain: Chain,
     store: &mut RouteStore,
     prior: Option<ConfigMemo>,
     keep: bool,
+    dirty: Option<&HashSet<String>>,
 ) -> (EncodedRouteConfiguration, Option<ConfigMemo>) {
     // The previous configuration's bytes stay alive (shared) until this
     // one is assembled from them.
@@ -185,10 +202,27 @@ pub fn build_memo(
         .map(|f| apply::per_filter(f).into_iter().map(|(n, _)| n).collect())
         .unwrap_or_default();
     let route_config = &chain.route_config;
-    let hosts: Vec<Host<'_, RouteBytes>> = chain
-        .virtual_hosts
-        .into_values()
-        .map(|mut vh| {
+    let mut hosts: Vec<Host<'_, RouteBytes>> = Vec::with_capacity(n);
+    let partial = dirty.zip(prior_bytes);
+    // A partial assembly's clean hosts before hostname `$before`.
+    macro_rules! splice_clean {
+        ($before:expr) => {
+            if let Some((dirty, prior)) = partial {
+                Clean {
+                    cursor: &mut cursor,
+                    hosts: &mut hosts,
+                    entries: &mut entries,
+                    has_entry: &mut has_entry,
+                    spliced: &mut spliced,
+                    carried: &mut carried,
+                }
+                .splice_until($before, dirty, prior, keep);
+            }
+        };
+    }
+    for mut vh in chain.virtual_hosts.into_values() {
+        splice_clean!(Some(&vh.hostname));
+        hosts.push({
             if config_scope.fenced || vh.scope.fenced {
                 has_entry.push(false);
                 // Taken to free the store; a fenced scope serves none.
@@ -204,7 +238,7 @@ pub fn build_memo(
                         config_filters.iter().cloned(),
                     );
                 }
-                return Host::Parts(Box::new(HostParts {
+                hosts.push(Host::Parts(Box::new(HostParts {
                     head: VirtualHost {
                         name: fenced.name,
                         domains: fenced.domains,
@@ -216,7 +250,8 @@ pub fn build_memo(
                         .map(|r| RouteBytes::from(canonical::route(r)))
                         .collect(),
                     tail,
-                }));
+                })));
+                continue;
             }
             if let Some(f) = &vh.scope.features {
                 header_edits |= apply::edits_headers(f);
@@ -242,7 +277,8 @@ pub fn build_memo(
                     carried += 1;
                     entries.push(e);
                 }
-                return Host::Encoded(bytes);
+                hosts.push(Host::Encoded(bytes));
+                continue;
             }
             let routes = std::mem::take(&mut scratch);
             let key = keep.then(|| HostKey {
@@ -267,8 +303,9 @@ pub fn build_memo(
                 });
             }
             host
-        })
-        .collect();
+        });
+    }
+    splice_clean!(None);
     let head = RouteConfiguration {
         name: chain.route_config.clone(),
         ..Default::default()
@@ -318,11 +355,51 @@ pub fn build_memo(
             spliced,
             encoded,
             carried,
+            merged: n,
             hosts: entries,
             config: Some(config.clone()),
         }
     });
     (config, memo)
+}
+
+/// A partial assembly's state (see [`build_memo`]'s `dirty`) where it
+/// splices clean hosts.
+struct Clean<'a, 'p> {
+    cursor: &'a mut Cursor,
+    hosts: &'a mut Vec<Host<'p, RouteBytes>>,
+    entries: &'a mut Vec<HostMemo>,
+    has_entry: &'a mut Vec<bool>,
+    spliced: &'a mut usize,
+    carried: &'a mut usize,
+}
+
+impl<'p> Clean<'_, 'p> {
+    /// Splices the prior entries before hostname `before` (all that are
+    /// left: None) that are clean, as they are, and drops the dirty ones:
+    /// the chain holds a dirty host's new version (found by hostname), or
+    /// it is served no more.
+    fn splice_until(&mut self, before: Option<&str>, dirty: &HashSet<String>, prior: &'p [u8], keep: bool) {
+        while let Some(e) = self
+            .cursor
+            .hosts
+            .next_if(|e| before.is_none_or(|b| e.hostname.as_str() < b))
+        {
+            if dirty.contains(e.hostname.as_str()) {
+                continue;
+            }
+            let Some(bytes) = prior.get(e.range.clone()) else {
+                continue;
+            };
+            *self.spliced += 1;
+            self.has_entry.push(keep);
+            if keep {
+                *self.carried += 1;
+                self.entries.push(e);
+            }
+            self.hosts.push(Host::Encoded(bytes));
+        }
+    }
 }
 
 /// A non-fenced virtual host's parts: its routes (in order), its
@@ -447,7 +524,7 @@ mod tests {
             ],
             &mut store,
         );
-        let (_, memo) = build_memo(first, &mut store, Some(ConfigMemo::default()), true);
+        let (_, memo) = build_memo(first, &mut store, Some(ConfigMemo::default()), true, None);
         let memo = memo.expect("kept");
         assert_eq!((memo.spliced, memo.encoded, memo.carried), (0, 4, 0));
         let names: Vec<*const u8> = memo.hosts.iter().map(|h| h.hostname.as_ptr()).collect();
@@ -460,7 +537,7 @@ mod tests {
         ];
         let mut store = RouteStore::default();
         let next = chain(hosts, &mut store);
-        let (config, memo) = build_memo(next, &mut store, Some(memo), true);
+        let (config, memo) = build_memo(next, &mut store, Some(memo), true, None);
         let memo = memo.expect("kept");
         assert_eq!((memo.spliced, memo.encoded, memo.carried), (2, 2, 2));
         let hostnames: Vec<&str> = memo.hosts.iter().map(|h| h.hostname.as_str()).collect();
@@ -482,7 +559,7 @@ mod tests {
         // Once more with nothing changed: every host spliced, none encoded.
         let mut store = RouteStore::default();
         let again = chain(hosts, &mut store);
-        let (config, memo) = build_memo(again, &mut store, Some(memo), true);
+        let (config, memo) = build_memo(again, &mut store, Some(memo), true, None);
         let memo = memo.expect("kept");
         assert_eq!((memo.spliced, memo.encoded, memo.carried), (4, 0, 4));
         assert_eq!(config, full);

@@ -23,7 +23,7 @@ pub fn status(out: &translate::Output, kind: &str, ns: Option<&str>, name: &str)
     out.status
         .iter()
         .find(|s| s.kind == kind && s.metadata.name == name && s.metadata.namespace.as_deref() == ns)
-        .and_then(|s| serde_json::to_value(&s.status).ok())
+        .map(|s| translate::status::Timed::new(&s.status, &out.transition_time).to_json())
 }
 
 /// The condition `type_` of a route's parent entry for Gateway `gw`.

@@ -1,0 +1,77 @@
+//! Which virtual hosts of a Gateway an edit can have changed, so that its
+//! assembly merges only those into the IR and splices every other host's
+//! bytes from last call's route configuration (`xds::route::build_memo`).
+//!
+//! Data model. A Gateway's works (one per route per listener, in route
+//! order) are compared with last call's by identity (`Arc`): the common
+//! prefix and suffix are the very same works, each the same route with the
+//! same content on the same listener; what lies between (works added,
+//! removed, replaced or moved) is *changed*. A virtual host is a route
+//! configuration (`ChainId`) and a hostname; its bytes are a function of
+//! the works contributing to it, in their relative order (their routes'
+//! precedence, age as the tie-break: the same objects keep their relative
+//! age), and of context (listener ownership, policies), unchanged whenever
+//! a memo exists. So a host no changed work names — neither last call's
+//! nor this call's — is *clean*: its bytes are last call's. Every work
+//! naming a dirty host is merged into it, changed or not, so a dirty host
+//! is built exactly as a full assembly builds it.
+//!
+//! Used only where every host of last call's configurations is in the
+//! memo: no Gateway or listener policy (nothing fenced or projected per
+//! host), no STRICT, no hooks, not the Gateway serving HTTPProxies, and a
+//! memo with its bytes for every route configuration (checked by the
+//! caller). Soundness is held by `tests/incremental.rs` (random edits,
+//! output compared with a full translation after every step).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::pipeline::Work;
+
+/// A route configuration of one Gateway: its port and its chain's index
+/// on that port (as `pipeline::chain_slot` finds it).
+pub(crate) type ChainId = (i32, usize);
+
+/// Per route configuration, the hostnames of its dirty hosts. A route
+/// configuration absent here is clean throughout.
+pub(crate) type DirtyHosts = HashMap<ChainId, HashSet<String>>;
+
+/// Above this many changed works the assembly merges every work: the
+/// partial merge saves nothing when most hosts are dirty.
+const MAX_CHANGED: usize = 256;
+
+/// The hosts the changed works between `prior` (last call's works, with
+/// their relative ages) and `now` name, by route configuration (`chain`
+/// of a work's listener); None when too many works changed.
+pub(crate) fn dirty_hosts(
+    prior: &[(Arc<Work>, usize)],
+    now: &[(usize, Arc<Work>)],
+    chain: impl Fn(usize) -> ChainId,
+) -> Option<DirtyHosts> {
+    let prefix = prior
+        .iter()
+        .zip(now)
+        .take_while(|((a, _), (_, b))| Arc::ptr_eq(a, b))
+        .count();
+    let suffix = prior[prefix..]
+        .iter()
+        .rev()
+        .zip(now[prefix..].iter().rev())
+        .take_while(|((a, _), (_, b))| Arc::ptr_eq(a, b))
+        .count();
+    let old = &prior[prefix..prior.len() - suffix];
+    let new = &now[prefix..now.len() - suffix];
+    if old.len() + new.len() > MAX_CHANGED {
+        return None;
+    }
+    let mut dirty = DirtyHosts::new();
+    for w in old.iter().map(|(w, _)| w).chain(new.iter().map(|(_, w)| w)) {
+        let hosts = dirty.entry(chain(w.listener)).or_default();
+        for h in w.hostnames() {
+            if !hosts.contains(h.as_str()) {
+                hosts.insert(h.clone());
+            }
+        }
+    }
+    Some(dirty)
+}
