@@ -9,7 +9,7 @@ use api::{Diagnostic, Inputs};
 use crate::binding::{self, ParentBinding};
 use crate::extension::{Hook, Hooks, gateway as hooks_gateway, run as hooks_run};
 use crate::gateway::GatewayState;
-use crate::incremental::dirty_hosts::{ChainId, DirtyHosts};
+use crate::incremental::dirty_hosts::{ChainId, Merged};
 use crate::index::Index;
 use crate::ir::{self, Chain, RouteOrder};
 use crate::listener::Protocol;
@@ -368,16 +368,10 @@ pub(crate) fn translate_memo(
                     })
                 })
                 .and_then(|prior| crate::incremental::dirty_hosts::dirty_hosts(prior, &works, slot));
+            let merged = Merged::per_listener(dirty.as_ref(), gw.listeners.len(), slot);
             for (ri, w) in &works {
-                merge(
-                    &mut ir,
-                    &mut store,
-                    gw,
-                    slot(w.listener),
-                    w,
-                    age_rank[*ri],
-                    dirty.as_ref(),
-                );
+                let hosts = merged.get(w.listener).copied().unwrap_or(Merged::All);
+                merge(&mut ir, &mut store, gw, slot(w.listener), w, age_rank[*ri], hosts);
             }
             drop(works);
             let installed = served
@@ -701,8 +695,9 @@ impl Work {
 /// the route's age rank in this translation (a reused work's orders carry
 /// the rank of the translation that built it).
 ///
-/// `slot` is the route configuration of the work's listener. With `dirty`
-/// (a partial assembly), only the hosts named there get its routes.
+/// `slot` is the route configuration of the work's listener; `hosts`
+/// which of its hosts get its routes (a partial assembly merges the dirty
+/// ones only).
 fn merge(
     ir: &mut ir::Gateway,
     store: &mut ir::RouteStore,
@@ -710,7 +705,7 @@ fn merge(
     slot: ChainId,
     w: &Work,
     age: usize,
-    dirty: Option<&DirtyHosts>,
+    hosts: Merged<'_>,
 ) {
     let l = &gw.listeners[w.listener];
     // As `extend`: a later work's spec of the same name wins. Most works
@@ -738,7 +733,7 @@ fn merge(
     }
     // The routes stay in the store; hosts get references (one reference
     // per host, the bytes shared).
-    let wanted = |h: &&String| dirty.is_none_or(|d| d.get(&slot).is_some_and(|s| s.contains(h.as_str())));
+    let wanted = |h: &&String| hosts.wants(h);
     let n = w.hostnames.iter().filter(wanted).count();
     if n == 0 {
         return;

@@ -23,7 +23,7 @@
 //! caller). Soundness is held by `tests/incremental.rs` (random edits,
 //! output compared with a full translation after every step).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::pipeline::Work;
@@ -32,9 +32,44 @@ use crate::pipeline::Work;
 /// on that port (as `pipeline::chain_slot` finds it).
 pub(crate) type ChainId = (i32, usize);
 
-/// Per route configuration, the hostnames of its dirty hosts. A route
-/// configuration absent here is clean throughout.
-pub(crate) type DirtyHosts = HashMap<ChainId, HashSet<String>>;
+/// Per route configuration, the hostnames of its dirty hosts (a few: a
+/// lookup is a few comparisons, no hashing). A route configuration absent
+/// here is clean throughout.
+pub(crate) type DirtyHosts = HashMap<ChainId, BTreeSet<String>>;
+
+/// Which hosts of one route configuration a work is merged into.
+#[derive(Clone, Copy)]
+pub(crate) enum Merged<'a> {
+    /// A full assembly: every host.
+    All,
+    /// A partial assembly: the dirty ones (none: the configuration is
+    /// clean).
+    Dirty(Option<&'a BTreeSet<String>>),
+}
+
+impl Merged<'_> {
+    /// Per listener, from a partial assembly's dirty hosts (`slot`: the
+    /// listener's route configuration), or every host.
+    pub(crate) fn per_listener(
+        dirty: Option<&DirtyHosts>,
+        listeners: usize,
+        slot: impl Fn(usize) -> ChainId,
+    ) -> Vec<Merged<'_>> {
+        (0..listeners)
+            .map(|li| match dirty {
+                None => Merged::All,
+                Some(d) => Merged::Dirty(d.get(&slot(li))),
+            })
+            .collect()
+    }
+
+    pub(crate) fn wants(self, hostname: &str) -> bool {
+        match self {
+            Merged::All => true,
+            Merged::Dirty(hosts) => hosts.is_some_and(|h| h.contains(hostname)),
+        }
+    }
+}
 
 /// Above this many changed works the assembly merges every work: the
 /// partial merge saves nothing when most hosts are dirty.

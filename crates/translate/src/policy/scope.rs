@@ -690,6 +690,15 @@ pub fn in_force(
     gateways: &[GatewayState<'_>],
 ) -> crate::ScopedPolicies {
     let mut out = crate::ScopedPolicies::default();
+    // No Gateway or listener policy anywhere: nothing is in force on any
+    // listener, so no route has a row (the loop below would find none).
+    if scopes
+        .gateways
+        .iter()
+        .all(|g| g.gateway.is_none() && g.listeners.is_empty())
+    {
+        return out;
+    }
     // (gateway, listener) → its row in `out.listeners`, if anything is in force.
     let mut slots: std::collections::HashMap<(usize, usize), Option<usize>> = Default::default();
     for (ri, route) in routes.iter().enumerate() {

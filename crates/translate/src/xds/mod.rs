@@ -55,7 +55,7 @@ pub fn build_memo(
     let mut out = GatewayXds::default();
     let mut memos = prior.as_ref().map(|_| ConfigMemos::new());
     let ports = std::mem::take(&mut gw.ports);
-    let clean = std::collections::HashSet::new();
+    let clean = std::collections::BTreeSet::new();
     for (port, p) in ports {
         out.listeners
             .push(listener::build(&gw, port, &p, listener_address));

@@ -12,7 +12,7 @@
 //! [`ConfigMemo`]): an edit costs the changed hosts, one comparison per
 //! unchanged host and one copy of the configuration's bytes.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -149,7 +149,7 @@ pub fn build_memo(
     store: &mut RouteStore,
     prior: Option<ConfigMemo>,
     keep: bool,
-    dirty: Option<&HashSet<String>>,
+    dirty: Option<&BTreeSet<String>>,
 ) -> (EncodedRouteConfiguration, Option<ConfigMemo>) {
     // The previous configuration's bytes stay alive (shared) until this
     // one is assembled from them.
@@ -379,7 +379,7 @@ impl<'p> Clean<'_, 'p> {
     /// left: None) that are clean, as they are, and drops the dirty ones:
     /// the chain holds a dirty host's new version (found by hostname), or
     /// it is served no more.
-    fn splice_until(&mut self, before: Option<&str>, dirty: &HashSet<String>, prior: &'p [u8], keep: bool) {
+    fn splice_until(&mut self, before: Option<&str>, dirty: &BTreeSet<String>, prior: &'p [u8], keep: bool) {
         while let Some(e) = self
             .cursor
             .hosts
