@@ -31,6 +31,62 @@ pub struct Certificate {
     pub key_pem: String,
 }
 
+/// Why a Secret cannot be served as a certificate; the text follows
+/// "certificateRef Secret ns/name: " (reason `InvalidCertificateRef`).
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("type {0} is not kubernetes.io/tls")]
+    Type(String),
+    #[error("data[{0}] is missing")]
+    Missing(&'static str),
+    #[error("data[{key}]: {error}")]
+    Pem {
+        key: &'static str,
+        #[source]
+        error: PemError,
+    },
+    #[error("data[tls.crt]: expected one or more PEM CERTIFICATE blocks")]
+    NoCertificate,
+    #[error("data[tls.crt]: certificate {index} is not valid X.509: {error}")]
+    X509 {
+        index: usize,
+        #[source]
+        error: x509_parser::nom::Err<x509_parser::error::X509Error>,
+    },
+    #[error("data[tls.crt]: certificate {index}: {error}")]
+    Tbs {
+        index: usize,
+        #[source]
+        error: x509::TbsError,
+    },
+    #[error("data[tls.crt]: {0}")]
+    LeafKey(#[source] keys::CertKeyError),
+    #[error("data[tls.key]: expected exactly one PEM PRIVATE KEY block")]
+    KeyCount,
+    #[error("data[tls.key]: the private key is encrypted; Envoy cannot read it (it has no passphrase)")]
+    Encrypted,
+    #[error("data[tls.key]: {0}")]
+    PrivateKey(#[source] keys::PrivateKeyError),
+    #[error("data[tls.key]: {0}")]
+    Mismatch(#[source] keys::MismatchError),
+}
+
+/// What BoringSSL's PEM reader refuses. The block's lines are never
+/// quoted: they may be key material.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PemError {
+    #[error("PEM block {label} has a header line (a line with ':'); Envoy does not accept PEM headers")]
+    Header { label: String },
+    #[error("PEM block {label} is not terminated")]
+    Unterminated { label: String },
+    #[error("PEM block {label}: {error}")]
+    Base64 {
+        label: String,
+        #[source]
+        error: base64::DecodeError,
+    },
+}
+
 /// Why a certificate reference cannot be used: (reason, message).
 pub type RefError = (&'static str, String);
 
@@ -101,52 +157,55 @@ fn data_string(secret: &Secret, key: &str) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
 }
 
-pub(crate) fn check_secret(secret: &Secret) -> Result<(String, String), String> {
+pub(crate) fn check_secret(secret: &Secret) -> Result<(String, String), SecretError> {
     if let Some(t) = secret.type_.as_deref()
         && t != "kubernetes.io/tls"
     {
-        return Err(format!("type {t} is not kubernetes.io/tls"));
+        return Err(SecretError::Type(t.to_string()));
     }
-    let cert = data_string(secret, "tls.crt").ok_or("data[tls.crt] is missing")?;
-    let key = data_string(secret, "tls.key").ok_or("data[tls.key] is missing")?;
+    let cert = data_string(secret, "tls.crt").ok_or(SecretError::Missing("tls.crt"))?;
+    let key = data_string(secret, "tls.key").ok_or(SecretError::Missing("tls.key"))?;
     // Envoy skips blocks with other labels (a key pasted into tls.crt).
     let certs: Vec<(String, Vec<u8>)> = pem_blocks(&cert)
-        .map_err(|e| format!("data[tls.crt]: {e}"))?
+        .map_err(|error| SecretError::Pem {
+            key: "tls.crt",
+            error,
+        })?
         .into_iter()
         .filter(|(label, _)| label == "CERTIFICATE")
         .collect();
     if certs.is_empty() {
-        return Err("data[tls.crt]: expected one or more PEM CERTIFICATE blocks".into());
+        return Err(SecretError::NoCertificate);
     }
     // Envoy (BoringSSL) parses every certificate of the chain, but only
     // takes the leaf's public key.
     let mut leaf = None;
-    for (i, (_, der)) in certs.iter().enumerate() {
-        x509_parser::parse_x509_certificate(der)
-            .map_err(|e| format!("data[tls.crt]: certificate {i} is not valid X.509: {e}"))?;
-        let spki = x509::check_tbs(der).map_err(|e| format!("data[tls.crt]: certificate {i}: {e}"))?;
-        if i == 0 {
-            leaf = Some(keys::leaf_public_key(spki).map_err(|e| format!("data[tls.crt]: {e}"))?);
+    for (index, (_, der)) in certs.iter().enumerate() {
+        x509_parser::parse_x509_certificate(der).map_err(|error| SecretError::X509 { index, error })?;
+        let spki = x509::check_tbs(der).map_err(|error| SecretError::Tbs { index, error })?;
+        if index == 0 {
+            leaf = Some(keys::leaf_public_key(spki).map_err(SecretError::LeafKey)?);
         }
     }
     // Other blocks (`openssl ecparam -genkey` writes EC PARAMETERS first)
     // are skipped, as Envoy does.
     let keys: Vec<(String, Vec<u8>)> = pem_blocks(&key)
-        .map_err(|e| format!("data[tls.key]: {e}"))?
+        .map_err(|error| SecretError::Pem {
+            key: "tls.key",
+            error,
+        })?
         .into_iter()
         .filter(|(label, _)| label.ends_with("PRIVATE KEY"))
         .collect();
     let [(label, der)] = keys.as_slice() else {
-        return Err("data[tls.key]: expected exactly one PEM PRIVATE KEY block".into());
+        return Err(SecretError::KeyCount);
     };
     if label == "ENCRYPTED PRIVATE KEY" {
-        return Err(
-            "data[tls.key]: the private key is encrypted; Envoy cannot read it (it has no passphrase)".into(),
-        );
+        return Err(SecretError::Encrypted);
     }
-    let private = keys::private_key(label, der).map_err(|e| format!("data[tls.key]: {e}"))?;
+    let private = keys::private_key(label, der).map_err(SecretError::PrivateKey)?;
     if let Some(leaf) = &leaf {
-        keys::check_match(leaf, &private).map_err(|e| format!("data[tls.key]: {e}"))?;
+        keys::check_match(leaf, &private).map_err(SecretError::Mismatch)?;
     }
     Ok((cert, key))
 }
@@ -160,7 +219,7 @@ const PEM_BASE64: GeneralPurpose = GeneralPurpose::new(
 );
 
 /// `(label, DER)` for every PEM block.
-fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, PemError> {
     let mut out = Vec::new();
     // As BoringSSL's reader (checked against Envoy 1.40): a BEGIN line
     // starts at column 0 (an indented block is not found at all) and block
@@ -185,19 +244,24 @@ fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
             }
             // The line is not quoted: it may be key material.
             if l.contains(':') {
-                return Err(format!(
-                    "PEM block {label} has a header line (a line with ':'); Envoy does not accept PEM headers"
-                ));
+                return Err(PemError::Header {
+                    label: label.to_string(),
+                });
             }
             // BoringSSL's base64 skips spaces and tabs inside a block.
             body.extend(l.chars().filter(|c| !matches!(c, ' ' | '\t' | '\r')));
         }
         if !closed {
-            return Err(format!("PEM block {label} is not terminated"));
+            return Err(PemError::Unterminated {
+                label: label.to_string(),
+            });
         }
         let der = PEM_BASE64
             .decode(body.as_bytes())
-            .map_err(|e| format!("PEM block {label}: {e}"))?;
+            .map_err(|error| PemError::Base64 {
+                label: label.to_string(),
+                error,
+            })?;
         out.push((label.to_string(), der));
     }
     Ok(out)
@@ -241,17 +305,17 @@ MC4CAQAwBQYDK2VwBCIEILfUSG/DOGItSF8IL4uUf9EXplP9tuz6cPSzktnTHCLg
     }
 
     #[test]
-    fn tls_ed25519_key_matches_its_certificate() -> Result<(), String> {
+    fn tls_ed25519_key_matches_its_certificate() -> Result<(), Box<dyn std::error::Error>> {
         let cert = der(ED25519_CERT);
         let spki = x509::check_tbs(&cert)?;
         let public = keys::leaf_public_key(spki)?;
         let private = keys::private_key("PRIVATE KEY", &der(ED25519_KEY))?;
         assert_eq!(public, private);
-        keys::check_match(&public, &private)
+        Ok(keys::check_match(&public, &private)?)
     }
 
     #[test]
-    fn tls_ed25519_public_key_is_derived_from_the_seed() -> Result<(), String> {
+    fn tls_ed25519_public_key_is_derived_from_the_seed() -> Result<(), &'static str> {
         // RFC 8032, 7.1, test 1.
         let mut pkcs8 = hex("302e020100300506032b657004220420");
         pkcs8.extend(hex(
@@ -268,7 +332,17 @@ MC4CAQAwBQYDK2VwBCIEILfUSG/DOGItSF8IL4uUf9EXplP9tuz6cPSzktnTHCLg
         let Err(err) = keys::private_key("PRIVATE KEY", &pkcs8) else {
             panic!("PKCS#8 version 1 accepted");
         };
-        assert!(err.contains("PKCS#8 version 1"), "{err}");
+        assert_eq!(
+            err,
+            keys::PrivateKeyError::Malformed {
+                label: "PRIVATE KEY".into(),
+                reason: keys::KeyFormatError::Pkcs8Version { version: 1 },
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "the PRIVATE KEY block does not hold a PRIVATE KEY: PKCS#8 version 1; BoringSSL only takes version 0"
+        );
         Ok(())
     }
 
@@ -292,7 +366,17 @@ MC4CAQAwBQYDK2VwBCIEILfUSG/DOGItSF8IL4uUf9EXplP9tuz6cPSzktnTHCLg
         let Err(err) = keys::private_key("EC PRIVATE KEY", &wrong) else {
             panic!("a public key not the scalar's accepted");
         };
-        assert!(err.contains("embedded public key"), "{err}");
+        assert!(
+            matches!(
+                &err,
+                keys::PrivateKeyError::Malformed {
+                    reason: keys::KeyFormatError::EcPublicMismatch,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("embedded public key"), "{err}");
         // Scalar 0: refused.
         let mut zero = bare.clone();
         zero[38] = 0;

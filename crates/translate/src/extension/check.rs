@@ -35,22 +35,40 @@ use prost_reflect::{DynamicMessage, ReflectMessage, Value};
 /// than walked (a reply is untrusted input).
 const MAX_DEPTH: usize = 64;
 
+/// Why a reply cannot be used. Its hook turns it into
+/// `HookFailure::InvalidReply` (class `extension`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    #[error("{type_name} is not a known message type")]
+    UnknownType { type_name: String },
+    #[error("cannot be decoded: {0}")]
+    Decode(#[source] prost::DecodeError),
+    /// A check failed at `path` (dotted field names from the reply's
+    /// root, empty at the root itself).
+    #[error("{}", at(path, message))]
+    Invalid { path: String, message: String },
+}
+
+fn at(path: &str, message: &str) -> String {
+    if path.is_empty() {
+        message.to_string()
+    } else {
+        format!("{path}: {message}")
+    }
+}
+
 /// Checks a reply of type `M`; the error names the field path.
-pub fn check<M: Message + Name>(message: &M) -> Result<(), String> {
+pub fn check<M: Message + Name>(message: &M) -> Result<(), ReplyError> {
     let pool = crate::output::descriptor_pool();
     let Some(desc) = pool.get_message_by_name(&M::full_name()) else {
-        return Err(format!("{} is not a known message type", M::full_name()));
+        return Err(ReplyError::UnknownType {
+            type_name: M::full_name(),
+        });
     };
-    let dynamic = DynamicMessage::decode(desc, message.encode_to_vec().as_slice())
-        .map_err(|e| format!("cannot be decoded: {e}"))?;
+    let dynamic =
+        DynamicMessage::decode(desc, message.encode_to_vec().as_slice()).map_err(ReplyError::Decode)?;
     let mut path = Vec::new();
-    walk(&dynamic, &mut path, 0).map_err(|(path, message)| {
-        if path.is_empty() {
-            message
-        } else {
-            format!("{path}: {message}")
-        }
-    })
+    walk(&dynamic, &mut path, 0).map_err(|(path, message)| ReplyError::Invalid { path, message })
 }
 
 type Failure = (String, String);
@@ -71,7 +89,7 @@ fn walk(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<(), 
         return Err(fail(path, format!("nested more than {MAX_DEPTH} levels deep")));
     }
     let desc = m.descriptor();
-    super::pgv::check(m).map_err(|e| fail(path, e))?;
+    super::pgv::check(m).map_err(|e| fail(path, e.to_string()))?;
     match desc.full_name() {
         "google.protobuf.Any" => return walk_any(m, path, depth),
         "envoy.type.matcher.v3.RegexMatcher" => {
@@ -80,10 +98,10 @@ fn walk(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<(), 
         }
         "envoy.config.core.v3.HeaderValue" => {
             let key = string_field(m, "key");
-            crate::route::filters::check_name(&key).map_err(|e| fail(path, e))?;
+            crate::route::filters::check_name(&key).map_err(|e| fail(path, e.to_string()))?;
             let value = string_field(m, "value");
             crate::route::filters::check_value(&value)
-                .and_then(|()| crate::envoy::format::check(&value))
+                .and_then(|()| crate::envoy::format::check(&value).map_err(Into::into))
                 .map_err(|e| fail(path, format!("header {key:?}: {e}")))?;
         }
         "envoy.config.route.v3.Route" => {

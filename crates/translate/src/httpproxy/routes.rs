@@ -249,18 +249,30 @@ fn pb_duration(d: std::time::Duration) -> PbDuration {
 
 /// Contour's durations: Go's `time.ParseDuration` spellings portcullis
 /// reads (`10s`, `1m30s`, `500ms`), or `infinity` (no timeout: 0).
-fn contour_duration(v: &str) -> Result<std::time::Duration, String> {
+fn contour_duration(v: &str) -> Result<std::time::Duration, crate::duration::DurationError> {
     if v == "infinity" || v == "infinite" {
         return Ok(std::time::Duration::ZERO);
     }
     crate::duration::parse(v)
 }
 
+/// Why a headers policy cannot be programmed. The caller reports it on
+/// the policy's field, with " on request/response headers" after it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum HeaderPolicyError {
+    #[error("{value:?} is not a valid hostname for the Host header")]
+    HostValue { value: String },
+    /// The header modifier's error (its field is the policy's own
+    /// `set[i]`/`remove[i]`); its message only, as Contour words it.
+    #[error("{}", .0.message)]
+    Header(#[source] crate::error::RuleError),
+}
+
 fn header_policy(
     policy: Option<&api::httpproxy::HeadersPolicy>,
     field: &str,
     allow_host: bool,
-) -> Result<(HeaderMods, Option<String>), String> {
+) -> Result<(HeaderMods, Option<String>), HeaderPolicyError> {
     let mut mods = HeaderMods::default();
     let mut host = None;
     let Some(p) = policy else {
@@ -270,17 +282,16 @@ fn header_policy(
     for h in &p.set {
         if allow_host && h.name.eq_ignore_ascii_case("host") {
             if !crate::hostname::is_valid(&h.value, false) {
-                return Err(format!(
-                    "{:?} is not a valid hostname for the Host header",
-                    h.value
-                ));
+                return Err(HeaderPolicyError::HostValue {
+                    value: h.value.clone(),
+                });
             }
             host = Some(h.value.clone());
         } else {
             set.push((h.name.as_str(), h.value.as_str()));
         }
     }
-    filters::header_modifier(set, [], &p.remove, field, &mut mods).map_err(|e| e.message)?;
+    filters::header_modifier(set, [], &p.remove, field, &mut mods).map_err(HeaderPolicyError::Header)?;
     Ok((mods, host))
 }
 
@@ -539,7 +550,7 @@ fn action(
                 route_error(
                     reason::RETRY_POLICY_NOT_VALID,
                     format!("{pfield}.perTryTimeout"),
-                    e,
+                    e.to_string(),
                 )
             })?;
             policy.per_try_timeout = Some(pb_duration(d));
