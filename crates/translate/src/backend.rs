@@ -104,7 +104,7 @@ pub fn resolve(
     };
     match service_cluster(index, ns, b.name, port, route.kind == RouteKind::Grpc, clusters) {
         Ok(name) => Backend::Cluster { name, weight },
-        Err(message) => invalid(reason::BACKEND_NOT_FOUND, message),
+        Err(e) => invalid(reason::BACKEND_NOT_FOUND, e.to_string()),
     }
 }
 
@@ -160,6 +160,20 @@ fn extension_cluster(
     Ok(name)
 }
 
+/// Why a Service cannot back a route (reason `BackendNotFound`, class
+/// referential: it may appear later).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    #[error("Service {namespace}/{name} not found")]
+    NotFound { namespace: String, name: String },
+    #[error("Service {namespace}/{name} has no port {port}")]
+    NoPort {
+        namespace: String,
+        name: String,
+        port: i32,
+    },
+}
+
 /// The cluster for port `port` of Service `ns/name` (HTTP/2 when `grpc` or
 /// the port's appProtocol says so), registered in `clusters`; or why the
 /// Service cannot be used.
@@ -170,16 +184,23 @@ pub fn service_cluster(
     port: i32,
     grpc: bool,
     clusters: &mut BTreeMap<String, ClusterSpec>,
-) -> Result<String, String> {
+) -> Result<String, ServiceError> {
     let Some(svc) = index.service(ns, name) else {
-        return Err(format!("Service {ns}/{name} not found"));
+        return Err(ServiceError::NotFound {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+        });
     };
     let spec = svc.spec.as_ref();
     let Some(svc_port) = spec
         .and_then(|s| s.ports.as_ref())
         .and_then(|ps| ps.iter().find(|p| p.port == port))
     else {
-        return Err(format!("Service {ns}/{name} has no port {port}"));
+        return Err(ServiceError::NoPort {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            port,
+        });
     };
     let app_h2 = matches!(
         svc_port.app_protocol.as_deref(),

@@ -379,18 +379,20 @@ fn action(
                 ));
             }
         };
-        let port = i32::try_from(s.port).ok().filter(|p| (1..=65535).contains(p));
-        let cluster = port
-            .ok_or_else(|| format!("port {} is not a valid port", s.port))
-            .and_then(|port| backend::service_cluster(index, &holder.namespace, &s.name, port, h2c, clusters))
-            .map_err(|m| {
-                ProxyError::referential(
-                    type_::SERVICE_ERROR,
-                    reason::SERVICE_UNRESOLVED_REFERENCE,
-                    sfield.clone(),
-                    format!("Service [{}:{}] is invalid or missing: {m}", s.name, s.port),
-                )
-            })?;
+        let unresolved = |m: &dyn std::fmt::Display| {
+            ProxyError::referential(
+                type_::SERVICE_ERROR,
+                reason::SERVICE_UNRESOLVED_REFERENCE,
+                sfield.clone(),
+                format!("Service [{}:{}] is invalid or missing: {m}", s.name, s.port),
+            )
+        };
+        let port = i32::try_from(s.port)
+            .ok()
+            .filter(|p| (1..=65535).contains(p))
+            .ok_or_else(|| unresolved(&format_args!("port {} is not a valid port", s.port)))?;
+        let cluster = backend::service_cluster(index, &holder.namespace, &s.name, port, h2c, clusters)
+            .map_err(|e| unresolved(&e))?;
         if s.mirror {
             if !mirrors.is_empty() {
                 return Err(ProxyError::semantic(
