@@ -256,8 +256,10 @@ impl Chain {
                 let ok = tokio::time::timeout(timeout, dial(&m.config.address)).await;
                 let outcome = match ok {
                     Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(e.to_string()),
-                    Err(_) => Err(format!("no connection within {} ms", timeout.as_millis())),
+                    Ok(Err(e)) => Err(Unreachable::Dial(e)),
+                    Err(_) => Err(Unreachable::DialTimeout {
+                        ms: timeout.as_millis(),
+                    }),
                 };
                 m.note(outcome);
             }
@@ -428,8 +430,23 @@ async fn dial(address: &ServiceAddress) -> std::io::Result<()> {
     }
 }
 
+/// Why a manager counts as unreachable; its text is the manager's
+/// `lastError` in `/api/status`.
+#[derive(Debug, thiserror::Error)]
+enum Unreachable {
+    /// The probe's dial failed.
+    #[error(transparent)]
+    Dial(std::io::Error),
+    #[error("no connection within {ms} ms")]
+    DialTimeout { ms: u128 },
+    /// A hook call failed for want of the server (not a status or an
+    /// unusable reply: those come from a reachable server).
+    #[error(transparent)]
+    Hook(HookFailure),
+}
+
 impl Manager {
-    fn note(&self, outcome: Result<(), String>) {
+    fn note(&self, outcome: Result<(), Unreachable>) {
         let mut r = self.reach.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
             Ok(()) => {
@@ -438,7 +455,7 @@ impl Manager {
             }
             Err(e) => {
                 r.reachable = Some(false);
-                r.last_error = Some(e);
+                r.last_error = Some(e.to_string());
             }
         }
     }
@@ -526,7 +543,7 @@ impl Manager {
             }
             // A status from the server proves it is reachable.
             Err(HookFailure::Status { .. } | HookFailure::InvalidReply { .. }) => self.note(Ok(())),
-            Err(f) => self.note(Err(f.to_string())),
+            Err(f) => self.note(Err(Unreachable::Hook(f.clone()))),
         }
         outcome
     }
