@@ -66,7 +66,7 @@ pub fn resolve(
     {
         return match extension_cluster(index, x, route, b, clusters) {
             Ok(name) => Backend::Cluster { name, weight },
-            Err((reason, message)) => invalid(reason, message),
+            Err(e) => invalid(e.reason(), e.to_string()),
         };
     }
     if !(b.group.is_empty() || b.group == "core") || b.kind != "Service" {
@@ -108,6 +108,29 @@ pub fn resolve(
     }
 }
 
+/// Why a backendRef to an extension backend cannot be used; `what` is
+/// `group/kind ns/name`, [`reason`](ExtensionBackendError::reason) the
+/// route's `ResolvedRefs=False` reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum ExtensionBackendError {
+    #[error("{what} is in another namespace and no ReferenceGrant allows it")]
+    NotPermitted { what: String },
+    #[error("{what}: the extension's Cluster hook is not enabled (hooks.xdsTranslator.post)")]
+    NoClusterHook { what: String },
+    #[error("{what} not found")]
+    NotFound { what: String },
+}
+
+impl ExtensionBackendError {
+    fn reason(&self) -> &'static str {
+        match self {
+            ExtensionBackendError::NotPermitted { .. } => reason::REF_NOT_PERMITTED,
+            ExtensionBackendError::NoClusterHook { .. } => reason::INVALID_KIND,
+            ExtensionBackendError::NotFound { .. } => reason::BACKEND_NOT_FOUND,
+        }
+    }
+}
+
 /// The cluster for a backendRef to an extension backend (a `backendResources`
 /// kind): named `extension/<namespace>/<group>/<kind>/<name>` (five
 /// segments, so it never equals a Service's `ns/name/port[/h2c]`; every
@@ -118,7 +141,7 @@ fn extension_cluster(
     route: &Route<'_>,
     b: &BackendRef<'_>,
     clusters: &mut BTreeMap<String, ClusterSpec>,
-) -> Result<String, (&'static str, String)> {
+) -> Result<String, ExtensionBackendError> {
     let ns = b.namespace.unwrap_or(route.namespace);
     let what = format!("{}/{} {ns}/{}", b.group, b.kind, b.name);
     let from = From {
@@ -133,22 +156,16 @@ fn extension_cluster(
         name: b.name,
     };
     if !reference_grant::permitted(index, &from, &to) {
-        return Err((
-            reason::REF_NOT_PERMITTED,
-            format!("{what} is in another namespace and no ReferenceGrant allows it"),
-        ));
+        return Err(ExtensionBackendError::NotPermitted { what });
     }
     // Nothing but the extension can make this cluster: without its Cluster
     // hook the cluster would have no endpoints, so the backend is invalid
     // (its share answers 500) rather than silently empty.
     if !x.runs(crate::extension::Hook::Cluster) {
-        return Err((
-            reason::INVALID_KIND,
-            format!("{what}: the extension's Cluster hook is not enabled (hooks.xdsTranslator.post)"),
-        ));
+        return Err(ExtensionBackendError::NoClusterHook { what });
     }
     let Some(resource) = x.backend(b.group, b.kind, ns, b.name) else {
-        return Err((reason::BACKEND_NOT_FOUND, format!("{what} not found")));
+        return Err(ExtensionBackendError::NotFound { what });
     };
     let name = format!("extension/{ns}/{}/{}/{}", b.group, b.kind, b.name);
     clusters.entry(name.clone()).or_insert_with(|| ClusterSpec {

@@ -87,8 +87,49 @@ pub enum PemError {
     },
 }
 
-/// Why a certificate reference cannot be used: (reason, message).
-pub type RefError = (&'static str, String);
+/// Why a listener's certificate reference cannot be used; [`reason`]
+/// is the listener's `ResolvedRefs=False` reason.
+///
+/// [`reason`]: CertificateRefError::reason
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateRefError {
+    #[error("certificateRef {group}/{kind} {name}: only core Secrets are supported")]
+    Unsupported {
+        group: String,
+        kind: String,
+        name: String,
+    },
+    #[error(
+        "certificateRef Secret {namespace}/{name}: no ReferenceGrant in {namespace} allows {from_kind}s from {from_namespace}"
+    )]
+    NotPermitted {
+        namespace: String,
+        name: String,
+        from_kind: &'static str,
+        from_namespace: String,
+    },
+    #[error("certificateRef Secret {namespace}/{name} not found")]
+    NotFound { namespace: String, name: String },
+    #[error("certificateRef Secret {namespace}/{name}: {error}")]
+    Invalid {
+        namespace: String,
+        name: String,
+        #[source]
+        error: SecretError,
+    },
+}
+
+impl CertificateRefError {
+    /// The Gateway API reason of the listener's `ResolvedRefs` condition.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CertificateRefError::NotPermitted { .. } => reason::REF_NOT_PERMITTED,
+            CertificateRefError::Unsupported { .. }
+            | CertificateRefError::NotFound { .. }
+            | CertificateRefError::Invalid { .. } => reason::INVALID_CERTIFICATE_REF,
+        }
+    }
+}
 
 /// `from_kind` is the kind holding the listener (`Gateway` or
 /// `ListenerSet`): a ReferenceGrant names the kind it admits.
@@ -100,12 +141,13 @@ pub fn resolve(
     kind: &str,
     namespace: Option<&str>,
     name: &str,
-) -> Result<Certificate, RefError> {
+) -> Result<Certificate, CertificateRefError> {
     if !(group.is_empty() || group == "core") || kind != "Secret" {
-        return Err((
-            reason::INVALID_CERTIFICATE_REF,
-            format!("certificateRef {group}/{kind} {name}: only core Secrets are supported"),
-        ));
+        return Err(CertificateRefError::Unsupported {
+            group: group.to_string(),
+            kind: kind.to_string(),
+            name: name.to_string(),
+        });
     }
     let ns = namespace.unwrap_or(gateway_ns);
     let from = From {
@@ -120,24 +162,23 @@ pub fn resolve(
         name,
     };
     if !reference_grant::permitted(index, &from, &to) {
-        return Err((
-            reason::REF_NOT_PERMITTED,
-            format!(
-                "certificateRef Secret {ns}/{name}: no ReferenceGrant in {ns} allows {from_kind}s from {gateway_ns}"
-            ),
-        ));
+        return Err(CertificateRefError::NotPermitted {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            from_kind,
+            from_namespace: gateway_ns.to_string(),
+        });
     }
     let Some(secret) = index.secret(ns, name) else {
-        return Err((
-            reason::INVALID_CERTIFICATE_REF,
-            format!("certificateRef Secret {ns}/{name} not found"),
-        ));
+        return Err(CertificateRefError::NotFound {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+        });
     };
-    let (cert_pem, key_pem) = check_secret(secret).map_err(|e| {
-        (
-            reason::INVALID_CERTIFICATE_REF,
-            format!("certificateRef Secret {ns}/{name}: {e}"),
-        )
+    let (cert_pem, key_pem) = check_secret(secret).map_err(|error| CertificateRefError::Invalid {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        error,
     })?;
     Ok(Certificate {
         sds_name: crate::naming::secret(ns, name),
@@ -344,6 +385,27 @@ MC4CAQAwBQYDK2VwBCIEILfUSG/DOGItSF8IL4uUf9EXplP9tuz6cPSzktnTHCLg
             "the PRIVATE KEY block does not hold a PRIVATE KEY: PKCS#8 version 1; BoringSSL only takes version 0"
         );
         Ok(())
+    }
+
+    #[test]
+    fn tls_a_key_of_another_type_is_a_type_mismatch() {
+        let ed = PublicKey::Ed25519([1; 32]);
+        let ec = PublicKey::Ec {
+            curve: keys::Curve::P256,
+            point: vec![4],
+        };
+        let err = keys::check_match(&ed, &ec).err();
+        assert_eq!(
+            err,
+            Some(keys::MismatchError::Type {
+                private: "ECDSA",
+                cert: "Ed25519"
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("the private key is ECDSA but certificate 0's key is Ed25519 (BoringSSL KEY_TYPE_MISMATCH)")
+        );
     }
 
     #[test]

@@ -957,7 +957,77 @@ fn int64_overflow(json: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::check;
+    use super::*;
+
+    /// Each error is its variant, and its text is what status shows.
+    #[test]
+    fn errors_name_the_variant_and_keep_their_text() {
+        let cases: Vec<(&str, FormatError, &str)> = vec![
+            (
+                "50%",
+                FormatError::StrayPercent { offset: 2 },
+                "'%' at offset 2 does not start a command (write %% for a literal percent)",
+            ),
+            (
+                "%REQ(x):18446744073709551616%",
+                FormatError::LengthTooLarge {
+                    name: "REQ".into(),
+                    digits: "18446744073709551616".into(),
+                },
+                "%REQ: length limit 18446744073709551616 is too large (at most 18446744073709551615)",
+            ),
+            (
+                "%REQ%",
+                FormatError::MissingArgument { name: "REQ".into() },
+                "%REQ% needs an argument, e.g. %REQ(x)%",
+            ),
+            (
+                "%REQ(x y)%",
+                FormatError::Argument {
+                    name: "REQ".into(),
+                    arg: "x y".into(),
+                    problem: ArgumentProblem::HeaderName { header: "x y".into() },
+                },
+                "%REQ(x y)%: 'x y' is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only; ':' only to start a pseudo-header)",
+            ),
+            (
+                "%METADATA(FOO)%",
+                FormatError::Argument {
+                    name: "METADATA".into(),
+                    arg: "FOO".into(),
+                    problem: ArgumentProblem::MetadataType { kind: "FOO".into() },
+                },
+                "%METADATA(FOO)%: metadata type 'FOO' is not one of DYNAMIC, CLUSTER, ROUTE, UPSTREAM_HOST, LISTENER, LISTENER_FILTER_CHAIN, VIRTUAL_HOST",
+            ),
+            (
+                r#"%COALESCE({"operators":[{"command":"REQ"}]})%"#,
+                FormatError::Coalesce(CoalesceError::Operator {
+                    index: 0,
+                    problem: Box::new(OperatorError::MissingParam {
+                        command: "REQ".into(),
+                    }),
+                }),
+                "%COALESCE: operators[0]: 'REQ' needs a non-empty 'param'",
+            ),
+            (
+                r#"%COALESCE({"operators":[{"command":"REQ","param":"a b"}]})%"#,
+                FormatError::Coalesce(CoalesceError::Operator {
+                    index: 0,
+                    problem: Box::new(OperatorError::Command(FormatError::Argument {
+                        name: "REQ".into(),
+                        arg: "a b".into(),
+                        problem: ArgumentProblem::HeaderName { header: "a b".into() },
+                    })),
+                }),
+                "%COALESCE: operators[0]: %REQ(a b)%: 'a b' is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only; ':' only to start a pseudo-header)",
+            ),
+        ];
+        for (input, variant, text) in cases {
+            let err = check(input).err();
+            assert_eq!(err.as_ref(), Some(&variant), "{input}");
+            assert_eq!(err.map(|e| e.to_string()).as_deref(), Some(text), "{input}");
+        }
+    }
 
     #[test]
     fn accepts_envoy_format_strings() {

@@ -529,3 +529,71 @@ fn check_scalar(kind: &Kind, v: &Value, rule: &Rule) -> Result<(), Violation> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::route::v3::{RouteAction, route_action};
+    use prost::{Message, Name};
+
+    use super::*;
+
+    fn dynamic<M: Message + Name>(m: &M) -> Option<DynamicMessage> {
+        let desc = crate::output::descriptor_pool().get_message_by_name(&M::full_name())?;
+        DynamicMessage::decode(desc, m.encode_to_vec().as_slice()).ok()
+    }
+
+    /// Each error is its variant, and its text is what the hook's
+    /// failure shows (`RouteAction.cluster` is `min_len: 1`; `priority`
+    /// is `enum.defined_only`).
+    #[test]
+    fn violations_name_the_variant_and_keep_their_text() {
+        let empty_cluster = RouteAction {
+            cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(String::new())),
+            ..Default::default()
+        };
+        let err = dynamic(&empty_cluster).and_then(|m| check(&m).err());
+        assert_eq!(
+            err,
+            Some(PgvError::Field {
+                field: "cluster".into(),
+                violation: Violation::TooShort {
+                    value: String::new(),
+                    min: 1
+                },
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#"cluster: "" is shorter than 1 characters"#)
+        );
+        let bad_priority = RouteAction {
+            cluster_specifier: Some(route_action::ClusterSpecifier::Cluster("c".into())),
+            priority: 7,
+            ..Default::default()
+        };
+        let err = dynamic(&bad_priority).and_then(|m| check(&m).err());
+        assert_eq!(
+            err,
+            Some(PgvError::Field {
+                field: "priority".into(),
+                violation: Violation::UndefinedEnum {
+                    number: 7,
+                    enum_name: "RoutingPriority".into()
+                },
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("priority: 7 is not a defined value of RoutingPriority")
+        );
+        assert_eq!(
+            Violation::Duration(BoundViolation {
+                value: 0.0,
+                relation: "greater than",
+                limit: 0.0
+            })
+            .to_string(),
+            "value 0 must be greater than 0 (nanoseconds)"
+        );
+    }
+}

@@ -275,3 +275,30 @@ fn targets(json: &[u8]) -> Result<Vec<Target>, TargetsError> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod targets_tests {
+    use super::*;
+
+    #[test]
+    fn target_errors_name_the_variant_and_the_field() {
+        let err = targets(br#"{"spec":{}}"#).err();
+        assert!(matches!(err, Some(TargetsError::Missing)), "{err:?}");
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("spec.targetRefs: missing required field")
+        );
+        let err = targets(br#"{"spec":{"targetRefs":[{"kind":"Gateway"}]}}"#).err();
+        assert!(
+            matches!(err, Some(TargetsError::KindAndName { index: 0 })),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("spec.targetRefs[0]: kind and name are required")
+        );
+        let err = targets(b"{").err();
+        assert!(matches!(err, Some(TargetsError::Json(_))), "{err:?}");
+        assert!(err.is_some_and(|e| e.to_string().starts_with("cannot be read as JSON: ")),);
+    }
+}

@@ -641,7 +641,7 @@ pub fn post_translate(
 
 /// Why a `PostTranslateModify` reply cannot be used; `kind` is the
 /// resource kind ("cluster", "route configuration", …).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum TranslateReplyError {
     #[error("a {kind} without a name")]
     Unnamed { kind: &'static str },

@@ -492,6 +492,46 @@ fn collapse_slashes(path: &str) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn condition_errors_name_the_variant_and_keep_contours_text() {
+        let err = path_valid(&[prefix("foo")]).err();
+        assert_eq!(
+            err,
+            Some(PathConditionError::NotAbsolute {
+                kind: "prefix",
+                value: "foo".into()
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("prefix conditions must start with /, foo was supplied")
+        );
+        let err = path_valid(&[prefix("/a"), prefix("/b")]).err();
+        assert_eq!(err, Some(PathConditionError::Several));
+        let h = HeaderMatchCondition {
+            name: "x-a".into(),
+            ..Default::default()
+        };
+        let err = header(&h).err();
+        assert_eq!(err, Some(HeaderConditionError { name: "x-a".into() }));
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(
+                r#"header condition for "x-a" must set exactly one of present, notpresent, contains, notcontains, exact, notexact or regex"#
+            )
+        );
+        let q = QueryParameterMatchCondition {
+            name: "q".into(),
+            ..Default::default()
+        };
+        let err = query(&q).err();
+        assert_eq!(err, Some(QueryConditionError::Empty));
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("must specify at least one query parameter condition")
+        );
+    }
+
     fn prefix(p: &str) -> MatchCondition {
         MatchCondition {
             prefix: p.into(),

@@ -155,3 +155,35 @@ fn origin(o: &str) -> Result<StringMatcher, OriginError> {
         ignore_case: true,
     })
 }
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    #[test]
+    fn origin_errors_name_the_variant_and_the_origin() {
+        let err = origin("ftp://a.example").err();
+        assert_eq!(
+            err,
+            Some(OriginError::Scheme {
+                origin: "ftp://a.example".into()
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#""ftp://a.example": the scheme must be http or https"#)
+        );
+        assert_eq!(
+            origin("a.example").err(),
+            Some(OriginError::NotAnOrigin {
+                origin: "a.example".into()
+            })
+        );
+        assert_eq!(
+            origin("https://a.example:x").err(),
+            Some(OriginError::Port {
+                origin: "https://a.example:x".into()
+            })
+        );
+    }
+}

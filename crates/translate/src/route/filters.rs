@@ -454,6 +454,41 @@ mod credential_tests {
     use super::*;
 
     #[test]
+    fn header_errors_name_the_variant_and_keep_their_text() {
+        assert_eq!(check_name("Host"), Err(HeaderError::Host));
+        assert_eq!(
+            HeaderError::Host.to_string(),
+            "the Host header cannot be modified by a header filter"
+        );
+        assert_eq!(
+            check_name("a b"),
+            Err(HeaderError::InvalidName { name: "a b".into() })
+        );
+        assert_eq!(
+            check_name("a b").map_err(|e| e.to_string()),
+            Err(r#""a b" is not a valid header name"#.to_string())
+        );
+        assert_eq!(check_value("a\nb"), Err(HeaderError::ControlCharacter));
+        let mut mods = HeaderMods::default();
+        let err = header_modifier_formatted([("authorization", "%NOPE%")], [], &[], "f", &mut mods);
+        assert_eq!(
+            err,
+            Err(RuleError::structural(
+                "f.set[0].value",
+                "not a valid Envoy format string (the error is not shown: the header carries a credential)"
+            ))
+        );
+        let err = header_modifier_formatted([("x-a", "%NOPE%")], [], &[], "f", &mut mods);
+        assert_eq!(
+            err,
+            Err(RuleError::structural(
+                "f.set[0].value",
+                "unknown format command %NOPE%"
+            ))
+        );
+    }
+
+    #[test]
     fn a_format_error_in_a_credential_header_does_not_quote_the_value() {
         let mut mods = HeaderMods::default();
         let err = header_modifier_formatted(

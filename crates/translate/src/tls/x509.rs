@@ -79,3 +79,29 @@ pub fn check_tbs(cert: &[u8]) -> Result<&[u8], TbsError> {
     }
     Ok(spki)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tbs_errors_name_the_variant_and_keep_their_text() {
+        assert_eq!(check_tbs(b""), Err(TbsError::Malformed));
+        assert_eq!(
+            TbsError::Malformed.to_string(),
+            "is not DER as BoringSSL reads it"
+        );
+        assert_eq!(
+            TbsError::Version { version: 3 }.to_string(),
+            "its version field is 3 (X.509 v4); BoringSSL only takes v1, v2 and v3"
+        );
+        assert_eq!(
+            TbsError::FieldsForVersion {
+                version: 0,
+                what: "extensions, which need v3"
+            }
+            .to_string(),
+            "it is X.509 v1 but has extensions, which need v3; BoringSSL refuses it"
+        );
+    }
+}
