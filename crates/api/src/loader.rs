@@ -885,3 +885,22 @@ fn sanitize(message: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod read_both_ways_tests {
+    use super::*;
+
+    #[test]
+    fn a_document_serde_saphyr_refuses_is_a_refusal() {
+        let read = read_both_ways("a: [\n");
+        let saphyr = read.first().map(|r| r.saphyr.clone());
+        assert!(
+            matches!(saphyr, Some(Err(SaphyrRefusal::Refused { .. }))),
+            "{saphyr:?}"
+        );
+        assert_eq!(
+            SaphyrRefusal::NotOneDocument.to_string(),
+            "not exactly one document"
+        );
+    }
+}

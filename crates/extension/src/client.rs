@@ -256,8 +256,8 @@ impl Chain {
                 let ok = tokio::time::timeout(timeout, dial(&m.config.address)).await;
                 let outcome = match ok {
                     Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(Unreachable::Dial(e)),
-                    Err(_) => Err(Unreachable::DialTimeout {
+                    Ok(Err(e)) => Err(ReachFailure::Dial(e)),
+                    Err(_) => Err(ReachFailure::DialTimeout {
                         ms: timeout.as_millis(),
                     }),
                 };
@@ -433,7 +433,7 @@ async fn dial(address: &ServiceAddress) -> std::io::Result<()> {
 /// Why a manager counts as unreachable; its text is the manager's
 /// `lastError` in `/api/status`.
 #[derive(Debug, thiserror::Error)]
-enum Unreachable {
+enum ReachFailure {
     /// The probe's dial failed.
     #[error(transparent)]
     Dial(std::io::Error),
@@ -446,7 +446,7 @@ enum Unreachable {
 }
 
 impl Manager {
-    fn note(&self, outcome: Result<(), Unreachable>) {
+    fn note(&self, outcome: Result<(), ReachFailure>) {
         let mut r = self.reach.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
             Ok(()) => {
@@ -543,7 +543,7 @@ impl Manager {
             }
             // A status from the server proves it is reachable.
             Err(HookFailure::Status { .. } | HookFailure::InvalidReply { .. }) => self.note(Ok(())),
-            Err(f) => self.note(Err(Unreachable::Hook(f.clone()))),
+            Err(f) => self.note(Err(ReachFailure::Hook(f.clone()))),
         }
         outcome
     }
@@ -1010,5 +1010,20 @@ impl Hooks for Chain {
                 fail_open: false,
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod unreachable_tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_manager_says_why() {
+        assert_eq!(
+            ReachFailure::DialTimeout { ms: 250 }.to_string(),
+            "no connection within 250 ms"
+        );
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        assert_eq!(ReachFailure::Dial(refused).to_string(), "connection refused");
     }
 }

@@ -325,3 +325,43 @@ fn endpoints(
     out.dedup();
     out
 }
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    #[test]
+    fn backend_errors_carry_their_reason_and_text() {
+        let what = || "example.com/Backend ns/b".to_string();
+        let cases = [
+            (
+                ExtensionBackendError::NotPermitted { what: what() },
+                reason::REF_NOT_PERMITTED,
+                "example.com/Backend ns/b is in another namespace and no ReferenceGrant allows it",
+            ),
+            (
+                ExtensionBackendError::NoClusterHook { what: what() },
+                reason::INVALID_KIND,
+                "example.com/Backend ns/b: the extension's Cluster hook is not enabled (hooks.xdsTranslator.post)",
+            ),
+            (
+                ExtensionBackendError::NotFound { what: what() },
+                reason::BACKEND_NOT_FOUND,
+                "example.com/Backend ns/b not found",
+            ),
+        ];
+        for (e, reason, text) in cases {
+            assert_eq!(e.reason(), reason, "{e:?}");
+            assert_eq!(e.to_string(), text);
+        }
+        assert_eq!(
+            ServiceError::NoPort {
+                namespace: "ns".into(),
+                name: "s".into(),
+                port: 81
+            }
+            .to_string(),
+            "Service ns/s has no port 81"
+        );
+    }
+}

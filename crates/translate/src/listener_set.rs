@@ -296,3 +296,27 @@ impl ListenerSetState<'_> {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod admission_error_tests {
+    use super::*;
+
+    #[test]
+    fn admission_errors_keep_their_text() {
+        assert_eq!(
+            NotAdmitted::NotAllowed {
+                gateway: "Gateway infra/gw".into()
+            }
+            .to_string(),
+            "Gateway infra/gw does not allow ListenerSets (spec.allowedListeners.namespaces.from is None or absent)"
+        );
+        assert_eq!(
+            NotAdmitted::NotSelected {
+                gateway: "Gateway infra/gw".into(),
+                namespace: "team".into()
+            }
+            .to_string(),
+            "Gateway infra/gw: spec.allowedListeners.namespaces.selector does not select namespace team"
+        );
+    }
+}

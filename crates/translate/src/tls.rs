@@ -475,3 +475,43 @@ MC4CAQAwBQYDK2VwBCIEILfUSG/DOGItSF8IL4uUf9EXplP9tuz6cPSzktnTHCLg
         }
     }
 }
+
+#[cfg(test)]
+mod ref_error_tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_ref_error_carries_its_reason_and_text() {
+        let unsupported = CertificateRefError::Unsupported {
+            group: "example.com".into(),
+            kind: "Cert".into(),
+            name: "c".into(),
+        };
+        assert_eq!(unsupported.reason(), reason::INVALID_CERTIFICATE_REF);
+        assert_eq!(
+            unsupported.to_string(),
+            "certificateRef example.com/Cert c: only core Secrets are supported"
+        );
+        let not_permitted = CertificateRefError::NotPermitted {
+            namespace: "certs".into(),
+            name: "c".into(),
+            from_kind: "Gateway",
+            from_namespace: "infra".into(),
+        };
+        assert_eq!(not_permitted.reason(), reason::REF_NOT_PERMITTED);
+        assert_eq!(
+            not_permitted.to_string(),
+            "certificateRef Secret certs/c: no ReferenceGrant in certs allows Gateways from infra"
+        );
+        let invalid = CertificateRefError::Invalid {
+            namespace: "certs".into(),
+            name: "c".into(),
+            error: SecretError::Missing("tls.key"),
+        };
+        assert_eq!(invalid.reason(), reason::INVALID_CERTIFICATE_REF);
+        assert_eq!(
+            invalid.to_string(),
+            "certificateRef Secret certs/c: data[tls.key] is missing"
+        );
+    }
+}

@@ -842,3 +842,53 @@ pub fn strict_precheck(
         built.endpoints = before.endpoints.clone();
     }
 }
+
+#[cfg(test)]
+mod reply_tests {
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+
+    use super::*;
+
+    fn cluster(name: &str) -> Cluster {
+        Cluster {
+            name: name.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_translate_reply_error_names_the_kind_and_the_resource() {
+        let includes = super::super::TranslationIncludes {
+            listeners: false,
+            routes: false,
+            clusters: true,
+            secrets: false,
+        };
+        let twice = super::super::TranslateReply {
+            clusters: vec![cluster("a"), cluster("a")],
+            ..Default::default()
+        };
+        let err = check_translate(&twice, includes).err();
+        assert_eq!(
+            err,
+            Some(TranslateReplyError::Duplicate {
+                kind: "cluster",
+                name: "a".into()
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#"cluster "a" is returned twice"#)
+        );
+        let unnamed = super::super::TranslateReply {
+            clusters: vec![cluster("")],
+            ..Default::default()
+        };
+        let err = check_translate(&unnamed, includes).err();
+        assert_eq!(err, Some(TranslateReplyError::Unnamed { kind: "cluster" }));
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("a cluster without a name")
+        );
+    }
+}

@@ -683,3 +683,50 @@ fn redirect(p: &api::httpproxy::RequestRedirectPolicy, field: &str) -> Result<Re
     }
     Ok(r)
 }
+
+#[cfg(test)]
+mod header_policy_tests {
+    use api::httpproxy::{HeaderValue, HeadersPolicy};
+
+    use super::*;
+
+    #[test]
+    fn header_policy_errors_name_the_variant_and_keep_their_text() {
+        let host = HeadersPolicy {
+            set: vec![HeaderValue {
+                name: "Host".into(),
+                value: "a b".into(),
+            }],
+            remove: Vec::new(),
+        };
+        let err = header_policy(Some(&host), "f", true).err();
+        assert_eq!(
+            err,
+            Some(HeaderPolicyError::HostValue { value: "a b".into() })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#""a b" is not a valid hostname for the Host header"#)
+        );
+        let bad_name = HeadersPolicy {
+            set: vec![HeaderValue {
+                name: "a b".into(),
+                value: "v".into(),
+            }],
+            remove: Vec::new(),
+        };
+        let err = header_policy(Some(&bad_name), "f", false).err();
+        assert_eq!(
+            err,
+            Some(HeaderPolicyError::Header(crate::error::RuleError::structural(
+                "f.set[0].name",
+                r#""a b" is not a valid header name"#
+            )))
+        );
+        // Contour's message only: the field is the caller's.
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#""a b" is not a valid header name"#)
+        );
+    }
+}
