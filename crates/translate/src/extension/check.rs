@@ -44,12 +44,13 @@ pub enum ReplyError {
     #[error("cannot be decoded: {0}")]
     Decode(#[source] prost::DecodeError),
     /// A check failed at `path` (dotted field names from the reply's
-    /// root, empty at the root itself).
+    /// root, empty at the root itself). Boxed: the walk returns it
+    /// through every level.
     #[error("{}", at(path, problem))]
     Invalid {
         path: String,
         #[source]
-        problem: Problem,
+        problem: Box<Problem>,
     },
 }
 
@@ -131,7 +132,7 @@ type Failure = ReplyError;
 fn fail(path: &[String], problem: impl Into<Problem>) -> Failure {
     ReplyError::Invalid {
         path: path.join("."),
-        problem: problem.into(),
+        problem: Box::new(problem.into()),
     }
 }
 
@@ -376,13 +377,13 @@ mod tests {
             err,
             Some(ReplyError::Invalid {
                 path: "route".into(),
-                problem: Problem::Pgv(super::super::pgv::PgvError::Field {
+                problem: Box::new(Problem::Pgv(super::super::pgv::PgvError::Field {
                     field: "cluster".into(),
                     violation: super::super::pgv::Violation::TooShort {
                         value: String::new(),
                         min: 1
                     },
-                }),
+                })),
             })
         );
         assert_eq!(

@@ -700,10 +700,7 @@ mod header_policy_tests {
             remove: Vec::new(),
         };
         let err = header_policy(Some(&host), "f", true).err();
-        assert_eq!(
-            err,
-            Some(HeaderPolicyError::HostValue { value: "a b".into() })
-        );
+        assert_eq!(err, Some(HeaderPolicyError::HostValue { value: "a b".into() }));
         assert_eq!(
             err.map(|e| e.to_string()).as_deref(),
             Some(r#""a b" is not a valid hostname for the Host header"#)
