@@ -290,21 +290,15 @@ impl Chain {
 
     /// Runs `fut` on the chain's runtime and waits for it (see the module
     /// docs for the threading).
-    fn run<T: Send + 'static>(
-        &self,
-        fut: impl Future<Output = T> + Send + 'static,
-    ) -> Result<T, &'static str> {
+    fn run<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> Result<T, RunError> {
         if std::thread::current().name() == Some(THREAD_NAME) {
-            return Err("called from the extension client's own runtime thread");
+            return Err(RunError::OwnThread);
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.handle.spawn(async move {
             let _ = tx.send(fut.await);
         });
-        let wait = move || {
-            rx.recv()
-                .map_err(|_| "the extension client's task ended without a reply")
-        };
+        let wait = move || rx.recv().map_err(|_| RunError::TaskEnded);
         match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
                 tokio::task::block_in_place(wait)
@@ -362,7 +356,7 @@ impl Chain {
                 .into_iter()
                 .map(|r| r.unwrap_or_else(|| Err(lost("the call's task ended without a reply"))))
                 .collect(),
-            Err(why) => (0..n).map(|_| Err(lost(why))).collect(),
+            Err(why) => (0..n).map(|_| Err(lost(&why.to_string()))).collect(),
         }
     }
 
@@ -428,6 +422,16 @@ async fn dial(address: &ServiceAddress) -> std::io::Result<()> {
         }
         ServiceAddress::Unix { path } => tokio::net::UnixStream::connect(path).await.map(drop),
     }
+}
+
+/// Why a batch of calls did not run on the chain's runtime (every call of
+/// it fails `Unreachable` with this text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+enum RunError {
+    #[error("called from the extension client's own runtime thread")]
+    OwnThread,
+    #[error("the extension client's task ended without a reply")]
+    TaskEnded,
 }
 
 /// Why a manager counts as unreachable; its text is the manager's
@@ -1025,5 +1029,13 @@ mod unreachable_tests {
         );
         let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
         assert_eq!(ReachFailure::Dial(refused).to_string(), "connection refused");
+        assert_eq!(
+            RunError::OwnThread.to_string(),
+            "called from the extension client's own runtime thread"
+        );
+        assert_eq!(
+            RunError::TaskEnded.to_string(),
+            "the extension client's task ended without a reply"
+        );
     }
 }
