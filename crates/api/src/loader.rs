@@ -264,7 +264,19 @@ pub struct ReadBothWays {
     pub first_line: usize,
     pub fast: Option<String>,
     /// `Err`: serde-saphyr refuses the document, or reads several.
-    pub saphyr: Result<String, String>,
+    pub saphyr: Result<String, SaphyrRefusal>,
+}
+
+/// Why serde-saphyr gives no tree for a document in [`read_both_ways`].
+/// Not an API.
+#[doc(hidden)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SaphyrRefusal {
+    #[error("not exactly one document")]
+    NotOneDocument,
+    /// serde-saphyr's message (its error is neither `Clone` nor `Eq`).
+    #[error("{message}")]
+    Refused { message: String },
 }
 
 /// How many documents of a YAML stream the fast reader reads, of how many
@@ -298,9 +310,11 @@ pub fn read_both_ways(text: &str) -> Vec<ReadBothWays> {
                 ) {
                     Ok(mut documents) => match (documents.pop(), documents.pop()) {
                         (Some(tree::PlainNode(node)), None) => Ok(format!("{node:?}")),
-                        _ => Err("not exactly one document".to_string()),
+                        _ => Err(SaphyrRefusal::NotOneDocument),
                     },
-                    Err(error) => Err(error.to_string()),
+                    Err(error) => Err(SaphyrRefusal::Refused {
+                        message: error.to_string(),
+                    }),
                 };
                 ReadBothWays {
                     first_line: chunk.first_line,
@@ -870,4 +884,23 @@ fn sanitize(message: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod read_both_ways_tests {
+    use super::*;
+
+    #[test]
+    fn a_document_serde_saphyr_refuses_is_a_refusal() {
+        let read = read_both_ways("a: [\n");
+        let saphyr = read.first().map(|r| r.saphyr.clone());
+        assert!(
+            matches!(saphyr, Some(Err(SaphyrRefusal::Refused { .. }))),
+            "{saphyr:?}"
+        );
+        assert_eq!(
+            SaphyrRefusal::NotOneDocument.to_string(),
+            "not exactly one document"
+        );
+    }
 }

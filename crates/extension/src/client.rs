@@ -256,8 +256,10 @@ impl Chain {
                 let ok = tokio::time::timeout(timeout, dial(&m.config.address)).await;
                 let outcome = match ok {
                     Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(e.to_string()),
-                    Err(_) => Err(format!("no connection within {} ms", timeout.as_millis())),
+                    Ok(Err(e)) => Err(ReachFailure::Dial(e)),
+                    Err(_) => Err(ReachFailure::DialTimeout {
+                        ms: timeout.as_millis(),
+                    }),
                 };
                 m.note(outcome);
             }
@@ -288,21 +290,15 @@ impl Chain {
 
     /// Runs `fut` on the chain's runtime and waits for it (see the module
     /// docs for the threading).
-    fn run<T: Send + 'static>(
-        &self,
-        fut: impl Future<Output = T> + Send + 'static,
-    ) -> Result<T, &'static str> {
+    fn run<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> Result<T, RunError> {
         if std::thread::current().name() == Some(THREAD_NAME) {
-            return Err("called from the extension client's own runtime thread");
+            return Err(RunError::OwnThread);
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.handle.spawn(async move {
             let _ = tx.send(fut.await);
         });
-        let wait = move || {
-            rx.recv()
-                .map_err(|_| "the extension client's task ended without a reply")
-        };
+        let wait = move || rx.recv().map_err(|_| RunError::TaskEnded);
         match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
                 tokio::task::block_in_place(wait)
@@ -360,7 +356,7 @@ impl Chain {
                 .into_iter()
                 .map(|r| r.unwrap_or_else(|| Err(lost("the call's task ended without a reply"))))
                 .collect(),
-            Err(why) => (0..n).map(|_| Err(lost(why))).collect(),
+            Err(why) => (0..n).map(|_| Err(lost(&why.to_string()))).collect(),
         }
     }
 
@@ -428,8 +424,33 @@ async fn dial(address: &ServiceAddress) -> std::io::Result<()> {
     }
 }
 
+/// Why a batch of calls did not run on the chain's runtime (every call of
+/// it fails `Unreachable` with this text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+enum RunError {
+    #[error("called from the extension client's own runtime thread")]
+    OwnThread,
+    #[error("the extension client's task ended without a reply")]
+    TaskEnded,
+}
+
+/// Why a manager counts as unreachable; its text is the manager's
+/// `lastError` in `/api/status`.
+#[derive(Debug, thiserror::Error)]
+enum ReachFailure {
+    /// The probe's dial failed.
+    #[error(transparent)]
+    Dial(std::io::Error),
+    #[error("no connection within {ms} ms")]
+    DialTimeout { ms: u128 },
+    /// A hook call failed for want of the server (not a status or an
+    /// unusable reply: those come from a reachable server).
+    #[error(transparent)]
+    Hook(HookFailure),
+}
+
 impl Manager {
-    fn note(&self, outcome: Result<(), String>) {
+    fn note(&self, outcome: Result<(), ReachFailure>) {
         let mut r = self.reach.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
             Ok(()) => {
@@ -438,7 +459,7 @@ impl Manager {
             }
             Err(e) => {
                 r.reachable = Some(false);
-                r.last_error = Some(e);
+                r.last_error = Some(e.to_string());
             }
         }
     }
@@ -526,7 +547,7 @@ impl Manager {
             }
             // A status from the server proves it is reachable.
             Err(HookFailure::Status { .. } | HookFailure::InvalidReply { .. }) => self.note(Ok(())),
-            Err(f) => self.note(Err(f.to_string())),
+            Err(f) => self.note(Err(ReachFailure::Hook(f.clone()))),
         }
         outcome
     }
@@ -993,5 +1014,28 @@ impl Hooks for Chain {
                 fail_open: false,
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod unreachable_tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_manager_says_why() {
+        assert_eq!(
+            ReachFailure::DialTimeout { ms: 250 }.to_string(),
+            "no connection within 250 ms"
+        );
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        assert_eq!(ReachFailure::Dial(refused).to_string(), "connection refused");
+        assert_eq!(
+            RunError::OwnThread.to_string(),
+            "called from the extension client's own runtime thread"
+        );
+        assert_eq!(
+            RunError::TaskEnded.to_string(),
+            "the extension client's task ended without a reply"
+        );
     }
 }

@@ -614,13 +614,13 @@ fn validate_manager(
 
     let max_message_size = match &spec.max_message_size {
         None => DEFAULT_MAX_MESSAGE_SIZE,
-        Some(q) => parse_quantity(q).map_err(|reason| invalid(format!("{at}.maxMessageSize"), reason))?,
+        Some(q) => parse_quantity(q).map_err(|e| invalid(format!("{at}.maxMessageSize"), e.to_string()))?,
     };
     let timeout = match &spec.timeout {
         None => DEFAULT_TIMEOUT,
         Some(t) => {
             let d =
-                translate::duration::parse(t).map_err(|reason| invalid(format!("{at}.timeout"), reason))?;
+                translate::duration::parse(t).map_err(|e| invalid(format!("{at}.timeout"), e.to_string()))?;
             if d.is_zero() {
                 return Err(invalid(format!("{at}.timeout"), "must be greater than zero"));
             }
@@ -850,11 +850,12 @@ fn validate_retry(at: &str, r: &RetrySpec) -> Result<RetryPolicy, ConfigError> {
         p.max_attempts = u32::try_from(n.min(5)).unwrap_or(5);
     }
     if let Some(d) = &r.initial_backoff {
-        p.initial_backoff =
-            translate::duration::parse(d).map_err(|e| invalid(format!("{at}.initialBackoff"), e))?;
+        p.initial_backoff = translate::duration::parse(d)
+            .map_err(|e| invalid(format!("{at}.initialBackoff"), e.to_string()))?;
     }
     if let Some(d) = &r.max_backoff {
-        p.max_backoff = translate::duration::parse(d).map_err(|e| invalid(format!("{at}.maxBackoff"), e))?;
+        p.max_backoff =
+            translate::duration::parse(d).map_err(|e| invalid(format!("{at}.maxBackoff"), e.to_string()))?;
     }
     if let Some(m) = &r.backoff_multiplier {
         let field = format!("{at}.backoffMultiplier");
@@ -894,14 +895,24 @@ fn validate_retry(at: &str, r: &RetrySpec) -> Result<RetryPolicy, ConfigError> {
     Ok(p)
 }
 
+/// Why a `maxMessageSize` quantity is refused (the caller names the field:
+/// `ConfigError::Invalid`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QuantityError {
+    #[error("{quantity:?} is not a positive size like 4M, 8Mi or 1048576")]
+    NotASize { quantity: String },
+    #[error("{quantity:?} is larger than gRPC's 4 GiB message limit")]
+    TooLarge { quantity: String },
+}
+
 /// A Kubernetes quantity as Envoy Gateway's pattern allows for
 /// `maxMessageSize`: `^[1-9]+[0-9]*([EPTGMK]i|[EPTGMk])?$`.
-pub fn parse_quantity(q: &QuantitySpec) -> Result<usize, String> {
+pub fn parse_quantity(q: &QuantitySpec) -> Result<usize, QuantityError> {
     let s = match q {
         QuantitySpec::Integer(n) => n.to_string(),
         QuantitySpec::Text(s) => s.clone(),
     };
-    let bad = || format!("{s:?} is not a positive size like 4M, 8Mi or 1048576");
+    let bad = || QuantityError::NotASize { quantity: s.clone() };
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, suffix) = s.split_at(digits_end);
     if num.is_empty() || num.starts_with('0') {
@@ -927,7 +938,7 @@ pub fn parse_quantity(q: &QuantitySpec) -> Result<usize, String> {
     let v = n.checked_mul(mult).ok_or_else(bad)?;
     // tonic's limits are usize; gRPC's wire length prefix is 32 bits.
     if v > u128::from(u32::MAX) {
-        return Err(format!("{s:?} is larger than gRPC's 4 GiB message limit"));
+        return Err(QuantityError::TooLarge { quantity: s });
     }
     usize::try_from(v).map_err(|_| bad())
 }

@@ -389,6 +389,34 @@ fn quantities() {
     );
 }
 
+/// The variant and its text (the text reaches `ConfigError::Invalid`).
+#[test]
+fn quantity_errors_say_what_is_wrong() {
+    use extension::config::{QuantityError, QuantitySpec, parse_quantity};
+    let not_a_size = parse_quantity(&QuantitySpec::Text("4K".into())).err();
+    assert_eq!(
+        not_a_size,
+        Some(QuantityError::NotASize {
+            quantity: "4K".into()
+        })
+    );
+    assert_eq!(
+        not_a_size.map(|e| e.to_string()).as_deref(),
+        Some(r#""4K" is not a positive size like 4M, 8Mi or 1048576"#)
+    );
+    let too_large = parse_quantity(&QuantitySpec::Text("5Gi".into())).err();
+    assert_eq!(
+        too_large,
+        Some(QuantityError::TooLarge {
+            quantity: "5Gi".into()
+        })
+    );
+    assert_eq!(
+        too_large.map(|e| e.to_string()).as_deref(),
+        Some(r#""5Gi" is larger than gRPC's 4 GiB message limit"#)
+    );
+}
+
 /// The version each kind is registered at reaches the loader options the
 /// providers get (Kubernetes mode watches exactly that version); one kind
 /// at two versions is refused, naming the field, within a manager and

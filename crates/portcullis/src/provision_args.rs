@@ -29,14 +29,22 @@ pub struct ProvisionArgs {
     pub xds_service_port: Option<u16>,
 }
 
-fn parse_service_type(s: &str) -> Result<ServiceType, String> {
+/// A `--service-type` that is not a Service type (clap prints it after
+/// the flag).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a Service type: ClusterIP, NodePort or LoadBalancer")]
+pub struct ServiceTypeError {
+    pub value: String,
+}
+
+fn parse_service_type(s: &str) -> Result<ServiceType, ServiceTypeError> {
     match s {
         "ClusterIP" => Ok(ServiceType::ClusterIP),
         "NodePort" => Ok(ServiceType::NodePort),
         "LoadBalancer" => Ok(ServiceType::LoadBalancer),
-        other => Err(format!(
-            "{other:?} is not a Service type: ClusterIP, NodePort or LoadBalancer"
-        )),
+        other => Err(ServiceTypeError {
+            value: other.to_string(),
+        }),
     }
 }
 
@@ -63,5 +71,26 @@ impl ProvisionArgs {
             xds_port: self.xds_service_port.unwrap_or(xds_address.port()),
             xds_tls,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_service_type_is_named() {
+        assert_eq!(parse_service_type("NodePort"), Ok(ServiceType::NodePort));
+        let err = parse_service_type("Headless").err();
+        assert_eq!(
+            err,
+            Some(ServiceTypeError {
+                value: "Headless".into()
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#""Headless" is not a Service type: ClusterIP, NodePort or LoadBalancer"#)
+        );
     }
 }

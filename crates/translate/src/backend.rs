@@ -66,7 +66,7 @@ pub fn resolve(
     {
         return match extension_cluster(index, x, route, b, clusters) {
             Ok(name) => Backend::Cluster { name, weight },
-            Err((reason, message)) => invalid(reason, message),
+            Err(e) => invalid(e.reason(), e.to_string()),
         };
     }
     if !(b.group.is_empty() || b.group == "core") || b.kind != "Service" {
@@ -104,7 +104,30 @@ pub fn resolve(
     };
     match service_cluster(index, ns, b.name, port, route.kind == RouteKind::Grpc, clusters) {
         Ok(name) => Backend::Cluster { name, weight },
-        Err(message) => invalid(reason::BACKEND_NOT_FOUND, message),
+        Err(e) => invalid(reason::BACKEND_NOT_FOUND, e.to_string()),
+    }
+}
+
+/// Why a backendRef to an extension backend cannot be used; `what` is
+/// `group/kind ns/name`, [`reason`](ExtensionBackendError::reason) the
+/// route's `ResolvedRefs=False` reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum ExtensionBackendError {
+    #[error("{what} is in another namespace and no ReferenceGrant allows it")]
+    NotPermitted { what: String },
+    #[error("{what}: the extension's Cluster hook is not enabled (hooks.xdsTranslator.post)")]
+    NoClusterHook { what: String },
+    #[error("{what} not found")]
+    NotFound { what: String },
+}
+
+impl ExtensionBackendError {
+    fn reason(&self) -> &'static str {
+        match self {
+            ExtensionBackendError::NotPermitted { .. } => reason::REF_NOT_PERMITTED,
+            ExtensionBackendError::NoClusterHook { .. } => reason::INVALID_KIND,
+            ExtensionBackendError::NotFound { .. } => reason::BACKEND_NOT_FOUND,
+        }
     }
 }
 
@@ -118,7 +141,7 @@ fn extension_cluster(
     route: &Route<'_>,
     b: &BackendRef<'_>,
     clusters: &mut BTreeMap<String, ClusterSpec>,
-) -> Result<String, (&'static str, String)> {
+) -> Result<String, ExtensionBackendError> {
     let ns = b.namespace.unwrap_or(route.namespace);
     let what = format!("{}/{} {ns}/{}", b.group, b.kind, b.name);
     let from = From {
@@ -133,22 +156,16 @@ fn extension_cluster(
         name: b.name,
     };
     if !reference_grant::permitted(index, &from, &to) {
-        return Err((
-            reason::REF_NOT_PERMITTED,
-            format!("{what} is in another namespace and no ReferenceGrant allows it"),
-        ));
+        return Err(ExtensionBackendError::NotPermitted { what });
     }
     // Nothing but the extension can make this cluster: without its Cluster
     // hook the cluster would have no endpoints, so the backend is invalid
     // (its share answers 500) rather than silently empty.
     if !x.runs(crate::extension::Hook::Cluster) {
-        return Err((
-            reason::INVALID_KIND,
-            format!("{what}: the extension's Cluster hook is not enabled (hooks.xdsTranslator.post)"),
-        ));
+        return Err(ExtensionBackendError::NoClusterHook { what });
     }
     let Some(resource) = x.backend(b.group, b.kind, ns, b.name) else {
-        return Err((reason::BACKEND_NOT_FOUND, format!("{what} not found")));
+        return Err(ExtensionBackendError::NotFound { what });
     };
     let name = format!("extension/{ns}/{}/{}/{}", b.group, b.kind, b.name);
     clusters.entry(name.clone()).or_insert_with(|| ClusterSpec {
@@ -158,6 +175,20 @@ fn extension_cluster(
         extension: vec![resource],
     });
     Ok(name)
+}
+
+/// Why a Service cannot back a route (reason `BackendNotFound`, class
+/// referential: it may appear later).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    #[error("Service {namespace}/{name} not found")]
+    NotFound { namespace: String, name: String },
+    #[error("Service {namespace}/{name} has no port {port}")]
+    NoPort {
+        namespace: String,
+        name: String,
+        port: i32,
+    },
 }
 
 /// The cluster for port `port` of Service `ns/name` (HTTP/2 when `grpc` or
@@ -170,16 +201,23 @@ pub fn service_cluster(
     port: i32,
     grpc: bool,
     clusters: &mut BTreeMap<String, ClusterSpec>,
-) -> Result<String, String> {
+) -> Result<String, ServiceError> {
     let Some(svc) = index.service(ns, name) else {
-        return Err(format!("Service {ns}/{name} not found"));
+        return Err(ServiceError::NotFound {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+        });
     };
     let spec = svc.spec.as_ref();
     let Some(svc_port) = spec
         .and_then(|s| s.ports.as_ref())
         .and_then(|ps| ps.iter().find(|p| p.port == port))
     else {
-        return Err(format!("Service {ns}/{name} has no port {port}"));
+        return Err(ServiceError::NoPort {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            port,
+        });
     };
     let app_h2 = matches!(
         svc_port.app_protocol.as_deref(),
@@ -286,4 +324,44 @@ fn endpoints(
     out.sort();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    #[test]
+    fn backend_errors_carry_their_reason_and_text() {
+        let what = || "example.com/Backend ns/b".to_string();
+        let cases = [
+            (
+                ExtensionBackendError::NotPermitted { what: what() },
+                reason::REF_NOT_PERMITTED,
+                "example.com/Backend ns/b is in another namespace and no ReferenceGrant allows it",
+            ),
+            (
+                ExtensionBackendError::NoClusterHook { what: what() },
+                reason::INVALID_KIND,
+                "example.com/Backend ns/b: the extension's Cluster hook is not enabled (hooks.xdsTranslator.post)",
+            ),
+            (
+                ExtensionBackendError::NotFound { what: what() },
+                reason::BACKEND_NOT_FOUND,
+                "example.com/Backend ns/b not found",
+            ),
+        ];
+        for (e, reason, text) in cases {
+            assert_eq!(e.reason(), reason, "{e:?}");
+            assert_eq!(e.to_string(), text);
+        }
+        assert_eq!(
+            ServiceError::NoPort {
+                namespace: "ns".into(),
+                name: "s".into(),
+                port: 81
+            }
+            .to_string(),
+            "Service ns/s has no port 81"
+        );
+    }
 }

@@ -2,9 +2,17 @@
 
 use std::time::Duration;
 
+/// A string that is not a Gateway API duration; the caller adds the
+/// field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{input:?} is not a Gateway API duration (e.g. 10s, 1m30s, 500ms)")]
+pub struct DurationError {
+    pub input: String,
+}
+
 /// Parses `^([0-9]{1,5}(h|m|s|ms)){1,4}$`.
-pub fn parse(s: &str) -> Result<Duration, String> {
-    let bad = || format!("{s:?} is not a Gateway API duration (e.g. 10s, 1m30s, 500ms)");
+pub fn parse(s: &str) -> Result<Duration, DurationError> {
+    let bad = || DurationError { input: s.to_string() };
     let mut total = Duration::ZERO;
     let mut rest = s;
     let mut parts = 0;
@@ -56,5 +64,15 @@ mod tests {
         assert!(parse("123456s").is_err());
         assert!(parse("1s1s1s1s1s").is_err());
         assert!(parse("-1s").is_err());
+    }
+
+    #[test]
+    fn the_error_names_the_input() {
+        let err = parse("1.5s").err();
+        assert_eq!(err, Some(DurationError { input: "1.5s".into() }));
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#""1.5s" is not a Gateway API duration (e.g. 10s, 1m30s, 500ms)"#)
+        );
     }
 }

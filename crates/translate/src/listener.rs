@@ -301,8 +301,8 @@ fn one(
                 &r.name,
             ) {
                 Ok(c) => certificates.push(c),
-                Err(p) => {
-                    unresolved.get_or_insert(p);
+                Err(e) => {
+                    unresolved.get_or_insert_with(|| (e.reason(), e.to_string()));
                 }
             }
         }

@@ -45,19 +45,38 @@ impl ListenerSetState<'_> {
     }
 }
 
+/// Why a parent Gateway does not admit a ListenerSet (reason
+/// `NotAllowed`); `gateway` is `Gateway ns/name`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum NotAdmitted {
+    #[error(
+        "{gateway} does not allow ListenerSets (spec.allowedListeners.namespaces.from is None or absent)"
+    )]
+    NotAllowed { gateway: String },
+    #[error("{gateway} allows ListenerSets from its own namespace only, not from {namespace}")]
+    OtherNamespace { gateway: String, namespace: String },
+    #[error("{gateway}: spec.allowedListeners.namespaces.selector does not select namespace {namespace}")]
+    NotSelected { gateway: String, namespace: String },
+}
+
+/// A ListenerSet's listeners that do not read as a Gateway's (reason
+/// `ListenersNotValid`).
+#[derive(Debug, thiserror::Error)]
+#[error("spec.listeners: cannot be read as Gateway listeners: {0}")]
+struct ListenersUnreadable(#[source] serde_json::Error);
+
 /// Whether `gateway` admits a ListenerSet from namespace `set_ns`.
-fn admits(index: &Index<'_>, gateway: &GatewayState<'_>, set_ns: &str) -> Result<(), String> {
+fn admits(index: &Index<'_>, gateway: &GatewayState<'_>, set_ns: &str) -> Result<(), NotAdmitted> {
     let allowed = gateway.gateway.object.spec.allowed_listeners.as_ref();
     let ns = allowed.and_then(|a| a.namespaces.as_ref());
     let who = format!("Gateway {}/{}", gateway.namespace, gateway.name);
     match ns.and_then(|n| n.from.as_ref()) {
-        None | Some(From::None) => Err(format!(
-            "{who} does not allow ListenerSets (spec.allowedListeners.namespaces.from is None or absent)"
-        )),
+        None | Some(From::None) => Err(NotAdmitted::NotAllowed { gateway: who }),
         Some(From::Same) if set_ns == gateway.namespace => Ok(()),
-        Some(From::Same) => Err(format!(
-            "{who} allows ListenerSets from its own namespace only, not from {set_ns}"
-        )),
+        Some(From::Same) => Err(NotAdmitted::OtherNamespace {
+            gateway: who,
+            namespace: set_ns.to_string(),
+        }),
         Some(From::All) => Ok(()),
         Some(From::Selector) => {
             let sel = ns.and_then(|n| n.selector.as_ref());
@@ -81,9 +100,10 @@ fn admits(index: &Index<'_>, gateway: &GatewayState<'_>, set_ns: &str) -> Result
             if !empty && !invalid && selector::matches(labels, &exprs, &index.labels_of_namespace(set_ns)) {
                 Ok(())
             } else {
-                Err(format!(
-                    "{who}: spec.allowedListeners.namespaces.selector does not select namespace {set_ns}"
-                ))
+                Err(NotAdmitted::NotSelected {
+                    gateway: who,
+                    namespace: set_ns.to_string(),
+                })
             }
         }
     }
@@ -132,9 +152,9 @@ pub fn attach<'a>(
             refused: None,
         };
         match admits(index, &gateways[gi], &namespace) {
-            Err(m) => state.refused = Some((reason::NOT_ALLOWED, m)),
+            Err(e) => state.refused = Some((reason::NOT_ALLOWED, e.to_string())),
             Ok(()) => match as_gateway_listeners(set) {
-                Err(m) => state.refused = Some((reason::LISTENERS_NOT_VALID, m)),
+                Err(e) => state.refused = Some((reason::LISTENERS_NOT_VALID, e.to_string())),
                 Ok(specs) => {
                     let prefix = format!("{namespace}/{name}/");
                     let merged = listener::process(
@@ -177,10 +197,10 @@ pub fn attach<'a>(
 
 /// A ListenerSet listener has the schema of a Gateway listener (the CRDs
 /// share `ListenerEntry`); read it as one so that one code path checks both.
-fn as_gateway_listeners(set: &Sourced<ListenerSet>) -> Result<Vec<GatewayListeners>, String> {
+fn as_gateway_listeners(set: &Sourced<ListenerSet>) -> Result<Vec<GatewayListeners>, ListenersUnreadable> {
     serde_json::to_value(&set.object.spec.listeners)
         .and_then(serde_json::from_value)
-        .map_err(|e| format!("spec.listeners: cannot be read as Gateway listeners: {e}"))
+        .map_err(ListenersUnreadable)
 }
 
 impl ListenerSetState<'_> {
@@ -273,5 +293,29 @@ impl ListenerSetState<'_> {
                 Some(format!("listener {}: Accepted=False ({r}): {m}", l.name))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod admission_error_tests {
+    use super::*;
+
+    #[test]
+    fn admission_errors_keep_their_text() {
+        assert_eq!(
+            NotAdmitted::NotAllowed {
+                gateway: "Gateway infra/gw".into()
+            }
+            .to_string(),
+            "Gateway infra/gw does not allow ListenerSets (spec.allowedListeners.namespaces.from is None or absent)"
+        );
+        assert_eq!(
+            NotAdmitted::NotSelected {
+                gateway: "Gateway infra/gw".into(),
+                namespace: "team".into()
+            }
+            .to_string(),
+            "Gateway infra/gw: spec.allowedListeners.namespaces.selector does not select namespace team"
+        );
     }
 }

@@ -10,22 +10,26 @@ pub struct Requirement<'a> {
 }
 
 /// Why a `matchExpressions` entry is invalid, as the API server's
-/// `LabelSelectorAsSelector` would refuse it, or `None` when it is valid.
-pub fn requirement_problem(r: &Requirement<'_>) -> Option<String> {
+/// `LabelSelectorAsSelector` refuses it (the caller names the field).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequirementError {
+    #[error("operator {operator} needs at least one value (key {key:?})")]
+    NoValues { operator: String, key: String },
+    #[error("operator {operator} takes no values (key {key:?})")]
+    Values { operator: String, key: String },
+    #[error("unknown operator {operator:?} (key {key:?}; allowed: In, NotIn, Exists, DoesNotExist)")]
+    UnknownOperator { operator: String, key: String },
+}
+
+/// Why a `matchExpressions` entry is invalid, or `None` when it is valid.
+pub fn requirement_problem(r: &Requirement<'_>) -> Option<RequirementError> {
+    let operator = r.operator.to_string();
+    let key = r.key.to_string();
     match r.operator {
-        "In" | "NotIn" if r.values.is_empty() => Some(format!(
-            "operator {} needs at least one value (key {:?})",
-            r.operator, r.key
-        )),
-        "Exists" | "DoesNotExist" if !r.values.is_empty() => Some(format!(
-            "operator {} takes no values (key {:?})",
-            r.operator, r.key
-        )),
+        "In" | "NotIn" if r.values.is_empty() => Some(RequirementError::NoValues { operator, key }),
+        "Exists" | "DoesNotExist" if !r.values.is_empty() => Some(RequirementError::Values { operator, key }),
         "In" | "NotIn" | "Exists" | "DoesNotExist" => None,
-        other => Some(format!(
-            "unknown operator {other:?} (key {:?}; allowed: In, NotIn, Exists, DoesNotExist)",
-            r.key
-        )),
+        _ => Some(RequirementError::UnknownOperator { operator, key }),
     }
 }
 
@@ -122,6 +126,24 @@ mod tests {
         assert!(requirement_problem(&req("In", &[])).is_some());
         assert!(requirement_problem(&req("NotIn", &[])).is_some());
         assert!(requirement_problem(&req("Bogus", &[])).is_some());
+        let unknown = requirement_problem(&req("Bogus", &[]));
+        assert_eq!(
+            unknown,
+            Some(RequirementError::UnknownOperator {
+                operator: "Bogus".into(),
+                key: "k".into()
+            })
+        );
+        assert_eq!(
+            unknown.map(|e| e.to_string()).as_deref(),
+            Some(r#"unknown operator "Bogus" (key "k"; allowed: In, NotIn, Exists, DoesNotExist)"#)
+        );
+        assert_eq!(
+            requirement_problem(&req("In", &[]))
+                .map(|e| e.to_string())
+                .as_deref(),
+            Some(r#"operator In needs at least one value (key "k")"#)
+        );
         for op in ["In", "NotIn"] {
             let r = Requirement {
                 key: "k",

@@ -31,8 +31,105 @@ pub struct Certificate {
     pub key_pem: String,
 }
 
-/// Why a certificate reference cannot be used: (reason, message).
-pub type RefError = (&'static str, String);
+/// Why a Secret cannot be served as a certificate; the text follows
+/// "certificateRef Secret ns/name: " (reason `InvalidCertificateRef`).
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("type {0} is not kubernetes.io/tls")]
+    Type(String),
+    #[error("data[{0}] is missing")]
+    Missing(&'static str),
+    #[error("data[{key}]: {error}")]
+    Pem {
+        key: &'static str,
+        #[source]
+        error: PemError,
+    },
+    #[error("data[tls.crt]: expected one or more PEM CERTIFICATE blocks")]
+    NoCertificate,
+    #[error("data[tls.crt]: certificate {index} is not valid X.509: {error}")]
+    X509 {
+        index: usize,
+        #[source]
+        error: x509_parser::nom::Err<x509_parser::error::X509Error>,
+    },
+    #[error("data[tls.crt]: certificate {index}: {error}")]
+    Tbs {
+        index: usize,
+        #[source]
+        error: x509::TbsError,
+    },
+    #[error("data[tls.crt]: {0}")]
+    LeafKey(#[source] keys::CertKeyError),
+    #[error("data[tls.key]: expected exactly one PEM PRIVATE KEY block")]
+    KeyCount,
+    #[error("data[tls.key]: the private key is encrypted; Envoy cannot read it (it has no passphrase)")]
+    Encrypted,
+    #[error("data[tls.key]: {0}")]
+    PrivateKey(#[source] keys::PrivateKeyError),
+    #[error("data[tls.key]: {0}")]
+    Mismatch(#[source] keys::MismatchError),
+}
+
+/// What BoringSSL's PEM reader refuses. The block's lines are never
+/// quoted: they may be key material.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PemError {
+    #[error("PEM block {label} has a header line (a line with ':'); Envoy does not accept PEM headers")]
+    Header { label: String },
+    #[error("PEM block {label} is not terminated")]
+    Unterminated { label: String },
+    #[error("PEM block {label}: {error}")]
+    Base64 {
+        label: String,
+        #[source]
+        error: base64::DecodeError,
+    },
+}
+
+/// Why a listener's certificate reference cannot be used; [`reason`]
+/// is the listener's `ResolvedRefs=False` reason.
+///
+/// [`reason`]: CertificateRefError::reason
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateRefError {
+    #[error("certificateRef {group}/{kind} {name}: only core Secrets are supported")]
+    Unsupported {
+        group: String,
+        kind: String,
+        name: String,
+    },
+    #[error(
+        "certificateRef Secret {namespace}/{name}: no ReferenceGrant in {namespace} allows {from_kind}s from {from_namespace}"
+    )]
+    NotPermitted {
+        namespace: String,
+        name: String,
+        from_kind: &'static str,
+        from_namespace: String,
+    },
+    #[error("certificateRef Secret {namespace}/{name} not found")]
+    NotFound { namespace: String, name: String },
+    #[error("certificateRef Secret {namespace}/{name}: {error}")]
+    Invalid {
+        namespace: String,
+        name: String,
+        #[source]
+        error: SecretError,
+    },
+}
+
+impl CertificateRefError {
+    /// The Gateway API reason of the listener's `ResolvedRefs` condition.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CertificateRefError::NotPermitted { .. } => reason::REF_NOT_PERMITTED,
+            CertificateRefError::Unsupported { .. }
+            | CertificateRefError::NotFound { .. }
+            | CertificateRefError::Invalid { .. } => reason::INVALID_CERTIFICATE_REF,
+        }
+    }
+}
 
 /// `from_kind` is the kind holding the listener (`Gateway` or
 /// `ListenerSet`): a ReferenceGrant names the kind it admits.
@@ -44,12 +141,13 @@ pub fn resolve(
     kind: &str,
     namespace: Option<&str>,
     name: &str,
-) -> Result<Certificate, RefError> {
+) -> Result<Certificate, CertificateRefError> {
     if !(group.is_empty() || group == "core") || kind != "Secret" {
-        return Err((
-            reason::INVALID_CERTIFICATE_REF,
-            format!("certificateRef {group}/{kind} {name}: only core Secrets are supported"),
-        ));
+        return Err(CertificateRefError::Unsupported {
+            group: group.to_string(),
+            kind: kind.to_string(),
+            name: name.to_string(),
+        });
     }
     let ns = namespace.unwrap_or(gateway_ns);
     let from = From {
@@ -64,24 +162,23 @@ pub fn resolve(
         name,
     };
     if !reference_grant::permitted(index, &from, &to) {
-        return Err((
-            reason::REF_NOT_PERMITTED,
-            format!(
-                "certificateRef Secret {ns}/{name}: no ReferenceGrant in {ns} allows {from_kind}s from {gateway_ns}"
-            ),
-        ));
+        return Err(CertificateRefError::NotPermitted {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            from_kind,
+            from_namespace: gateway_ns.to_string(),
+        });
     }
     let Some(secret) = index.secret(ns, name) else {
-        return Err((
-            reason::INVALID_CERTIFICATE_REF,
-            format!("certificateRef Secret {ns}/{name} not found"),
-        ));
+        return Err(CertificateRefError::NotFound {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+        });
     };
-    let (cert_pem, key_pem) = check_secret(secret).map_err(|e| {
-        (
-            reason::INVALID_CERTIFICATE_REF,
-            format!("certificateRef Secret {ns}/{name}: {e}"),
-        )
+    let (cert_pem, key_pem) = check_secret(secret).map_err(|error| CertificateRefError::Invalid {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        error,
     })?;
     Ok(Certificate {
         sds_name: crate::naming::secret(ns, name),
@@ -101,52 +198,55 @@ fn data_string(secret: &Secret, key: &str) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
 }
 
-pub(crate) fn check_secret(secret: &Secret) -> Result<(String, String), String> {
+pub(crate) fn check_secret(secret: &Secret) -> Result<(String, String), SecretError> {
     if let Some(t) = secret.type_.as_deref()
         && t != "kubernetes.io/tls"
     {
-        return Err(format!("type {t} is not kubernetes.io/tls"));
+        return Err(SecretError::Type(t.to_string()));
     }
-    let cert = data_string(secret, "tls.crt").ok_or("data[tls.crt] is missing")?;
-    let key = data_string(secret, "tls.key").ok_or("data[tls.key] is missing")?;
+    let cert = data_string(secret, "tls.crt").ok_or(SecretError::Missing("tls.crt"))?;
+    let key = data_string(secret, "tls.key").ok_or(SecretError::Missing("tls.key"))?;
     // Envoy skips blocks with other labels (a key pasted into tls.crt).
     let certs: Vec<(String, Vec<u8>)> = pem_blocks(&cert)
-        .map_err(|e| format!("data[tls.crt]: {e}"))?
+        .map_err(|error| SecretError::Pem {
+            key: "tls.crt",
+            error,
+        })?
         .into_iter()
         .filter(|(label, _)| label == "CERTIFICATE")
         .collect();
     if certs.is_empty() {
-        return Err("data[tls.crt]: expected one or more PEM CERTIFICATE blocks".into());
+        return Err(SecretError::NoCertificate);
     }
     // Envoy (BoringSSL) parses every certificate of the chain, but only
     // takes the leaf's public key.
     let mut leaf = None;
-    for (i, (_, der)) in certs.iter().enumerate() {
-        x509_parser::parse_x509_certificate(der)
-            .map_err(|e| format!("data[tls.crt]: certificate {i} is not valid X.509: {e}"))?;
-        let spki = x509::check_tbs(der).map_err(|e| format!("data[tls.crt]: certificate {i}: {e}"))?;
-        if i == 0 {
-            leaf = Some(keys::leaf_public_key(spki).map_err(|e| format!("data[tls.crt]: {e}"))?);
+    for (index, (_, der)) in certs.iter().enumerate() {
+        x509_parser::parse_x509_certificate(der).map_err(|error| SecretError::X509 { index, error })?;
+        let spki = x509::check_tbs(der).map_err(|error| SecretError::Tbs { index, error })?;
+        if index == 0 {
+            leaf = Some(keys::leaf_public_key(spki).map_err(SecretError::LeafKey)?);
         }
     }
     // Other blocks (`openssl ecparam -genkey` writes EC PARAMETERS first)
     // are skipped, as Envoy does.
     let keys: Vec<(String, Vec<u8>)> = pem_blocks(&key)
-        .map_err(|e| format!("data[tls.key]: {e}"))?
+        .map_err(|error| SecretError::Pem {
+            key: "tls.key",
+            error,
+        })?
         .into_iter()
         .filter(|(label, _)| label.ends_with("PRIVATE KEY"))
         .collect();
     let [(label, der)] = keys.as_slice() else {
-        return Err("data[tls.key]: expected exactly one PEM PRIVATE KEY block".into());
+        return Err(SecretError::KeyCount);
     };
     if label == "ENCRYPTED PRIVATE KEY" {
-        return Err(
-            "data[tls.key]: the private key is encrypted; Envoy cannot read it (it has no passphrase)".into(),
-        );
+        return Err(SecretError::Encrypted);
     }
-    let private = keys::private_key(label, der).map_err(|e| format!("data[tls.key]: {e}"))?;
+    let private = keys::private_key(label, der).map_err(SecretError::PrivateKey)?;
     if let Some(leaf) = &leaf {
-        keys::check_match(leaf, &private).map_err(|e| format!("data[tls.key]: {e}"))?;
+        keys::check_match(leaf, &private).map_err(SecretError::Mismatch)?;
     }
     Ok((cert, key))
 }
@@ -160,7 +260,7 @@ const PEM_BASE64: GeneralPurpose = GeneralPurpose::new(
 );
 
 /// `(label, DER)` for every PEM block.
-fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, PemError> {
     let mut out = Vec::new();
     // As BoringSSL's reader (checked against Envoy 1.40): a BEGIN line
     // starts at column 0 (an indented block is not found at all) and block
@@ -185,19 +285,24 @@ fn pem_blocks(text: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
             }
             // The line is not quoted: it may be key material.
             if l.contains(':') {
-                return Err(format!(
-                    "PEM block {label} has a header line (a line with ':'); Envoy does not accept PEM headers"
-                ));
+                return Err(PemError::Header {
+                    label: label.to_string(),
+                });
             }
             // BoringSSL's base64 skips spaces and tabs inside a block.
             body.extend(l.chars().filter(|c| !matches!(c, ' ' | '\t' | '\r')));
         }
         if !closed {
-            return Err(format!("PEM block {label} is not terminated"));
+            return Err(PemError::Unterminated {
+                label: label.to_string(),
+            });
         }
         let der = PEM_BASE64
             .decode(body.as_bytes())
-            .map_err(|e| format!("PEM block {label}: {e}"))?;
+            .map_err(|error| PemError::Base64 {
+                label: label.to_string(),
+                error,
+            })?;
         out.push((label.to_string(), der));
     }
     Ok(out)
@@ -241,17 +346,17 @@ MC4CAQAwBQYDK2VwBCIEILfUSG/DOGItSF8IL4uUf9EXplP9tuz6cPSzktnTHCLg
     }
 
     #[test]
-    fn tls_ed25519_key_matches_its_certificate() -> Result<(), String> {
+    fn tls_ed25519_key_matches_its_certificate() -> Result<(), Box<dyn std::error::Error>> {
         let cert = der(ED25519_CERT);
         let spki = x509::check_tbs(&cert)?;
         let public = keys::leaf_public_key(spki)?;
         let private = keys::private_key("PRIVATE KEY", &der(ED25519_KEY))?;
         assert_eq!(public, private);
-        keys::check_match(&public, &private)
+        Ok(keys::check_match(&public, &private)?)
     }
 
     #[test]
-    fn tls_ed25519_public_key_is_derived_from_the_seed() -> Result<(), String> {
+    fn tls_ed25519_public_key_is_derived_from_the_seed() -> Result<(), &'static str> {
         // RFC 8032, 7.1, test 1.
         let mut pkcs8 = hex("302e020100300506032b657004220420");
         pkcs8.extend(hex(
@@ -268,8 +373,39 @@ MC4CAQAwBQYDK2VwBCIEILfUSG/DOGItSF8IL4uUf9EXplP9tuz6cPSzktnTHCLg
         let Err(err) = keys::private_key("PRIVATE KEY", &pkcs8) else {
             panic!("PKCS#8 version 1 accepted");
         };
-        assert!(err.contains("PKCS#8 version 1"), "{err}");
+        assert_eq!(
+            err,
+            keys::PrivateKeyError::Malformed {
+                label: "PRIVATE KEY".into(),
+                reason: keys::KeyFormatError::Pkcs8Version { version: 1 },
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "the PRIVATE KEY block does not hold a PRIVATE KEY: PKCS#8 version 1; BoringSSL only takes version 0"
+        );
         Ok(())
+    }
+
+    #[test]
+    fn tls_a_key_of_another_type_is_a_type_mismatch() {
+        let ed = PublicKey::Ed25519([1; 32]);
+        let ec = PublicKey::Ec {
+            curve: keys::Curve::P256,
+            point: vec![4],
+        };
+        let err = keys::check_match(&ed, &ec).err();
+        assert_eq!(
+            err,
+            Some(keys::MismatchError::Type {
+                private: "ECDSA",
+                cert: "Ed25519"
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("the private key is ECDSA but certificate 0's key is Ed25519 (BoringSSL KEY_TYPE_MISMATCH)")
+        );
     }
 
     #[test]
@@ -292,7 +428,17 @@ MC4CAQAwBQYDK2VwBCIEILfUSG/DOGItSF8IL4uUf9EXplP9tuz6cPSzktnTHCLg
         let Err(err) = keys::private_key("EC PRIVATE KEY", &wrong) else {
             panic!("a public key not the scalar's accepted");
         };
-        assert!(err.contains("embedded public key"), "{err}");
+        assert!(
+            matches!(
+                &err,
+                keys::PrivateKeyError::Malformed {
+                    reason: keys::KeyFormatError::EcPublicMismatch,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("embedded public key"), "{err}");
         // Scalar 0: refused.
         let mut zero = bare.clone();
         zero[38] = 0;
@@ -327,5 +473,45 @@ MC4CAQAwBQYDK2VwBCIEILfUSG/DOGItSF8IL4uUf9EXplP9tuz6cPSzktnTHCLg
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod ref_error_tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_ref_error_carries_its_reason_and_text() {
+        let unsupported = CertificateRefError::Unsupported {
+            group: "example.com".into(),
+            kind: "Cert".into(),
+            name: "c".into(),
+        };
+        assert_eq!(unsupported.reason(), reason::INVALID_CERTIFICATE_REF);
+        assert_eq!(
+            unsupported.to_string(),
+            "certificateRef example.com/Cert c: only core Secrets are supported"
+        );
+        let not_permitted = CertificateRefError::NotPermitted {
+            namespace: "certs".into(),
+            name: "c".into(),
+            from_kind: "Gateway",
+            from_namespace: "infra".into(),
+        };
+        assert_eq!(not_permitted.reason(), reason::REF_NOT_PERMITTED);
+        assert_eq!(
+            not_permitted.to_string(),
+            "certificateRef Secret certs/c: no ReferenceGrant in certs allows Gateways from infra"
+        );
+        let invalid = CertificateRefError::Invalid {
+            namespace: "certs".into(),
+            name: "c".into(),
+            error: SecretError::Missing("tls.key"),
+        };
+        assert_eq!(invalid.reason(), reason::INVALID_CERTIFICATE_REF);
+        assert_eq!(
+            invalid.to_string(),
+            "certificateRef Secret certs/c: data[tls.key] is missing"
+        );
     }
 }

@@ -9,6 +9,16 @@ use std::time::{Duration, Instant};
 
 use translate::strict::Verdict;
 
+/// Why Envoy's validation ended without an exit status (`Unavailable`:
+/// an environment problem, never the candidate's).
+#[derive(Debug, thiserror::Error)]
+enum WaitError {
+    #[error("envoy --mode validate timed out after {0:?}")]
+    TimedOut(Duration),
+    #[error("waiting for envoy: {0}")]
+    Wait(#[source] std::io::Error),
+}
+
 /// Runs Envoy on `text`; exit code 1 is a rejection with Envoy's reason,
 /// and so is a fault Envoy caught while loading it (a crash the data plane
 /// would have too); a timeout, a missing binary or a kill from outside is
@@ -47,10 +57,10 @@ pub(super) fn run(bin: &Path, path: &Path, text: &str, timeout: Duration) -> Ver
             Ok(None) if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                break Err(format!("envoy --mode validate timed out after {:?}", timeout));
+                break Err(WaitError::TimedOut(timeout));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => break Err(format!("waiting for envoy: {e}")),
+            Err(e) => break Err(WaitError::Wait(e)),
         }
     };
     // After a timeout the reader is left behind: a grandchild may still
@@ -61,7 +71,7 @@ pub(super) fn run(bin: &Path, path: &Path, text: &str, timeout: Duration) -> Ver
     };
     let _ = std::fs::remove_file(path);
     match status {
-        Err(e) => Verdict::Unavailable(e),
+        Err(e) => Verdict::Unavailable(e.to_string()),
         Ok(s) if s.success() => Verdict::Accepted,
         // Envoy exits 1 on a configuration it rejects.
         Ok(s) if s.code() == Some(1) => Verdict::Rejected(translate::strict::envoy_reason(&stderr)),
@@ -108,7 +118,17 @@ fn crash_line(stderr: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::crash_line;
+    use super::{WaitError, crash_line};
+
+    #[test]
+    fn a_validation_that_did_not_end_says_why() {
+        assert_eq!(
+            WaitError::TimedOut(std::time::Duration::from_secs(2)).to_string(),
+            "envoy --mode validate timed out after 2s"
+        );
+        let e = std::io::Error::other("gone");
+        assert_eq!(WaitError::Wait(e).to_string(), "waiting for envoy: gone");
+    }
 
     #[test]
     fn crash_line_drops_the_log_prefix() {

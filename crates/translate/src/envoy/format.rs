@@ -48,6 +48,162 @@
 //! fails with a different message. `XFCC_VALUE`, not a separate string in
 //! the binary, comes from Envoy's source.
 
+use super::cel::CelError;
+
+/// Why a format string is refused. The text is what status and
+/// diagnostics show after the field (the caller wraps it in a
+/// `RuleError` or an extension failure, which carry field and class).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error("'%' at offset {offset} does not start a command (write %% for a literal percent)")]
+    StrayPercent { offset: usize },
+    #[error("unknown format command %{name}%")]
+    UnknownCommand { name: String },
+    #[error("%{name}(: missing ')'")]
+    UnclosedArgument { name: String },
+    #[error("%{name}: not closed by '%'")]
+    NotClosed { name: String },
+    #[error("%{name}: a length limit needs digits after ':'")]
+    EmptyLength { name: String },
+    #[error("%{name}: length limit {digits} is too large (at most {max})", max = u64::MAX)]
+    LengthTooLarge { name: String, digits: String },
+    #[error("%{name}% needs an argument, e.g. %{name}(x)%")]
+    MissingArgument { name: String },
+    #[error("%{name}% takes no argument")]
+    UnexpectedArgument { name: String },
+    #[error("%{name}% does not allow a length limit (':N')")]
+    LengthNotAllowed { name: String },
+    /// The argument breaks the command's own rules.
+    #[error("%{name}({arg})%: {problem}")]
+    Argument {
+        name: String,
+        arg: String,
+        problem: ArgumentProblem,
+    },
+    #[error("%CEL({arg})%: {cel}")]
+    Cel {
+        arg: String,
+        #[source]
+        cel: CelError,
+    },
+    #[error("%COALESCE: {0}")]
+    Coalesce(#[from] CoalesceError),
+}
+
+/// What is wrong with one command's argument (`FormatError::Argument`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArgumentProblem {
+    #[error("at most one '?' alternative header is allowed")]
+    TooManyAlternatives,
+    #[error(
+        "'{header}' is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only; ':' only to start a pseudo-header)"
+    )]
+    HeaderName { header: String },
+    #[error("the key cannot be empty")]
+    EmptyKey,
+    #[error("serialize type '{kind}' is not PLAIN, TYPED or FIELD")]
+    SerializeType { kind: String },
+    #[error("a field name goes with the FIELD type, and only with it (key:FIELD:name)")]
+    FieldName,
+    #[error("'{specifier}' prints a newline, which a header value cannot hold")]
+    Newline { specifier: String },
+    #[error("option '{option}' is not SNI_ONLY, SNI_FIRST or HOST_FIRST")]
+    SniOption { option: String },
+    #[error("host option '{option}' is not ORIG_OR_HOST, HOST or ORIG")]
+    HostOption { option: String },
+    #[error("option '{option}' is not WQ (with query) or NQ (no query)")]
+    PathQueryOption { option: String },
+    #[error("option '{option}' is not ORIG, PATH or ORIG_OR_PATH")]
+    PathSourceOption { option: String },
+    #[error("option is not ORIG or DECODED")]
+    QueryParamsOption,
+    #[error("write start:end or start:end:precision")]
+    DurationShape,
+    #[error("precision '{precision}' is not ms, us or ns")]
+    DurationPrecision { precision: String },
+    #[error("format is not CAMEL_STRING, SNAKE_STRING or NUMBER")]
+    GrpcStatusFormat,
+    #[error("metadata type '{kind}' is not one of {types}", types = METADATA_TYPES.join(", "))]
+    MetadataType { kind: String },
+    #[error("key is not one of {keys}", keys = XFCC_KEYS.join(", "))]
+    XfccKey,
+}
+
+/// What is wrong with `COALESCE`'s JSON argument.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CoalesceError {
+    /// serde_json's message (its error is neither `Clone` nor `Eq`).
+    #[error("the argument is not valid JSON: {detail}")]
+    InvalidJson { detail: String },
+    #[error("the JSON number {number} is larger than Envoy's JSON parser takes (at most {max})", max = i64::MAX)]
+    NumberTooLarge { number: String },
+    #[error("the JSON must be an object with an 'operators' array")]
+    NotAnObject,
+    #[error("'operators' must be an array")]
+    OperatorsNotArray,
+    #[error("the JSON has no 'operators' array")]
+    NoOperators,
+    #[error("'operators' must not be empty")]
+    EmptyOperators,
+    #[error("operators[{index}]: {problem}")]
+    Operator {
+        index: usize,
+        #[source]
+        problem: Box<OperatorError>,
+    },
+}
+
+/// What is wrong with one entry of `COALESCE`'s `operators`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OperatorError {
+    #[error("'command' must be a string")]
+    CommandNotString,
+    #[error("an operator object needs a 'command'")]
+    NoCommand,
+    #[error("'param' of '{command}' must be a string")]
+    ParamNotString { command: String },
+    #[error("'max_length' of '{command}' is {value}: it must be above 0")]
+    MaxLengthNotPositive { command: String, value: i64 },
+    #[error("'max_length' of '{command}' must be an integer")]
+    MaxLengthNotInteger { command: String },
+    #[error("an operator is a command name (a string) or an object with a 'command'")]
+    NotAnOperator,
+    #[error("unknown command '{command}'")]
+    UnknownCommand { command: String },
+    #[error("'{command}' needs a non-empty 'param'")]
+    MissingParam { command: String },
+    #[error("'{command}' takes no 'param'")]
+    UnexpectedParam { command: String },
+    #[error("'{command}' does not take a 'max_length'")]
+    MaxLengthNotAllowed { command: String },
+    /// The command, with its param and length, as `%command(param):N%`.
+    #[error(transparent)]
+    Command(#[from] FormatError),
+}
+
+/// The argument of `name` refused for `problem`.
+fn bad(name: &str, arg: &str, problem: ArgumentProblem) -> FormatError {
+    FormatError::Argument {
+        name: name.to_string(),
+        arg: arg.to_string(),
+        problem,
+    }
+}
+
+/// `METADATA(TYPE:…)`'s types.
+const METADATA_TYPES: &[&str] = &[
+    "DYNAMIC",
+    "CLUSTER",
+    "ROUTE",
+    "UPSTREAM_HOST",
+    "LISTENER",
+    "LISTENER_FILTER_CHAIN",
+    "VIRTUAL_HOST",
+];
+
+/// `XFCC_VALUE(key)`'s keys, lowercase.
+const XFCC_KEYS: &[&str] = &["by", "hash", "cert", "chain", "subject", "uri", "dns"];
+
 /// Whether a command takes a parenthesised argument.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Arg {
@@ -314,7 +470,7 @@ fn required_example(name: &str) -> &'static str {
 }
 
 /// Checks one format string; the error says what is wrong and where.
-pub fn check(s: &str) -> Result<(), String> {
+pub fn check(s: &str) -> Result<(), FormatError> {
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -334,19 +490,17 @@ pub fn check(s: &str) -> Result<(), String> {
         }
         let name = &s[name_start..i];
         if name.is_empty() {
-            return Err(format!(
-                "'%' at offset {start} does not start a command (write %% for a literal percent)"
-            ));
+            return Err(FormatError::StrayPercent { offset: start });
         }
         if !COMMANDS.iter().any(|(n, _)| *n == name) {
-            return Err(format!("unknown format command %{name}%"));
+            return Err(FormatError::UnknownCommand { name: name.into() });
         }
         let mut arg = None;
         if b.get(i) == Some(&b'(') {
             if !s[i..].contains(')') {
-                return Err(format!("%{name}(: missing ')'"));
+                return Err(FormatError::UnclosedArgument { name: name.into() });
             }
-            let close = closing_paren(b, i).ok_or_else(|| format!("%{name}: not closed by '%'"))?;
+            let close = closing_paren(b, i).ok_or_else(|| FormatError::NotClosed { name: name.into() })?;
             // Envoy's syntax check only asks whether the argument is
             // empty: `%CMD()%` is `%CMD%`.
             if close > i + 1 {
@@ -362,21 +516,20 @@ pub fn check(s: &str) -> Result<(), String> {
                 i += 1;
             }
             if i == digits_start {
-                return Err(format!("%{name}: a length limit needs digits after ':'"));
+                return Err(FormatError::EmptyLength { name: name.into() });
             }
             // Envoy's command regex captures the length into a size_t; a
             // value that overflows it makes the whole command not match.
             if s[digits_start..i].parse::<u64>().is_err() {
-                return Err(format!(
-                    "%{name}: length limit {} is too large (at most {})",
-                    &s[digits_start..i],
-                    u64::MAX
-                ));
+                return Err(FormatError::LengthTooLarge {
+                    name: name.into(),
+                    digits: s[digits_start..i].into(),
+                });
             }
             has_len = true;
         }
         if b.get(i) != Some(&b'%') {
-            return Err(format!("%{name}: not closed by '%'"));
+            return Err(FormatError::NotClosed { name: name.into() });
         }
         i += 1;
         check_command(name, arg, has_len)?;
@@ -388,17 +541,17 @@ pub fn check(s: &str) -> Result<(), String> {
 /// argument (`None` for none or an empty one: Envoy does not tell them
 /// apart) and whether a length limit comes with it. The format-string
 /// scanner (`check`) and `COALESCE`'s operators both end here.
-fn check_command(name: &str, arg: Option<&str>, has_len: bool) -> Result<(), String> {
+fn check_command(name: &str, arg: Option<&str>, has_len: bool) -> Result<(), FormatError> {
     let Some((_, kind)) = COMMANDS.iter().find(|(n, _)| *n == name) else {
-        return Err(format!("unknown format command %{name}%"));
+        return Err(FormatError::UnknownCommand { name: name.into() });
     };
     match (kind, arg.is_some()) {
-        (Arg::Required, false) => return Err(format!("%{name}% needs an argument, e.g. %{name}(x)%")),
-        (Arg::None, true) => return Err(format!("%{name}% takes no argument")),
+        (Arg::Required, false) => return Err(FormatError::MissingArgument { name: name.into() }),
+        (Arg::None, true) => return Err(FormatError::UnexpectedArgument { name: name.into() }),
         _ => {}
     }
     if has_len && !LENGTH_ALLOWED.contains(&name) {
-        return Err(format!("%{name}% does not allow a length limit (':N')"));
+        return Err(FormatError::LengthNotAllowed { name: name.into() });
     }
     let Some(a) = arg else {
         return Ok(());
@@ -417,8 +570,8 @@ fn check_command(name: &str, arg: Option<&str>, has_len: bool) -> Result<(), Str
         "XFCC_VALUE" => check_xfcc(a),
         "CEL" => super::cel::parse(a)
             .map(|_| ())
-            .map_err(|e| format!("%CEL({a})%: {e}")),
-        "COALESCE" => check_coalesce(a),
+            .map_err(|cel| FormatError::Cel { arg: a.into(), cel }),
+        "COALESCE" => check_coalesce(a).map_err(FormatError::from),
         _ => Ok(()),
     }
 }
@@ -450,20 +603,16 @@ fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
 /// `HeaderUtility::headerNameIsValid`: RFC 9110 token characters, or a
 /// `:` followed by a non-empty token for a pseudo-header. An empty name
 /// (`%REQ(?x)%`) is accepted.
-fn check_headers(name: &str, arg: &str) -> Result<(), String> {
+fn check_headers(name: &str, arg: &str) -> Result<(), FormatError> {
     let parts: Vec<&str> = arg.split('?').collect();
     if parts.len() > 2 {
-        return Err(format!(
-            "%{name}({arg})%: at most one '?' alternative header is allowed"
-        ));
+        return Err(bad(name, arg, ArgumentProblem::TooManyAlternatives));
     }
     for h in parts {
         let token = h.strip_prefix(':').unwrap_or(h);
         let pseudo_empty = h.starts_with(':') && token.is_empty();
         if pseudo_empty || !token.bytes().all(is_tchar) {
-            return Err(format!(
-                "%{name}({arg})%: '{h}' is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only; ':' only to start a pseudo-header)"
-            ));
+            return Err(bad(name, arg, ArgumentProblem::HeaderName { header: h.into() }));
         }
     }
     Ok(())
@@ -478,26 +627,26 @@ fn is_tchar(c: u8) -> bool {
 /// other than PLAIN/TYPED/FIELD (or empty, the default), FIELD without a
 /// field name and a field name with any other type; parts after the
 /// field name are ignored (all confirmed against Envoy 1.40).
-fn check_filter_state(name: &str, arg: &str) -> Result<(), String> {
+fn check_filter_state(name: &str, arg: &str) -> Result<(), FormatError> {
     let mut parts = arg.split(':');
     let key = parts.next().unwrap_or("");
     let kind = parts.next().unwrap_or("");
     let field = parts.next().unwrap_or("");
     if key.is_empty() {
-        return Err(format!("%{name}({arg})%: the key cannot be empty"));
+        return Err(bad(name, arg, ArgumentProblem::EmptyKey));
     }
     match kind {
         "" | "PLAIN" | "TYPED" | "FIELD" => {}
         _ => {
-            return Err(format!(
-                "%{name}({arg})%: serialize type '{kind}' is not PLAIN, TYPED or FIELD"
+            return Err(bad(
+                name,
+                arg,
+                ArgumentProblem::SerializeType { kind: kind.into() },
             ));
         }
     }
     if (kind == "FIELD") == field.is_empty() {
-        return Err(format!(
-            "%{name}({arg})%: a field name goes with the FIELD type, and only with it (key:FIELD:name)"
-        ));
+        return Err(bad(name, arg, ArgumentProblem::FieldName));
     }
     Ok(())
 }
@@ -506,7 +655,7 @@ fn check_filter_state(name: &str, arg: &str) -> Result<(), String> {
 /// in which its regex `%[-_0^#]*[1-9]*(E|O)?n` finds a match (a strftime
 /// newline, whatever precedes the `%`: `%%n` too); any other text is
 /// accepted, unknown specifiers included.
-fn check_time_format(name: &str, arg: &str) -> Result<(), String> {
+fn check_time_format(name: &str, arg: &str) -> Result<(), FormatError> {
     let b = arg.as_bytes();
     for (at, _) in arg.match_indices('%') {
         let mut j = at + 1;
@@ -521,9 +670,12 @@ fn check_time_format(name: &str, arg: &str) -> Result<(), String> {
             j += 1;
         }
         if b.get(j) == Some(&b'n') {
-            return Err(format!(
-                "%{name}({arg})%: '{}' prints a newline, which a header value cannot hold",
-                &arg[at..=j]
+            return Err(bad(
+                name,
+                arg,
+                ArgumentProblem::Newline {
+                    specifier: arg[at..=j].into(),
+                },
             ));
         }
     }
@@ -533,18 +685,22 @@ fn check_time_format(name: &str, arg: &str) -> Result<(), String> {
 /// `REQUESTED_SERVER_NAME(sni[:host])`: each option may be empty (the
 /// default) or one of Envoy's names, exactly; parts after the second are
 /// ignored (confirmed against Envoy 1.40).
-fn check_server_name(arg: &str) -> Result<(), String> {
+fn check_server_name(arg: &str) -> Result<(), FormatError> {
     let mut parts = arg.split(':');
     let sni = parts.next().unwrap_or("");
     let host = parts.next().unwrap_or("");
     if !matches!(sni, "" | "SNI_ONLY" | "SNI_FIRST" | "HOST_FIRST") {
-        return Err(format!(
-            "%REQUESTED_SERVER_NAME({arg})%: option '{sni}' is not SNI_ONLY, SNI_FIRST or HOST_FIRST"
+        return Err(bad(
+            "REQUESTED_SERVER_NAME",
+            arg,
+            ArgumentProblem::SniOption { option: sni.into() },
         ));
     }
     if !matches!(host, "" | "ORIG_OR_HOST" | "HOST" | "ORIG") {
-        return Err(format!(
-            "%REQUESTED_SERVER_NAME({arg})%: host option '{host}' is not ORIG_OR_HOST, HOST or ORIG"
+        return Err(bad(
+            "REQUESTED_SERVER_NAME",
+            arg,
+            ArgumentProblem::HostOption { option: host.into() },
         ));
     }
     Ok(())
@@ -553,29 +709,35 @@ fn check_server_name(arg: &str) -> Result<(), String> {
 /// `PATH(query[:source])`: each option may be empty (the default) or one
 /// of Envoy's names, exactly; parts after the second are ignored
 /// (confirmed against Envoy 1.40).
-fn check_path(arg: &str) -> Result<(), String> {
+fn check_path(arg: &str) -> Result<(), FormatError> {
     let mut parts = arg.split(':');
     let query = parts.next().unwrap_or("");
     let source = parts.next().unwrap_or("");
     if !matches!(query, "" | "WQ" | "NQ") {
-        return Err(format!(
-            "%PATH({arg})%: option '{query}' is not WQ (with query) or NQ (no query)"
+        return Err(bad(
+            "PATH",
+            arg,
+            ArgumentProblem::PathQueryOption { option: query.into() },
         ));
     }
     if !matches!(source, "" | "ORIG" | "PATH" | "ORIG_OR_PATH") {
-        return Err(format!(
-            "%PATH({arg})%: option '{source}' is not ORIG, PATH or ORIG_OR_PATH"
+        return Err(bad(
+            "PATH",
+            arg,
+            ArgumentProblem::PathSourceOption {
+                option: source.into(),
+            },
         ));
     }
     Ok(())
 }
 
 /// `QUERY_PARAMS(ORIG|DECODED)`: the whole argument, exactly.
-fn check_query_params(arg: &str) -> Result<(), String> {
+fn check_query_params(arg: &str) -> Result<(), FormatError> {
     if matches!(arg, "ORIG" | "DECODED") {
         Ok(())
     } else {
-        Err(format!("%QUERY_PARAMS({arg})%: option is not ORIG or DECODED"))
+        Err(bad("QUERY_PARAMS", arg, ArgumentProblem::QueryParamsOption))
     }
 }
 
@@ -583,68 +745,56 @@ fn check_query_params(arg: &str) -> Result<(), String> {
 /// an unknown one is a custom downstream timing key) and an optional
 /// precision `ms`, `us` or `ns`, exactly (Envoy's
 /// `CommonDurationFormatter::create`).
-fn check_common_duration(arg: &str) -> Result<(), String> {
+fn check_common_duration(arg: &str) -> Result<(), FormatError> {
     let parts: Vec<&str> = arg.split(':').collect();
     if !(2..=3).contains(&parts.len()) {
-        return Err(format!(
-            "%COMMON_DURATION({arg})%: write start:end or start:end:precision"
-        ));
+        return Err(bad("COMMON_DURATION", arg, ArgumentProblem::DurationShape));
     }
     if let Some(p) = parts.get(2)
         && !matches!(*p, "ms" | "us" | "ns")
     {
-        return Err(format!(
-            "%COMMON_DURATION({arg})%: precision '{p}' is not ms, us or ns"
+        return Err(bad(
+            "COMMON_DURATION",
+            arg,
+            ArgumentProblem::DurationPrecision {
+                precision: (*p).into(),
+            },
         ));
     }
     Ok(())
 }
 
 /// `GRPC_STATUS(format)`: Envoy's `GrpcStatusFormatter::parseFormat`.
-fn check_grpc_status(arg: &str) -> Result<(), String> {
+fn check_grpc_status(arg: &str) -> Result<(), FormatError> {
     if matches!(arg, "CAMEL_STRING" | "SNAKE_STRING" | "NUMBER") {
         Ok(())
     } else {
-        Err(format!(
-            "%GRPC_STATUS({arg})%: format is not CAMEL_STRING, SNAKE_STRING or NUMBER"
-        ))
+        Err(bad("GRPC_STATUS", arg, ArgumentProblem::GrpcStatusFormat))
     }
 }
 
 /// `METADATA(TYPE[:namespace[:path...]])` (the built-in metadata
 /// formatter): only the type is checked, exactly.
-fn check_metadata(arg: &str) -> Result<(), String> {
-    const TYPES: &[&str] = &[
-        "DYNAMIC",
-        "CLUSTER",
-        "ROUTE",
-        "UPSTREAM_HOST",
-        "LISTENER",
-        "LISTENER_FILTER_CHAIN",
-        "VIRTUAL_HOST",
-    ];
+fn check_metadata(arg: &str) -> Result<(), FormatError> {
     let kind = arg.split(':').next().unwrap_or("");
-    if TYPES.contains(&kind) {
+    if METADATA_TYPES.contains(&kind) {
         Ok(())
     } else {
-        Err(format!(
-            "%METADATA({arg})%: metadata type '{kind}' is not one of {}",
-            TYPES.join(", ")
+        Err(bad(
+            "METADATA",
+            arg,
+            ArgumentProblem::MetadataType { kind: kind.into() },
         ))
     }
 }
 
 /// `XFCC_VALUE(key)`: an `x-forwarded-client-cert` element key, in any
 /// ASCII case (Envoy lowercases it).
-fn check_xfcc(arg: &str) -> Result<(), String> {
-    const KEYS: &[&str] = &["by", "hash", "cert", "chain", "subject", "uri", "dns"];
-    if KEYS.contains(&arg.to_ascii_lowercase().as_str()) {
+fn check_xfcc(arg: &str) -> Result<(), FormatError> {
+    if XFCC_KEYS.contains(&arg.to_ascii_lowercase().as_str()) {
         Ok(())
     } else {
-        Err(format!(
-            "%XFCC_VALUE({arg})%: key is not one of {}",
-            KEYS.join(", ")
-        ))
+        Err(bad("XFCC_VALUE", arg, ArgumentProblem::XfccKey))
     }
 }
 
@@ -666,30 +816,31 @@ fn check_xfcc(arg: &str) -> Result<(), String> {
 ///
 /// One difference is left: serde_json refuses JSON nested deeper than 127
 /// levels, which Envoy takes; STANDARD refuses it (never the reverse).
-fn check_coalesce(arg: &str) -> Result<(), String> {
+fn check_coalesce(arg: &str) -> Result<(), CoalesceError> {
     use serde_json::Value;
     let text = arg.strip_prefix('\u{feff}').unwrap_or(arg);
-    let json: Value =
-        serde_json::from_str(text).map_err(|e| format!("%COALESCE: the argument is not valid JSON: {e}"))?;
+    let json: Value = serde_json::from_str(text).map_err(|e| CoalesceError::InvalidJson {
+        detail: e.to_string(),
+    })?;
     if let Some(n) = int64_overflow(text) {
-        return Err(format!(
-            "%COALESCE: the JSON number {n} is larger than Envoy's JSON parser takes (at most {})",
-            i64::MAX
-        ));
+        return Err(CoalesceError::NumberTooLarge { number: n.into() });
     }
     let Value::Object(top) = &json else {
-        return Err("%COALESCE: the JSON must be an object with an 'operators' array".into());
+        return Err(CoalesceError::NotAnObject);
     };
     let operators = match top.get("operators") {
         Some(Value::Array(ops)) => ops,
-        Some(_) => return Err("%COALESCE: 'operators' must be an array".into()),
-        None => return Err("%COALESCE: the JSON has no 'operators' array".into()),
+        Some(_) => return Err(CoalesceError::OperatorsNotArray),
+        None => return Err(CoalesceError::NoOperators),
     };
     if operators.is_empty() {
-        return Err("%COALESCE: 'operators' must not be empty".into());
+        return Err(CoalesceError::EmptyOperators);
     }
-    for (i, op) in operators.iter().enumerate() {
-        check_operator(op).map_err(|e| format!("%COALESCE: operators[{i}]: {e}"))?;
+    for (index, op) in operators.iter().enumerate() {
+        check_operator(op).map_err(|problem| CoalesceError::Operator {
+            index,
+            problem: Box::new(problem),
+        })?;
     }
     Ok(())
 }
@@ -697,48 +848,77 @@ fn check_coalesce(arg: &str) -> Result<(), String> {
 /// One entry of `COALESCE`'s `operators`, in Envoy's order: the command
 /// (a string), `param` (a string if present at all, `null` included; empty
 /// is no argument), `max_length` (an integer above 0 if present).
-fn check_operator(op: &serde_json::Value) -> Result<(), String> {
+fn check_operator(op: &serde_json::Value) -> Result<(), OperatorError> {
     use serde_json::Value;
     let (command, param, max_length) = match op {
         Value::String(c) => (c.as_str(), None, None),
         Value::Object(o) => {
             let command = match o.get("command") {
                 Some(Value::String(c)) => c.as_str(),
-                Some(_) => return Err("'command' must be a string".into()),
-                None => return Err("an operator object needs a 'command'".into()),
+                Some(_) => return Err(OperatorError::CommandNotString),
+                None => return Err(OperatorError::NoCommand),
             };
             let param = match o.get("param") {
                 Some(Value::String(p)) => Some(p.as_str()),
-                Some(_) => return Err(format!("'param' of '{command}' must be a string")),
+                Some(_) => {
+                    return Err(OperatorError::ParamNotString {
+                        command: command.into(),
+                    });
+                }
                 None => None,
             };
             let max_length = match o.get("max_length") {
                 Some(Value::Number(n)) => match n.as_i64() {
                     Some(v) if v > 0 => Some(v),
-                    Some(v) => return Err(format!("'max_length' of '{command}' is {v}: it must be above 0")),
-                    None => return Err(format!("'max_length' of '{command}' must be an integer")),
+                    Some(value) => {
+                        return Err(OperatorError::MaxLengthNotPositive {
+                            command: command.into(),
+                            value,
+                        });
+                    }
+                    None => {
+                        return Err(OperatorError::MaxLengthNotInteger {
+                            command: command.into(),
+                        });
+                    }
                 },
-                Some(_) => return Err(format!("'max_length' of '{command}' must be an integer")),
+                Some(_) => {
+                    return Err(OperatorError::MaxLengthNotInteger {
+                        command: command.into(),
+                    });
+                }
                 None => None,
             };
             (command, param, max_length)
         }
-        _ => return Err("an operator is a command name (a string) or an object with a 'command'".into()),
+        _ => return Err(OperatorError::NotAnOperator),
     };
     let Some((_, kind)) = COMMANDS.iter().find(|(n, _)| *n == command) else {
-        return Err(format!("unknown command '{command}'"));
+        return Err(OperatorError::UnknownCommand {
+            command: command.into(),
+        });
     };
     // `"param": ""` is no argument, as `%CMD()%` is `%CMD%`.
     let param = param.filter(|p| !p.is_empty());
     match (kind, param) {
-        (Arg::Required, None) => return Err(format!("'{command}' needs a non-empty 'param'")),
-        (Arg::None, Some(_)) => return Err(format!("'{command}' takes no 'param'")),
+        (Arg::Required, None) => {
+            return Err(OperatorError::MissingParam {
+                command: command.into(),
+            });
+        }
+        (Arg::None, Some(_)) => {
+            return Err(OperatorError::UnexpectedParam {
+                command: command.into(),
+            });
+        }
         _ => {}
     }
     if max_length.is_some() && !LENGTH_ALLOWED.contains(&command) {
-        return Err(format!("'{command}' does not take a 'max_length'"));
+        return Err(OperatorError::MaxLengthNotAllowed {
+            command: command.into(),
+        });
     }
-    check_command(command, param, max_length.is_some())
+    Ok(check_command(command, param, max_length.is_some())?)
 }
 
 /// The first integer in `json` (already valid JSON) that nlohmann reads
@@ -777,7 +957,77 @@ fn int64_overflow(json: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::check;
+    use super::*;
+
+    /// Each error is its variant, and its text is what status shows.
+    #[test]
+    fn errors_name_the_variant_and_keep_their_text() {
+        let cases: Vec<(&str, FormatError, &str)> = vec![
+            (
+                "50%",
+                FormatError::StrayPercent { offset: 2 },
+                "'%' at offset 2 does not start a command (write %% for a literal percent)",
+            ),
+            (
+                "%REQ(x):18446744073709551616%",
+                FormatError::LengthTooLarge {
+                    name: "REQ".into(),
+                    digits: "18446744073709551616".into(),
+                },
+                "%REQ: length limit 18446744073709551616 is too large (at most 18446744073709551615)",
+            ),
+            (
+                "%REQ%",
+                FormatError::MissingArgument { name: "REQ".into() },
+                "%REQ% needs an argument, e.g. %REQ(x)%",
+            ),
+            (
+                "%REQ(x y)%",
+                FormatError::Argument {
+                    name: "REQ".into(),
+                    arg: "x y".into(),
+                    problem: ArgumentProblem::HeaderName { header: "x y".into() },
+                },
+                "%REQ(x y)%: 'x y' is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only; ':' only to start a pseudo-header)",
+            ),
+            (
+                "%METADATA(FOO)%",
+                FormatError::Argument {
+                    name: "METADATA".into(),
+                    arg: "FOO".into(),
+                    problem: ArgumentProblem::MetadataType { kind: "FOO".into() },
+                },
+                "%METADATA(FOO)%: metadata type 'FOO' is not one of DYNAMIC, CLUSTER, ROUTE, UPSTREAM_HOST, LISTENER, LISTENER_FILTER_CHAIN, VIRTUAL_HOST",
+            ),
+            (
+                r#"%COALESCE({"operators":[{"command":"REQ"}]})%"#,
+                FormatError::Coalesce(CoalesceError::Operator {
+                    index: 0,
+                    problem: Box::new(OperatorError::MissingParam {
+                        command: "REQ".into(),
+                    }),
+                }),
+                "%COALESCE: operators[0]: 'REQ' needs a non-empty 'param'",
+            ),
+            (
+                r#"%COALESCE({"operators":[{"command":"REQ","param":"a b"}]})%"#,
+                FormatError::Coalesce(CoalesceError::Operator {
+                    index: 0,
+                    problem: Box::new(OperatorError::Command(FormatError::Argument {
+                        name: "REQ".into(),
+                        arg: "a b".into(),
+                        problem: ArgumentProblem::HeaderName { header: "a b".into() },
+                    })),
+                }),
+                "%COALESCE: operators[0]: %REQ(a b)%: 'a b' is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only; ':' only to start a pseudo-header)",
+            ),
+        ];
+        for (input, variant, text) in cases {
+            let err = check(input).err();
+            assert_eq!(err.as_ref(), Some(&variant), "{input}");
+            assert_eq!(err.map(|e| e.to_string()).as_deref(), Some(text), "{input}");
+        }
+    }
 
     #[test]
     fn accepts_envoy_format_strings() {
@@ -967,7 +1217,7 @@ mod tests {
         ] {
             let got = check(&coalesce(j));
             assert!(
-                got.as_ref().is_err_and(|e| e.contains(want)),
+                got.as_ref().is_err_and(|e| e.to_string().contains(want)),
                 "{j}: {got:?}, want {want:?}"
             );
         }

@@ -35,28 +35,105 @@ use prost_reflect::{DynamicMessage, ReflectMessage, Value};
 /// than walked (a reply is untrusted input).
 const MAX_DEPTH: usize = 64;
 
-/// Checks a reply of type `M`; the error names the field path.
-pub fn check<M: Message + Name>(message: &M) -> Result<(), String> {
-    let pool = crate::output::descriptor_pool();
-    let Some(desc) = pool.get_message_by_name(&M::full_name()) else {
-        return Err(format!("{} is not a known message type", M::full_name()));
-    };
-    let dynamic = DynamicMessage::decode(desc, message.encode_to_vec().as_slice())
-        .map_err(|e| format!("cannot be decoded: {e}"))?;
-    let mut path = Vec::new();
-    walk(&dynamic, &mut path, 0).map_err(|(path, message)| {
-        if path.is_empty() {
-            message
-        } else {
-            format!("{path}: {message}")
-        }
-    })
+/// Why a reply cannot be used. Its hook turns it into
+/// `HookFailure::InvalidReply` (class `extension`).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ReplyError {
+    #[error("{type_name} is not a known message type")]
+    UnknownType { type_name: String },
+    #[error("cannot be decoded: {0}")]
+    Decode(#[source] prost::DecodeError),
+    /// A check failed at `path` (dotted field names from the reply's
+    /// root, empty at the root itself). Boxed: the walk returns it
+    /// through every level.
+    #[error("{}", at(path, problem))]
+    Invalid {
+        path: String,
+        #[source]
+        problem: Box<Problem>,
+    },
 }
 
-type Failure = (String, String);
+fn at(path: &str, problem: &Problem) -> String {
+    if path.is_empty() {
+        problem.to_string()
+    } else {
+        format!("{path}: {problem}")
+    }
+}
 
-fn fail(path: &[String], message: impl Into<String>) -> Failure {
-    (path.join("."), message.into())
+/// What Envoy would refuse in one message of a reply.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Problem {
+    #[error("nested more than {MAX_DEPTH} levels deep")]
+    TooDeep,
+    #[error(transparent)]
+    Pgv(#[from] super::pgv::PgvError),
+    #[error("regex {regex:?}: {error}")]
+    Regex {
+        regex: String,
+        #[source]
+        error: crate::envoy::regex::RegexError,
+    },
+    #[error(transparent)]
+    HeaderName(crate::route::filters::HeaderError),
+    #[error("header {key:?}: {error}")]
+    HeaderValue {
+        key: String,
+        #[source]
+        error: crate::route::filters::HeaderError,
+    },
+    #[error("a route needs a match")]
+    RouteMatch,
+    #[error("a route needs an action")]
+    RouteAction,
+    #[error("a route match needs a path specifier")]
+    PathSpecifier,
+    #[error("a virtual host needs a name")]
+    VirtualHostName,
+    #[error("a virtual host needs at least one domain")]
+    VirtualHostDomains,
+    #[error("unknown type URL {url:?}")]
+    UnknownTypeUrl { url: String },
+    #[error("{url}: cannot be decoded: {error}")]
+    AnyDecode {
+        url: String,
+        #[source]
+        error: prost::DecodeError,
+    },
+    #[error("virtual host name {name:?} is used twice")]
+    DuplicateHostName { name: String },
+    #[error("domain {domain:?} is used by two virtual hosts")]
+    DuplicateDomain { domain: String },
+    #[error("http_filters[{index}]: the router is terminal and must be the last HTTP filter")]
+    RouterNotLast { index: usize },
+    #[error("http_filters[{index}]: the last HTTP filter must be the router")]
+    LastNotRouter { index: usize },
+    #[error("filter_chains[{index}]: another filter chain has the same filter_chain_match")]
+    DuplicateChainMatch { index: usize },
+}
+
+/// Checks a reply of type `M`; the error names the field path.
+pub fn check<M: Message + Name>(message: &M) -> Result<(), ReplyError> {
+    let pool = crate::output::descriptor_pool();
+    let Some(desc) = pool.get_message_by_name(&M::full_name()) else {
+        return Err(ReplyError::UnknownType {
+            type_name: M::full_name(),
+        });
+    };
+    let dynamic =
+        DynamicMessage::decode(desc, message.encode_to_vec().as_slice()).map_err(ReplyError::Decode)?;
+    let mut path = Vec::new();
+    walk(&dynamic, &mut path, 0)
+}
+
+type Failure = ReplyError;
+
+fn fail(path: &[String], problem: impl Into<Problem>) -> Failure {
+    ReplyError::Invalid {
+        path: path.join("."),
+        problem: Box::new(problem.into()),
+    }
 }
 
 fn string_field(m: &DynamicMessage, name: &str) -> String {
@@ -68,7 +145,7 @@ fn string_field(m: &DynamicMessage, name: &str) -> String {
 
 fn walk(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<(), Failure> {
     if depth > MAX_DEPTH {
-        return Err(fail(path, format!("nested more than {MAX_DEPTH} levels deep")));
+        return Err(fail(path, Problem::TooDeep));
     }
     let desc = m.descriptor();
     super::pgv::check(m).map_err(|e| fail(path, e))?;
@@ -76,19 +153,23 @@ fn walk(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<(), 
         "google.protobuf.Any" => return walk_any(m, path, depth),
         "envoy.type.matcher.v3.RegexMatcher" => {
             let regex = string_field(m, "regex");
-            crate::envoy::regex::check(&regex).map_err(|e| fail(path, format!("regex {regex:?}: {e}")))?;
+            if let Err(error) = crate::envoy::regex::check(&regex) {
+                return Err(fail(path, Problem::Regex { regex, error }));
+            }
         }
         "envoy.config.core.v3.HeaderValue" => {
             let key = string_field(m, "key");
-            crate::route::filters::check_name(&key).map_err(|e| fail(path, e))?;
+            crate::route::filters::check_name(&key).map_err(|e| fail(path, Problem::HeaderName(e)))?;
             let value = string_field(m, "value");
-            crate::route::filters::check_value(&value)
-                .and_then(|()| crate::envoy::format::check(&value))
-                .map_err(|e| fail(path, format!("header {key:?}: {e}")))?;
+            let checked = crate::route::filters::check_value(&value)
+                .and_then(|()| crate::envoy::format::check(&value).map_err(Into::into));
+            if let Err(error) = checked {
+                return Err(fail(path, Problem::HeaderValue { key, error }));
+            }
         }
         "envoy.config.route.v3.Route" => {
             if !m.has_field_by_name("match") {
-                return Err(fail(path, "a route needs a match"));
+                return Err(fail(path, Problem::RouteMatch));
             }
             let actions = [
                 "route",
@@ -98,7 +179,7 @@ fn walk(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<(), 
                 "non_forwarding_action",
             ];
             if !actions.iter().any(|a| m.has_field_by_name(a)) {
-                return Err(fail(path, "a route needs an action"));
+                return Err(fail(path, Problem::RouteAction));
             }
         }
         "envoy.config.route.v3.RouteMatch" => {
@@ -111,19 +192,19 @@ fn walk(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<(), 
                 "path_match_policy",
             ];
             if !specifiers.iter().any(|a| m.has_field_by_name(a)) {
-                return Err(fail(path, "a route match needs a path specifier"));
+                return Err(fail(path, Problem::PathSpecifier));
             }
         }
         "envoy.config.route.v3.VirtualHost" => {
             if string_field(m, "name").is_empty() {
-                return Err(fail(path, "a virtual host needs a name"));
+                return Err(fail(path, Problem::VirtualHostName));
             }
             let domains = match m.get_field_by_name("domains").as_deref() {
                 Some(Value::List(l)) => l.len(),
                 _ => 0,
             };
             if domains == 0 {
-                return Err(fail(path, "a virtual host needs at least one domain"));
+                return Err(fail(path, Problem::VirtualHostDomains));
             }
         }
         "envoy.config.route.v3.RouteConfiguration" => unique_hosts(m, path)?,
@@ -176,14 +257,14 @@ fn walk_any(m: &DynamicMessage, path: &mut Vec<String>, depth: usize) -> Result<
     let url = string_field(m, "type_url");
     let name = url.rsplit_once('/').map_or(url.as_str(), |(_, n)| n);
     let Some(desc) = crate::output::descriptor_pool().get_message_by_name(name) else {
-        return Err(fail(path, format!("unknown type URL {url:?}")));
+        return Err(fail(path, Problem::UnknownTypeUrl { url }));
     };
     let bytes = match m.get_field_by_name("value").as_deref() {
         Some(Value::Bytes(b)) => b.clone(),
         _ => Default::default(),
     };
-    let inner = DynamicMessage::decode(desc, bytes)
-        .map_err(|e| fail(path, format!("{url}: cannot be decoded: {e}")))?;
+    let inner =
+        DynamicMessage::decode(desc, bytes).map_err(|error| fail(path, Problem::AnyDecode { url, error }))?;
     walk(&inner, path, depth + 1)
 }
 
@@ -199,14 +280,14 @@ fn unique_hosts(m: &DynamicMessage, path: &[String]) -> Result<(), Failure> {
         let Value::Message(h) = h else { continue };
         let name = string_field(h, "name");
         if !names.insert(name.clone()) {
-            return Err(fail(path, format!("virtual host name {name:?} is used twice")));
+            return Err(fail(path, Problem::DuplicateHostName { name }));
         }
         if let Some(Value::List(ds)) = h.get_field_by_name("domains").as_deref() {
             for d in ds {
                 if let Value::String(d) = d
                     && !domains.insert(d.to_ascii_lowercase())
                 {
-                    return Err(fail(path, format!("domain {d:?} is used by two virtual hosts")));
+                    return Err(fail(path, Problem::DuplicateDomain { domain: d.clone() }));
                 }
             }
         }
@@ -240,16 +321,10 @@ fn router_last(hcm: &DynamicMessage, path: &[String]) -> Result<(), Failure> {
         let is_router = typed_config_type(f).as_deref() == Some(ROUTER);
         let last = i + 1 == n;
         if is_router && !last {
-            return Err(fail(
-                path,
-                format!("http_filters[{i}]: the router is terminal and must be the last HTTP filter"),
-            ));
+            return Err(fail(path, Problem::RouterNotLast { index: i }));
         }
         if last && !is_router && typed_config_type(f).is_some() {
-            return Err(fail(
-                path,
-                format!("http_filters[{i}]: the last HTTP filter must be the router"),
-            ));
+            return Err(fail(path, Problem::LastNotRouter { index: i }));
         }
     }
     Ok(())
@@ -268,11 +343,52 @@ fn unique_chain_matches(listener: &DynamicMessage, path: &[String]) -> Result<()
             _ => Vec::new(),
         };
         if !seen.insert(key) {
-            return Err(fail(
-                path,
-                format!("filter_chains[{i}]: another filter chain has the same filter_chain_match"),
-            ));
+            return Err(fail(path, Problem::DuplicateChainMatch { index: i }));
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::route::v3::{
+        Route, RouteAction, RouteMatch, route, route_action, route_match,
+    };
+
+    use super::*;
+
+    /// A failed check is `Invalid` at the dotted path of the field, with
+    /// the rule's own text after it.
+    #[test]
+    fn a_reply_error_names_the_path() {
+        let r = Route {
+            r#match: Some(RouteMatch {
+                path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                ..Default::default()
+            }),
+            action: Some(route::Action::Route(RouteAction {
+                cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(String::new())),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let err = check(&r).err();
+        assert_eq!(
+            err,
+            Some(ReplyError::Invalid {
+                path: "route".into(),
+                problem: Box::new(Problem::Pgv(super::super::pgv::PgvError::Field {
+                    field: "cluster".into(),
+                    violation: super::super::pgv::Violation::TooShort {
+                        value: String::new(),
+                        min: 1
+                    },
+                })),
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#"route: cluster: "" is shorter than 1 characters"#)
+        );
+    }
 }

@@ -21,6 +21,74 @@ use prost_reflect::{
     DynamicMessage, ExtensionDescriptor, FieldDescriptor, Kind, OneofDescriptor, ReflectMessage, Value,
 };
 
+/// Why a message breaks its validate rules; the text names the field
+/// (the extension check adds the path to the message).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PgvError {
+    #[error("{oneof}: one of its fields is required")]
+    OneofRequired { oneof: String },
+    /// `message.required` on an unset field.
+    #[error("{field}: required")]
+    Required { field: String },
+    #[error("{field}: {violation}")]
+    Field {
+        field: String,
+        #[source]
+        violation: Violation,
+    },
+}
+
+/// What one field's value breaks.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Violation {
+    /// A required duration is unset.
+    #[error("required")]
+    Required,
+    #[error("{count} entries is outside {min:?}..{max:?}")]
+    MapSize {
+        count: u64,
+        min: Option<u64>,
+        max: Option<u64>,
+    },
+    #[error("{0} (nanoseconds)")]
+    Duration(#[source] BoundViolation),
+    #[error("{count} items, at least {min} required")]
+    TooFewItems { count: u64, min: u64 },
+    #[error("{count} items, at most {max} allowed")]
+    TooManyItems { count: u64, max: u64 },
+    #[error("[{index}]: {violation}")]
+    Item {
+        index: usize,
+        #[source]
+        violation: Box<Violation>,
+    },
+    #[error("{value:?} is shorter than {min} characters")]
+    TooShort { value: String, min: u64 },
+    #[error("longer than {max} characters")]
+    TooLong { max: u64 },
+    /// A string's or a bytes field's length in bytes.
+    #[error("{count} bytes is outside {min:?}..{max:?}")]
+    ByteLength {
+        count: u64,
+        min: Option<u64>,
+        max: Option<u64>,
+    },
+    #[error(transparent)]
+    Bound(#[from] BoundViolation),
+    #[error("{number} is not a defined value of {enum_name}")]
+    UndefinedEnum { number: i32, enum_name: String },
+}
+
+/// A number outside its bound: `value {value} must be {relation} {limit}`.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("value {value} must be {relation} {limit}")]
+pub struct BoundViolation {
+    pub value: f64,
+    /// "greater than", "at least", "less than" or "at most".
+    pub relation: &'static str,
+    pub limit: f64,
+}
+
 /// One bound on a number (as i128 for integers and nanoseconds, or f64).
 #[derive(Clone, Debug, Default)]
 struct Bounds {
@@ -53,8 +121,14 @@ impl Bounds {
         }
     }
 
-    fn check(&self, x: f64) -> Result<(), String> {
-        let bad = |what: &str, v: f64| Err(format!("value {x} must be {what} {v}"));
+    fn check(&self, x: f64) -> Result<(), BoundViolation> {
+        let bad = |relation: &'static str, limit: f64| {
+            Err(BoundViolation {
+                value: x,
+                relation,
+                limit,
+            })
+        };
         if let Some(v) = self.gt
             && x <= v
         {
@@ -280,11 +354,13 @@ fn rules_of(desc: &prost_reflect::MessageDescriptor) -> Arc<MessageRules> {
 
 /// The rules of `m`'s own fields (not nested messages: the caller walks
 /// those). The error names the field.
-pub fn check(m: &DynamicMessage) -> Result<(), String> {
+pub fn check(m: &DynamicMessage) -> Result<(), PgvError> {
     let rules = rules_of(&m.descriptor());
     for oneof in &rules.required_oneofs {
         if !oneof.fields().any(|f| m.has_field(&f)) {
-            return Err(format!("{}: one of its fields is required", oneof.name()));
+            return Err(PgvError::OneofRequired {
+                oneof: oneof.name().to_string(),
+            });
         }
     }
     for (field, required, rule) in &rules.fields {
@@ -295,10 +371,15 @@ pub fn check(m: &DynamicMessage) -> Result<(), String> {
             continue;
         }
         if *required && !set {
-            return Err(format!("{}: required", field.name()));
+            return Err(PgvError::Required {
+                field: field.name().to_string(),
+            });
         }
         let value = m.get_field(field);
-        check_value(field, &value, set, rule).map_err(|e| format!("{}: {e}", field.name()))?;
+        check_value(field, &value, set, rule).map_err(|violation| PgvError::Field {
+            field: field.name().to_string(),
+            violation,
+        })?;
     }
     Ok(())
 }
@@ -315,22 +396,30 @@ fn scalar(field_kind: &Kind, value: &Value, set: bool) -> Option<Value> {
     }
 }
 
-fn check_value(field: &FieldDescriptor, value: &Value, set: bool, rule: &Rule) -> Result<(), String> {
+fn check_value(field: &FieldDescriptor, value: &Value, set: bool, rule: &Rule) -> Result<(), Violation> {
     match (rule, value) {
         (Rule::Repeated { .. }, Value::List(items)) => check_repeated(field, items, rule),
         (Rule::Map { min_pairs, max_pairs }, Value::Map(entries)) => {
             let n = entries.len() as u64;
             if min_pairs.is_some_and(|m| n < m) || max_pairs.is_some_and(|m| n > m) {
-                return Err(format!("{n} entries is outside {min_pairs:?}..{max_pairs:?}"));
+                return Err(Violation::MapSize {
+                    count: n,
+                    min: *min_pairs,
+                    max: *max_pairs,
+                });
             }
             Ok(())
         }
         (Rule::Duration { required, bounds }, v) => {
             if !set {
-                return if *required { Err("required".into()) } else { Ok(()) };
+                return if *required {
+                    Err(Violation::Required)
+                } else {
+                    Ok(())
+                };
             }
             match nanos_of(v) {
-                Some(n) => bounds.check(n).map_err(|e| format!("{e} (nanoseconds)")),
+                Some(n) => bounds.check(n).map_err(Violation::Duration),
                 None => Ok(()),
             }
         }
@@ -341,7 +430,7 @@ fn check_value(field: &FieldDescriptor, value: &Value, set: bool, rule: &Rule) -
     }
 }
 
-fn check_repeated(field: &FieldDescriptor, items: &[Value], rule: &Rule) -> Result<(), String> {
+fn check_repeated(field: &FieldDescriptor, items: &[Value], rule: &Rule) -> Result<(), Violation> {
     let Rule::Repeated {
         min_items,
         max_items,
@@ -358,22 +447,25 @@ fn check_repeated(field: &FieldDescriptor, items: &[Value], rule: &Rule) -> Resu
     if let Some(m) = min_items
         && n < *m
     {
-        return Err(format!("{n} items, at least {m} required"));
+        return Err(Violation::TooFewItems { count: n, min: *m });
     }
     if let Some(m) = max_items
         && n > *m
     {
-        return Err(format!("{n} items, at most {m} allowed"));
+        return Err(Violation::TooManyItems { count: n, max: *m });
     }
     if let Some(r) = item_rule {
         for (i, v) in items.iter().enumerate() {
-            check_scalar(&field.kind(), v, r).map_err(|e| format!("[{i}]: {e}"))?;
+            check_scalar(&field.kind(), v, r).map_err(|e| Violation::Item {
+                index: i,
+                violation: Box::new(e),
+            })?;
         }
     }
     Ok(())
 }
 
-fn check_scalar(kind: &Kind, v: &Value, rule: &Rule) -> Result<(), String> {
+fn check_scalar(kind: &Kind, v: &Value, rule: &Rule) -> Result<(), Violation> {
     match (rule, v) {
         (
             Rule::Str {
@@ -390,37 +482,118 @@ fn check_scalar(kind: &Kind, v: &Value, rule: &Rule) -> Result<(), String> {
             }
             let chars = s.chars().count() as u64;
             let bytes = s.len() as u64;
-            if min_len.is_some_and(|m| chars < m) {
-                return Err(format!(
-                    "{s:?} is shorter than {} characters",
-                    min_len.unwrap_or_default()
-                ));
+            if let Some(min) = *min_len
+                && chars < min
+            {
+                return Err(Violation::TooShort {
+                    value: s.clone(),
+                    min,
+                });
             }
-            if max_len.is_some_and(|m| chars > m) {
-                return Err(format!("longer than {} characters", max_len.unwrap_or_default()));
+            if let Some(max) = *max_len
+                && chars > max
+            {
+                return Err(Violation::TooLong { max });
             }
             if min_bytes.is_some_and(|m| bytes < m) || max_bytes.is_some_and(|m| bytes > m) {
-                return Err(format!("{bytes} bytes is outside {min_bytes:?}..{max_bytes:?}"));
+                return Err(Violation::ByteLength {
+                    count: bytes,
+                    min: *min_bytes,
+                    max: *max_bytes,
+                });
             }
             Ok(())
         }
         (Rule::Bytes { min_len, max_len }, Value::Bytes(b)) => {
             let n = b.len() as u64;
             if min_len.is_some_and(|m| n < m) || max_len.is_some_and(|m| n > m) {
-                return Err(format!("{n} bytes is outside {min_len:?}..{max_len:?}"));
+                return Err(Violation::ByteLength {
+                    count: n,
+                    min: *min_len,
+                    max: *max_len,
+                });
             }
             Ok(())
         }
         (Rule::Number { bounds, ignore_empty }, v) => match f64_of(v) {
-            Some(x) if !(*ignore_empty && x == 0.0) => bounds.check(x),
+            Some(x) if !(*ignore_empty && x == 0.0) => Ok(bounds.check(x)?),
             _ => Ok(()),
         },
         (Rule::DefinedEnum, Value::EnumNumber(n)) => match kind {
-            Kind::Enum(e) if e.get_value(*n).is_none() => {
-                Err(format!("{n} is not a defined value of {}", e.name()))
-            }
+            Kind::Enum(e) if e.get_value(*n).is_none() => Err(Violation::UndefinedEnum {
+                number: *n,
+                enum_name: e.name().to_string(),
+            }),
             _ => Ok(()),
         },
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::route::v3::{RouteAction, route_action};
+    use prost::{Message, Name};
+
+    use super::*;
+
+    fn dynamic<M: Message + Name>(m: &M) -> Option<DynamicMessage> {
+        let desc = crate::output::descriptor_pool().get_message_by_name(&M::full_name())?;
+        DynamicMessage::decode(desc, m.encode_to_vec().as_slice()).ok()
+    }
+
+    /// Each error is its variant, and its text is what the hook's
+    /// failure shows (`RouteAction.cluster` is `min_len: 1`; `priority`
+    /// is `enum.defined_only`).
+    #[test]
+    fn violations_name_the_variant_and_keep_their_text() {
+        let empty_cluster = RouteAction {
+            cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(String::new())),
+            ..Default::default()
+        };
+        let err = dynamic(&empty_cluster).and_then(|m| check(&m).err());
+        assert_eq!(
+            err,
+            Some(PgvError::Field {
+                field: "cluster".into(),
+                violation: Violation::TooShort {
+                    value: String::new(),
+                    min: 1
+                },
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#"cluster: "" is shorter than 1 characters"#)
+        );
+        let bad_priority = RouteAction {
+            cluster_specifier: Some(route_action::ClusterSpecifier::Cluster("c".into())),
+            priority: 7,
+            ..Default::default()
+        };
+        let err = dynamic(&bad_priority).and_then(|m| check(&m).err());
+        assert_eq!(
+            err,
+            Some(PgvError::Field {
+                field: "priority".into(),
+                violation: Violation::UndefinedEnum {
+                    number: 7,
+                    enum_name: "RoutingPriority".into()
+                },
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("priority: 7 is not a defined value of RoutingPriority")
+        );
+        assert_eq!(
+            Violation::Duration(BoundViolation {
+                value: 0.0,
+                relation: "greater than",
+                limit: 0.0
+            })
+            .to_string(),
+            "value 0 must be greater than 0 (nanoseconds)"
+        );
     }
 }

@@ -232,10 +232,23 @@ pub fn loader_options(registration: &Registration) -> api::loader::Options {
     }
 }
 
+/// Why a policy resource's targets cannot be read (an error diagnostic on
+/// the resource: it is not passed to the extension).
+#[derive(Debug, thiserror::Error)]
+enum TargetsError {
+    #[error("cannot be read as JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("spec.targetRefs: expected a list")]
+    NotAList,
+    #[error("spec.targetRefs: missing required field")]
+    Missing,
+    #[error("spec.targetRefs[{index}]: kind and name are required")]
+    KindAndName { index: usize },
+}
+
 /// `spec.targetRefs` (or the older singular `spec.targetRef`).
-fn targets(json: &[u8]) -> Result<Vec<Target>, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(json).map_err(|e| format!("cannot be read as JSON: {e}"))?;
+fn targets(json: &[u8]) -> Result<Vec<Target>, TargetsError> {
+    let value: serde_json::Value = serde_json::from_slice(json).map_err(TargetsError::Json)?;
     let spec = value.get("spec");
     let refs: Vec<&serde_json::Value> = match (
         spec.and_then(|s| s.get("targetRefs")),
@@ -243,15 +256,15 @@ fn targets(json: &[u8]) -> Result<Vec<Target>, String> {
     ) {
         (Some(serde_json::Value::Array(a)), _) => a.iter().collect(),
         (None, Some(one)) => vec![one],
-        (Some(_), _) => return Err("spec.targetRefs: expected a list".into()),
-        (None, None) => return Err("spec.targetRefs: missing required field".into()),
+        (Some(_), _) => return Err(TargetsError::NotAList),
+        (None, None) => return Err(TargetsError::Missing),
     };
     refs.into_iter()
         .enumerate()
         .map(|(i, r)| {
             let field = |f: &str| r.get(f).and_then(serde_json::Value::as_str).map(str::to_string);
             let (Some(kind), Some(name)) = (field("kind"), field("name")) else {
-                return Err(format!("spec.targetRefs[{i}]: kind and name are required"));
+                return Err(TargetsError::KindAndName { index: i });
             };
             Ok(Target {
                 group: field("group").unwrap_or_else(|| GATEWAY_GROUP.to_string()),
@@ -261,4 +274,31 @@ fn targets(json: &[u8]) -> Result<Vec<Target>, String> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod targets_tests {
+    use super::*;
+
+    #[test]
+    fn target_errors_name_the_variant_and_the_field() {
+        let err = targets(br#"{"spec":{}}"#).err();
+        assert!(matches!(err, Some(TargetsError::Missing)), "{err:?}");
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("spec.targetRefs: missing required field")
+        );
+        let err = targets(br#"{"spec":{"targetRefs":[{"kind":"Gateway"}]}}"#).err();
+        assert!(
+            matches!(err, Some(TargetsError::KindAndName { index: 0 })),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("spec.targetRefs[0]: kind and name are required")
+        );
+        let err = targets(b"{").err();
+        assert!(matches!(err, Some(TargetsError::Json(_))), "{err:?}");
+        assert!(err.is_some_and(|e| e.to_string().starts_with("cannot be read as JSON: ")),);
+    }
 }

@@ -599,7 +599,7 @@ pub fn post_translate(
         None => Ok(None),
         Some(r) => match check_translate(&r, includes) {
             Ok(()) => Ok(Some(r)),
-            Err(m) => Err(invalid(Hook::Translation, ANSWERED_BY, false, m)),
+            Err(e) => Err(invalid(Hook::Translation, ANSWERED_BY, false, e.to_string())),
         },
     });
     match reply {
@@ -639,24 +639,51 @@ pub fn post_translate(
     }
 }
 
+/// Why a `PostTranslateModify` reply cannot be used; `kind` is the
+/// resource kind ("cluster", "route configuration", …).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum TranslateReplyError {
+    #[error("a {kind} without a name")]
+    Unnamed { kind: &'static str },
+    #[error("{kind} {name:?} is returned twice")]
+    Duplicate { kind: &'static str, name: String },
+    #[error("{kind} {name}: {error}")]
+    Resource {
+        kind: &'static str,
+        name: String,
+        #[source]
+        error: super::check::ReplyError,
+    },
+}
+
 /// Every resource of a `PostTranslateModify` reply checked, and names
 /// unique per kind (Envoy refuses a duplicate).
-fn check_translate(r: &super::TranslateReply, includes: super::TranslationIncludes) -> Result<(), String> {
+fn check_translate(
+    r: &super::TranslateReply,
+    includes: super::TranslationIncludes,
+) -> Result<(), TranslateReplyError> {
     fn each<M: prost::Message + prost::Name>(
-        kind: &str,
+        kind: &'static str,
         items: &[M],
         name: impl Fn(&M) -> &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), TranslateReplyError> {
         let mut seen = BTreeSet::new();
         for m in items {
             let n = name(m);
             if n.is_empty() {
-                return Err(format!("a {kind} without a name"));
+                return Err(TranslateReplyError::Unnamed { kind });
             }
             if !seen.insert(n.to_string()) {
-                return Err(format!("{kind} {n:?} is returned twice"));
+                return Err(TranslateReplyError::Duplicate {
+                    kind,
+                    name: n.to_string(),
+                });
             }
-            super::check::check(m).map_err(|e| format!("{kind} {n}: {e}"))?;
+            super::check::check(m).map_err(|error| TranslateReplyError::Resource {
+                kind,
+                name: n.to_string(),
+                error,
+            })?;
         }
         Ok(())
     }
@@ -813,5 +840,55 @@ pub fn strict_precheck(
         }
         built.clusters = before.clusters.clone();
         built.endpoints = before.endpoints.clone();
+    }
+}
+
+#[cfg(test)]
+mod reply_tests {
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+
+    use super::*;
+
+    fn cluster(name: &str) -> Cluster {
+        Cluster {
+            name: name.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_translate_reply_error_names_the_kind_and_the_resource() {
+        let includes = super::super::TranslationIncludes {
+            listeners: false,
+            routes: false,
+            clusters: true,
+            secrets: false,
+        };
+        let twice = super::super::TranslateReply {
+            clusters: vec![cluster("a"), cluster("a")],
+            ..Default::default()
+        };
+        let err = check_translate(&twice, includes).err();
+        assert_eq!(
+            err,
+            Some(TranslateReplyError::Duplicate {
+                kind: "cluster",
+                name: "a".into()
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#"cluster "a" is returned twice"#)
+        );
+        let unnamed = super::super::TranslateReply {
+            clusters: vec![cluster("")],
+            ..Default::default()
+        };
+        let err = check_translate(&unnamed, includes).err();
+        assert_eq!(err, Some(TranslateReplyError::Unnamed { kind: "cluster" }));
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("a cluster without a name")
+        );
     }
 }

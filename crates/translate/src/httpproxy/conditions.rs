@@ -166,7 +166,7 @@ pub fn include_valid(conds: &[MatchCondition], field: &str) -> Result<(), ProxyE
             "regex conditions are not allowed in includes block".into(),
         ));
     }
-    path_valid(conds).map_err(invalid)
+    path_valid(conds).map_err(|e| invalid(e.to_string()))
 }
 
 /// Contour's `pathMatchConditionsValid` for a route's own conditions.
@@ -181,7 +181,42 @@ pub fn route_path_valid(conds: &[MatchCondition], field: &str) -> Result<(), Pro
     })
 }
 
-fn path_valid(conds: &[MatchCondition]) -> Result<(), String> {
+/// Why path conditions are not valid, in Contour's words (the caller
+/// adds the field, `route: `/`include: ` and the reason).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathConditionError {
+    #[error("{kind} conditions must start with /, {value} was supplied")]
+    NotAbsolute { kind: &'static str, value: String },
+    #[error("supplied regex: {value} invalid. error: {error}")]
+    Regex {
+        value: String,
+        #[source]
+        error: regex::RegexError,
+    },
+    #[error("more than one prefix, exact or regex is not allowed in a condition block")]
+    Several,
+}
+
+/// A header condition that asks nothing or more than one thing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "header condition for {name:?} must set exactly one of present, notpresent, contains, notcontains, exact, notexact or regex"
+)]
+pub struct HeaderConditionError {
+    pub name: String,
+}
+
+/// A query parameter condition that asks nothing or more than one thing
+/// (Contour's words).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QueryConditionError {
+    #[error("must specify at least one query parameter condition")]
+    Empty,
+    #[error("cannot specify more than one condition in the same match condition branch")]
+    Several,
+}
+
+fn path_valid(conds: &[MatchCondition]) -> Result<(), PathConditionError> {
     let mut count = 0;
     for c in conds {
         for (kind, value) in [("prefix", &c.prefix), ("exact", &c.exact), ("regex", &c.regex)] {
@@ -190,19 +225,23 @@ fn path_valid(conds: &[MatchCondition]) -> Result<(), String> {
             }
             count += 1;
             if !value.starts_with('/') {
-                return Err(format!(
-                    "{kind} conditions must start with /, {value} was supplied"
-                ));
+                return Err(PathConditionError::NotAbsolute {
+                    kind,
+                    value: value.clone(),
+                });
             }
             if kind == "regex"
-                && let Err(e) = regex::check(value)
+                && let Err(error) = regex::check(value)
             {
-                return Err(format!("supplied regex: {value} invalid. error: {e}"));
+                return Err(PathConditionError::Regex {
+                    value: value.clone(),
+                    error,
+                });
             }
         }
     }
     if count > 1 {
-        return Err("more than one prefix, exact or regex is not allowed in a condition block".into());
+        return Err(PathConditionError::Several);
     }
     Ok(())
 }
@@ -222,7 +261,7 @@ pub fn headers_valid(conds: &[&MatchCondition], field: &str) -> Result<(), Proxy
     let mut seen: BTreeSet<HeaderCond> = BTreeSet::new();
     let mut exact_names: BTreeSet<String> = BTreeSet::new();
     for h in conds.iter().filter_map(|c| c.header.as_ref()) {
-        let cond = header(h).map_err(|m| invalid(&m))?;
+        let cond = header(h).map_err(|e| invalid(&e.to_string()))?;
         let has = |m: HeaderMatch| seen.iter().any(|s| s.name == cond.name && s.matcher == m);
         match &cond.matcher {
             HeaderMatch::Present | HeaderMatch::NotPresent => {
@@ -295,7 +334,7 @@ pub fn queries_valid(conds: &[&MatchCondition], field: &str) -> Result<(), Proxy
     };
     let mut exact_names: BTreeSet<String> = BTreeSet::new();
     for q in conds.iter().filter_map(|c| c.query_parameter.as_ref()) {
-        let cond = query(q).map_err(invalid)?;
+        let cond = query(q).map_err(|e| invalid(e.to_string()))?;
         match &cond.matcher {
             QueryMatch::Exact(_) if !exact_names.insert(cond.name.to_ascii_lowercase()) => {
                 return Err(invalid(
@@ -315,7 +354,7 @@ pub fn queries_valid(conds: &[&MatchCondition], field: &str) -> Result<(), Proxy
 }
 
 /// One header condition, or why it asks nothing or more than one thing.
-pub fn header(h: &HeaderMatchCondition) -> Result<HeaderCond, String> {
+pub fn header(h: &HeaderMatchCondition) -> Result<HeaderCond, HeaderConditionError> {
     let mut set = Vec::new();
     if h.present {
         set.push(HeaderMatch::Present);
@@ -335,10 +374,7 @@ pub fn header(h: &HeaderMatchCondition) -> Result<HeaderCond, String> {
         }
     }
     if set.len() != 1 {
-        return Err(format!(
-            "header condition for {:?} must set exactly one of present, notpresent, contains, notcontains, exact, notexact or regex",
-            h.name
-        ));
+        return Err(HeaderConditionError { name: h.name.clone() });
     }
     let matcher = set.remove(0);
     let ignore_case = h.ignore_case
@@ -360,7 +396,7 @@ pub fn header(h: &HeaderMatchCondition) -> Result<HeaderCond, String> {
 }
 
 /// One query parameter condition, or Contour's message for why not.
-pub fn query(q: &QueryParameterMatchCondition) -> Result<QueryCond, String> {
+pub fn query(q: &QueryParameterMatchCondition) -> Result<QueryCond, QueryConditionError> {
     let mut set = Vec::new();
     for (value, make) in [
         (&q.exact, QueryMatch::Exact as fn(String) -> QueryMatch),
@@ -377,9 +413,9 @@ pub fn query(q: &QueryParameterMatchCondition) -> Result<QueryCond, String> {
         set.push(QueryMatch::Present);
     }
     match set.len() {
-        0 => return Err("must specify at least one query parameter condition".into()),
+        0 => return Err(QueryConditionError::Empty),
         1 => {}
-        _ => return Err("cannot specify more than one condition in the same match condition branch".into()),
+        _ => return Err(QueryConditionError::Several),
     }
     let matcher = set.remove(0);
     let ignore_case = q.ignore_case
@@ -455,6 +491,46 @@ fn collapse_slashes(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn condition_errors_name_the_variant_and_keep_contours_text() {
+        let err = path_valid(&[prefix("foo")]).err();
+        assert_eq!(
+            err,
+            Some(PathConditionError::NotAbsolute {
+                kind: "prefix",
+                value: "foo".into()
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("prefix conditions must start with /, foo was supplied")
+        );
+        let err = path_valid(&[prefix("/a"), prefix("/b")]).err();
+        assert_eq!(err, Some(PathConditionError::Several));
+        let h = HeaderMatchCondition {
+            name: "x-a".into(),
+            ..Default::default()
+        };
+        let err = header(&h).err();
+        assert_eq!(err, Some(HeaderConditionError { name: "x-a".into() }));
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(
+                r#"header condition for "x-a" must set exactly one of present, notpresent, contains, notcontains, exact, notexact or regex"#
+            )
+        );
+        let q = QueryParameterMatchCondition {
+            name: "q".into(),
+            ..Default::default()
+        };
+        let err = query(&q).err();
+        assert_eq!(err, Some(QueryConditionError::Empty));
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("must specify at least one query parameter condition")
+        );
+    }
 
     fn prefix(p: &str) -> MatchCondition {
         MatchCondition {

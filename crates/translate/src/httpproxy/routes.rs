@@ -249,18 +249,30 @@ fn pb_duration(d: std::time::Duration) -> PbDuration {
 
 /// Contour's durations: Go's `time.ParseDuration` spellings portcullis
 /// reads (`10s`, `1m30s`, `500ms`), or `infinity` (no timeout: 0).
-fn contour_duration(v: &str) -> Result<std::time::Duration, String> {
+fn contour_duration(v: &str) -> Result<std::time::Duration, crate::duration::DurationError> {
     if v == "infinity" || v == "infinite" {
         return Ok(std::time::Duration::ZERO);
     }
     crate::duration::parse(v)
 }
 
+/// Why a headers policy cannot be programmed. The caller reports it on
+/// the policy's field, with " on request/response headers" after it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum HeaderPolicyError {
+    #[error("{value:?} is not a valid hostname for the Host header")]
+    HostValue { value: String },
+    /// The header modifier's error (its field is the policy's own
+    /// `set[i]`/`remove[i]`); its message only, as Contour words it.
+    #[error("{}", .0.message)]
+    Header(#[source] crate::error::RuleError),
+}
+
 fn header_policy(
     policy: Option<&api::httpproxy::HeadersPolicy>,
     field: &str,
     allow_host: bool,
-) -> Result<(HeaderMods, Option<String>), String> {
+) -> Result<(HeaderMods, Option<String>), HeaderPolicyError> {
     let mut mods = HeaderMods::default();
     let mut host = None;
     let Some(p) = policy else {
@@ -270,17 +282,16 @@ fn header_policy(
     for h in &p.set {
         if allow_host && h.name.eq_ignore_ascii_case("host") {
             if !crate::hostname::is_valid(&h.value, false) {
-                return Err(format!(
-                    "{:?} is not a valid hostname for the Host header",
-                    h.value
-                ));
+                return Err(HeaderPolicyError::HostValue {
+                    value: h.value.clone(),
+                });
             }
             host = Some(h.value.clone());
         } else {
             set.push((h.name.as_str(), h.value.as_str()));
         }
     }
-    filters::header_modifier(set, [], &p.remove, field, &mut mods).map_err(|e| e.message)?;
+    filters::header_modifier(set, [], &p.remove, field, &mut mods).map_err(HeaderPolicyError::Header)?;
     Ok((mods, host))
 }
 
@@ -368,18 +379,20 @@ fn action(
                 ));
             }
         };
-        let port = i32::try_from(s.port).ok().filter(|p| (1..=65535).contains(p));
-        let cluster = port
-            .ok_or_else(|| format!("port {} is not a valid port", s.port))
-            .and_then(|port| backend::service_cluster(index, &holder.namespace, &s.name, port, h2c, clusters))
-            .map_err(|m| {
-                ProxyError::referential(
-                    type_::SERVICE_ERROR,
-                    reason::SERVICE_UNRESOLVED_REFERENCE,
-                    sfield.clone(),
-                    format!("Service [{}:{}] is invalid or missing: {m}", s.name, s.port),
-                )
-            })?;
+        let unresolved = |m: &dyn std::fmt::Display| {
+            ProxyError::referential(
+                type_::SERVICE_ERROR,
+                reason::SERVICE_UNRESOLVED_REFERENCE,
+                sfield.clone(),
+                format!("Service [{}:{}] is invalid or missing: {m}", s.name, s.port),
+            )
+        };
+        let port = i32::try_from(s.port)
+            .ok()
+            .filter(|p| (1..=65535).contains(p))
+            .ok_or_else(|| unresolved(&format_args!("port {} is not a valid port", s.port)))?;
+        let cluster = backend::service_cluster(index, &holder.namespace, &s.name, port, h2c, clusters)
+            .map_err(|e| unresolved(&e))?;
         if s.mirror {
             if !mirrors.is_empty() {
                 return Err(ProxyError::semantic(
@@ -539,7 +552,7 @@ fn action(
                 route_error(
                     reason::RETRY_POLICY_NOT_VALID,
                     format!("{pfield}.perTryTimeout"),
-                    e,
+                    e.to_string(),
                 )
             })?;
             policy.per_try_timeout = Some(pb_duration(d));
@@ -669,4 +682,48 @@ fn redirect(p: &api::httpproxy::RequestRedirectPolicy, field: &str) -> Result<Re
         (None, None) => {}
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod header_policy_tests {
+    use api::httpproxy::{HeaderValue, HeadersPolicy};
+
+    use super::*;
+
+    #[test]
+    fn header_policy_errors_name_the_variant_and_keep_their_text() {
+        let host = HeadersPolicy {
+            set: vec![HeaderValue {
+                name: "Host".into(),
+                value: "a b".into(),
+            }],
+            remove: Vec::new(),
+        };
+        let err = header_policy(Some(&host), "f", true).err();
+        assert_eq!(err, Some(HeaderPolicyError::HostValue { value: "a b".into() }));
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#""a b" is not a valid hostname for the Host header"#)
+        );
+        let bad_name = HeadersPolicy {
+            set: vec![HeaderValue {
+                name: "a b".into(),
+                value: "v".into(),
+            }],
+            remove: Vec::new(),
+        };
+        let err = header_policy(Some(&bad_name), "f", false).err();
+        assert_eq!(
+            err,
+            Some(HeaderPolicyError::Header(crate::error::RuleError::structural(
+                "f.set[0].name",
+                r#""a b" is not a valid header name"#
+            )))
+        );
+        // Contour's message only: the field is the caller's.
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#""a b" is not a valid header name"#)
+        );
+    }
 }

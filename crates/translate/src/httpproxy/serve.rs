@@ -216,8 +216,18 @@ fn fenced_host(root: &ProxyId, fqdn: &str) -> ServedHost {
     }
 }
 
-fn certificate(index: &Index<'_>, ns: &str, name: &str) -> Result<Certificate, String> {
-    let secret = index.secret(ns, name).ok_or("Secret not found")?;
+/// Why a root's TLS Secret cannot be served (the text follows Contour's
+/// "Spec.VirtualHost.TLS Secret \"ns/name\" is invalid: ").
+#[derive(Debug, thiserror::Error)]
+enum CertificateError {
+    #[error("Secret not found")]
+    NotFound,
+    #[error(transparent)]
+    Invalid(#[from] crate::tls::SecretError),
+}
+
+fn certificate(index: &Index<'_>, ns: &str, name: &str) -> Result<Certificate, CertificateError> {
+    let secret = index.secret(ns, name).ok_or(CertificateError::NotFound)?;
     let (cert_pem, key_pem) = crate::tls::check_secret(secret)?;
     Ok(Certificate {
         sds_name: crate::naming::secret(ns, name),

@@ -28,7 +28,7 @@ pub fn compile(c: &Cors, field: &str) -> Result<CorsPolicy, PolicyError> {
     let mut matchers = Vec::new();
     for (i, o) in c.allow_origins.iter().enumerate() {
         let f = format!("{field}.allowOrigins[{i}]");
-        matchers.push(origin(o).map_err(|m| PolicyError::structural(f, m))?);
+        matchers.push(origin(o).map_err(|e| PolicyError::structural(f, e.to_string()))?);
     }
     for (i, m) in c.allow_methods.iter().enumerate() {
         if m != "*" && !METHODS.contains(&m.as_str()) {
@@ -78,7 +78,27 @@ pub fn compile(c: &Cors, field: &str) -> Result<CorsPolicy, PolicyError> {
     })
 }
 
-fn origin(o: &str) -> Result<StringMatcher, String> {
+/// Why an `allowOrigins` entry cannot be matched; `origin` is the entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum OriginError {
+    #[error("{origin:?} is not an origin (scheme://host[:port])")]
+    NotAnOrigin { origin: String },
+    #[error("{origin:?}: the scheme must be http or https")]
+    Scheme { origin: String },
+    #[error("{origin:?}: invalid port")]
+    Port { origin: String },
+    #[error("{origin:?}: invalid host")]
+    Host { origin: String },
+    #[error("{origin:?}: the regex that matches this wildcard origin: {error}")]
+    Regex {
+        origin: String,
+        #[source]
+        error: crate::envoy::regex::RegexError,
+    },
+}
+
+fn origin(o: &str) -> Result<StringMatcher, OriginError> {
+    let origin = || o.to_string();
     if o == "*" {
         return Ok(StringMatcher {
             match_pattern: Some(string_matcher::MatchPattern::SafeRegex(regex_matcher(".*"))),
@@ -87,14 +107,14 @@ fn origin(o: &str) -> Result<StringMatcher, String> {
     }
     let (scheme, rest) = o
         .split_once("://")
-        .ok_or_else(|| format!("{o:?} is not an origin (scheme://host[:port])"))?;
+        .ok_or_else(|| OriginError::NotAnOrigin { origin: origin() })?;
     if !matches!(scheme, "http" | "https") {
-        return Err(format!("{o:?}: the scheme must be http or https"));
+        return Err(OriginError::Scheme { origin: origin() });
     }
     let (host, port) = match rest.rsplit_once(':') {
         Some((h, p)) => {
             if p.parse::<u16>().is_err() {
-                return Err(format!("{o:?}: invalid port"));
+                return Err(OriginError::Port { origin: origin() });
             }
             (h, Some(p))
         }
@@ -107,7 +127,7 @@ fn origin(o: &str) -> Result<StringMatcher, String> {
     };
     if let Some(base) = host.strip_prefix("*.") {
         if !labels_ok(base) {
-            return Err(format!("{o:?}: invalid host"));
+            return Err(OriginError::Host { origin: origin() });
         }
         let port = port.map(|p| format!(":{p}")).unwrap_or_default();
         let re = format!(
@@ -118,18 +138,52 @@ fn origin(o: &str) -> Result<StringMatcher, String> {
         );
         // Each literal character is an RE2 instruction: a long base domain
         // exceeds Envoy's program-size limit (a NACK if not caught here).
-        crate::envoy::regex::check(&re)
-            .map_err(|e| format!("{o:?}: the regex that matches this wildcard origin: {e}"))?;
+        crate::envoy::regex::check(&re).map_err(|error| OriginError::Regex {
+            origin: origin(),
+            error,
+        })?;
         return Ok(StringMatcher {
             match_pattern: Some(string_matcher::MatchPattern::SafeRegex(regex_matcher(&re))),
             ..Default::default()
         });
     }
     if !labels_ok(host) {
-        return Err(format!("{o:?}: invalid host"));
+        return Err(OriginError::Host { origin: origin() });
     }
     Ok(StringMatcher {
         match_pattern: Some(string_matcher::MatchPattern::Exact(o.to_string())),
         ignore_case: true,
     })
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    #[test]
+    fn origin_errors_name_the_variant_and_the_origin() {
+        let err = origin("ftp://a.example").err();
+        assert_eq!(
+            err,
+            Some(OriginError::Scheme {
+                origin: "ftp://a.example".into()
+            })
+        );
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some(r#""ftp://a.example": the scheme must be http or https"#)
+        );
+        assert_eq!(
+            origin("a.example").err(),
+            Some(OriginError::NotAnOrigin {
+                origin: "a.example".into()
+            })
+        );
+        assert_eq!(
+            origin("https://a.example:x").err(),
+            Some(OriginError::Port {
+                origin: "https://a.example:x".into()
+            })
+        );
+    }
 }

@@ -125,7 +125,7 @@ fn build(
     }
     let mut clusters = BTreeMap::new();
     let cluster = backend::service_cluster(index, ns, &r.name, r.port, grpc, &mut clusters)
-        .map_err(|m| PolicyError::referential(format!("{field}.backendRef"), m))?;
+        .map_err(|e| PolicyError::referential(format!("{field}.backendRef"), e.to_string()))?;
     let spec = clusters
         .remove(&cluster)
         .expect("service_cluster registers what it returns");

@@ -22,7 +22,7 @@ pub fn pb(d: std::time::Duration) -> PbDuration {
 }
 
 pub fn parse_duration(v: &str, field: &str) -> Result<std::time::Duration, PolicyError> {
-    crate::duration::parse(v).map_err(|e| PolicyError::structural(field, e))
+    crate::duration::parse(v).map_err(|e| PolicyError::structural(field, e.to_string()))
 }
 
 pub fn compile(t: &Spec, field: &str) -> Result<Timeouts, PolicyError> {

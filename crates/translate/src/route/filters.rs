@@ -10,6 +10,7 @@ use envoy_types::pb::envoy::config::core::v3::{HeaderValue, HeaderValueOption, h
 use envoy_types::pb::envoy::config::route::v3::{RedirectAction, redirect_action};
 use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatchAndSubstitute;
 
+use crate::envoy::format::FormatError;
 use crate::error::RuleError;
 use crate::listener::Protocol;
 use crate::route::matches::regex_matcher;
@@ -58,33 +59,53 @@ pub fn check_additions(mods: &HeaderMods, field: &str, what: &str) -> Result<(),
     Ok(())
 }
 
-pub(crate) fn check_name(name: &str) -> Result<(), String> {
+/// Why a header name or value cannot be set. The caller adds the field
+/// (`RuleError::structural`, or the extension check's path).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("{name:?} is not a valid header name")]
+    InvalidName { name: String },
+    #[error("header name of {len} bytes is longer than Envoy's limit of {MAX_HEADER_BYTES}")]
+    NameTooLong { len: usize },
+    #[error("the Host header cannot be modified by a header filter")]
+    Host,
+    #[error("header values cannot contain CR, LF or NUL")]
+    ControlCharacter,
+    #[error(
+        "header value of {len} bytes (with `%` escaped) is longer than Envoy's limit of {MAX_HEADER_BYTES}"
+    )]
+    ValueTooLong { len: usize },
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// A format error may quote a piece of the value; a credential's
+    /// value never reaches status or diagnostics (`output::redact`), so
+    /// this one carries no source.
+    #[error("not a valid Envoy format string (the error is not shown: the header carries a credential)")]
+    FormatHidden,
+}
+
+pub(crate) fn check_name(name: &str) -> Result<(), HeaderError> {
     if !is_header_name(name) {
-        return Err(format!("{name:?} is not a valid header name"));
+        return Err(HeaderError::InvalidName { name: name.into() });
     }
     if name.len() > MAX_HEADER_BYTES {
-        return Err(format!(
-            "header name of {} bytes is longer than Envoy's limit of {MAX_HEADER_BYTES}",
-            name.len()
-        ));
+        return Err(HeaderError::NameTooLong { len: name.len() });
     }
     // Envoy refuses any mutation of `host` (and of pseudo-headers, which
     // the name check already excludes), on requests and responses alike.
     if name.eq_ignore_ascii_case("host") {
-        return Err("the Host header cannot be modified by a header filter".into());
+        return Err(HeaderError::Host);
     }
     Ok(())
 }
 
-pub(crate) fn check_value(value: &str) -> Result<(), String> {
+pub(crate) fn check_value(value: &str) -> Result<(), HeaderError> {
     if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-        return Err("header values cannot contain CR, LF or NUL".into());
+        return Err(HeaderError::ControlCharacter);
     }
     let escaped = literal(value).len();
     if escaped > MAX_HEADER_BYTES {
-        return Err(format!(
-            "header value of {escaped} bytes (with `%` escaped) is longer than Envoy's limit of {MAX_HEADER_BYTES}"
-        ));
+        return Err(HeaderError::ValueTooLong { len: escaped });
     }
     Ok(())
 }
@@ -139,12 +160,11 @@ fn modifier<'a>(
     let check_value = |name: &str, v: &str| {
         if formatted {
             check_value(v)?;
-            crate::envoy::format::check(v).map_err(|m| {
+            crate::envoy::format::check(v).map_err(|e| {
                 if crate::output::redact::is_credential_header(name) {
-                    "not a valid Envoy format string (the error is not shown: the header carries a credential)"
-                        .to_string()
+                    HeaderError::FormatHidden
                 } else {
-                    m
+                    HeaderError::Format(e)
                 }
             })
         } else {
@@ -159,8 +179,10 @@ fn modifier<'a>(
         }
     };
     for (i, (name, value)) in set.into_iter().enumerate() {
-        check_name(name).map_err(|m| RuleError::structural(format!("{field}.set[{i}].name"), m))?;
-        check_value(name, value).map_err(|m| RuleError::structural(format!("{field}.set[{i}].value"), m))?;
+        check_name(name)
+            .map_err(|e| RuleError::structural(format!("{field}.set[{i}].name"), e.to_string()))?;
+        check_value(name, value)
+            .map_err(|e| RuleError::structural(format!("{field}.set[{i}].value"), e.to_string()))?;
         into.add.push(option(
             name,
             value,
@@ -168,8 +190,10 @@ fn modifier<'a>(
         ));
     }
     for (i, (name, value)) in add.into_iter().enumerate() {
-        check_name(name).map_err(|m| RuleError::structural(format!("{field}.add[{i}].name"), m))?;
-        check_value(name, value).map_err(|m| RuleError::structural(format!("{field}.add[{i}].value"), m))?;
+        check_name(name)
+            .map_err(|e| RuleError::structural(format!("{field}.add[{i}].name"), e.to_string()))?;
+        check_value(name, value)
+            .map_err(|e| RuleError::structural(format!("{field}.add[{i}].value"), e.to_string()))?;
         into.add.push(option(
             name,
             value,
@@ -177,7 +201,7 @@ fn modifier<'a>(
         ));
     }
     for (i, name) in remove.iter().enumerate() {
-        check_name(name).map_err(|m| RuleError::structural(format!("{field}.remove[{i}]"), m))?;
+        check_name(name).map_err(|e| RuleError::structural(format!("{field}.remove[{i}]"), e.to_string()))?;
         into.remove.push(name.to_ascii_lowercase());
     }
     Ok(())
@@ -428,6 +452,41 @@ pub fn check_combination(filters: &[HttpRouteRulesFilters], field: &str) -> Resu
 #[cfg(test)]
 mod credential_tests {
     use super::*;
+
+    #[test]
+    fn header_errors_name_the_variant_and_keep_their_text() {
+        assert_eq!(check_name("Host"), Err(HeaderError::Host));
+        assert_eq!(
+            HeaderError::Host.to_string(),
+            "the Host header cannot be modified by a header filter"
+        );
+        assert_eq!(
+            check_name("a b"),
+            Err(HeaderError::InvalidName { name: "a b".into() })
+        );
+        assert_eq!(
+            check_name("a b").map_err(|e| e.to_string()),
+            Err(r#""a b" is not a valid header name"#.to_string())
+        );
+        assert_eq!(check_value("a\nb"), Err(HeaderError::ControlCharacter));
+        let mut mods = HeaderMods::default();
+        let err = header_modifier_formatted([("authorization", "%NOPE%")], [], &[], "f", &mut mods);
+        assert_eq!(
+            err,
+            Err(RuleError::structural(
+                "f.set[0].value",
+                "not a valid Envoy format string (the error is not shown: the header carries a credential)"
+            ))
+        );
+        let err = header_modifier_formatted([("x-a", "%NOPE%")], [], &[], "f", &mut mods);
+        assert_eq!(
+            err,
+            Err(RuleError::structural(
+                "f.set[0].value",
+                "unknown format command %NOPE%"
+            ))
+        );
+    }
 
     #[test]
     fn a_format_error_in_a_credential_header_does_not_quote_the_value() {

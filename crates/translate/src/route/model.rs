@@ -270,11 +270,10 @@ impl<'a> Route<'a> {
     }
 }
 
-/// Same-shaped generated types convert through JSON.
-fn convert<A: Serialize, B: DeserializeOwned>(a: &A) -> Result<B, String> {
-    serde_json::to_value(a)
-        .and_then(serde_json::from_value)
-        .map_err(|e| e.to_string())
+/// Same-shaped generated types convert through JSON (the caller names
+/// the field in the error it reports).
+fn convert<A: Serialize, B: DeserializeOwned>(a: &A) -> Result<B, serde_json::Error> {
+    serde_json::to_value(a).and_then(serde_json::from_value)
 }
 
 /// A route's namespace and name as the model reads them (the route order

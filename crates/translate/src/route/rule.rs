@@ -552,15 +552,17 @@ fn behaviour(
             .request
             .as_deref()
             .map(|v| {
-                duration::parse(v).map_err(|e| RuleError::structural(format!("{field}.timeouts.request"), e))
+                duration::parse(v)
+                    .map_err(|e| RuleError::structural(format!("{field}.timeouts.request"), e.to_string()))
             })
             .transpose()?;
         let backend = t
             .backend_request
             .as_deref()
             .map(|v| {
-                duration::parse(v)
-                    .map_err(|e| RuleError::structural(format!("{field}.timeouts.backendRequest"), e))
+                duration::parse(v).map_err(|e| {
+                    RuleError::structural(format!("{field}.timeouts.backendRequest"), e.to_string())
+                })
             })
             .transpose()?;
         if let (Some(r), Some(b)) = (request, backend)
@@ -619,8 +621,8 @@ fn behaviour(
             })?;
         policy.num_retries = Some(UInt32Value { value: attempts });
         if let Some(b) = &r.backoff {
-            let d =
-                duration::parse(b).map_err(|e| RuleError::structural(format!("{field}.retry.backoff"), e))?;
+            let d = duration::parse(b)
+                .map_err(|e| RuleError::structural(format!("{field}.retry.backoff"), e.to_string()))?;
             if d.is_zero() {
                 return Err(RuleError::structural(
                     format!("{field}.retry.backoff"),
