@@ -144,7 +144,7 @@ fn main() {
     }
     let s = translator.stats();
     println!(
-        "routes={n} edits={edits} first_ms={first_ms:.1} {}_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} models_read={} gateways_reused={} hosts_spliced={} hosts_encoded={}",
+        "routes={n} edits={edits} first_ms={first_ms:.1} {}_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} models_read={} gateways_reused={} hosts_spliced={} hosts_encoded={} hosts_merged={}",
         if copied_mode { "copied" } else { "full" },
         median(&mut full),
         median(&mut inc),
@@ -153,7 +153,8 @@ fn main() {
         s.models_read,
         s.gateways_reused,
         s.hosts_spliced,
-        s.hosts_encoded
+        s.hosts_encoded,
+        s.hosts_merged
     );
 }
 

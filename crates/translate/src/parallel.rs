@@ -128,14 +128,21 @@ where
         }
         work();
     });
-    results
+    let results: Vec<Vec<R>> = results
         .into_iter()
-        .flat_map(|r| {
+        .map(|r| {
             r.into_inner()
                 .unwrap_or_else(PoisonError::into_inner)
                 .unwrap_or_default()
         })
-        .collect()
+        .collect();
+    // Sized once: flattening without a size grows the result by doubling,
+    // moving every item again (route models are large).
+    let mut out = Vec::with_capacity(results.iter().map(Vec::len).sum());
+    for r in results {
+        out.extend(r);
+    }
+    out
 }
 
 #[cfg(test)]
