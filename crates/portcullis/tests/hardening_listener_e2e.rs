@@ -341,7 +341,7 @@ fn strict_with_the_resident_validator_drops_only_the_rejected_domain() {
     let text = testkit::generate::manifests(testkit::generate::Shape::with_routes(12));
     let inputs = api::loader::load_str("generated.yaml", &text).inputs;
     let out = translate::translate(&inputs, &translate::Settings::default());
-    let (key, mut gw) = out
+    let (key, gw) = out
         .gateways
         .into_iter()
         .find(|(_, g)| {
@@ -350,6 +350,7 @@ fn strict_with_the_resident_validator_drops_only_the_rejected_domain() {
                 .is_some_and(|rc| rc.decode().virtual_hosts.len() >= 2)
         })
         .expect("a Gateway with two virtual hosts");
+    let mut gw = std::sync::Arc::unwrap_or_clone(gw);
     let before = gw.routes[0].decode();
     let good = before.virtual_hosts[0].domains[0].clone();
     gw.routes[0].edit(|rc| rc.virtual_hosts[0].domains = vec![good.clone(), "a\nb.example.com".into()]);

@@ -65,6 +65,7 @@ fn gateways(name: &str) -> Vec<(String, GatewayXds)> {
     translate::translate(&fixture(name), &translate::Settings::default())
         .gateways
         .into_iter()
+        .map(|(key, gw)| (key, Arc::unwrap_or_clone(gw)))
         .collect()
 }
 

@@ -72,16 +72,24 @@ fn main() {
         println!("  {name}_mib={:.1}", mib(before - allocated()));
     };
     part("route_configurations", &mut |o| {
-        o.gateways.values_mut().for_each(|g| g.routes = Vec::new())
+        o.gateways
+            .values_mut()
+            .for_each(|g| std::sync::Arc::make_mut(g).routes = Vec::new())
     });
     part("listeners", &mut |o| {
-        o.gateways.values_mut().for_each(|g| g.listeners = Vec::new())
+        o.gateways
+            .values_mut()
+            .for_each(|g| std::sync::Arc::make_mut(g).listeners = Vec::new())
     });
     part("clusters", &mut |o| {
-        o.gateways.values_mut().for_each(|g| g.clusters = Vec::new())
+        o.gateways
+            .values_mut()
+            .for_each(|g| std::sync::Arc::make_mut(g).clusters = Vec::new())
     });
     part("endpoints", &mut |o| {
-        o.gateways.values_mut().for_each(|g| g.endpoints = Vec::new())
+        o.gateways
+            .values_mut()
+            .for_each(|g| std::sync::Arc::make_mut(g).endpoints = Vec::new())
     });
     part("status", &mut |o| o.status = Vec::new());
     part("diagnostics", &mut |o| o.diagnostics = Vec::new());

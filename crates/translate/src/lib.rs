@@ -119,8 +119,10 @@ pub struct StatusMetadata {
 /// Everything one translation produces.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Output {
-    /// Keyed by `namespace/name` of the Gateway.
-    pub gateways: BTreeMap<String, GatewayXds>,
+    /// Keyed by `namespace/name` of the Gateway. Shared: a Gateway whose
+    /// assembly the incremental translator reuses is the same value as
+    /// last call's (neither is copied).
+    pub gateways: BTreeMap<String, Arc<GatewayXds>>,
     /// Shared: a status the incremental translator reuses is the same
     /// allocation from call to call (its conditions hold no time).
     pub status: Vec<Arc<ObjectStatus>>,

@@ -425,7 +425,15 @@ pub(crate) fn translate_memo(
                 f.scope_rejections = unexplained;
             }
             (
-                key, reported, built, findings, fences, hooked, blamed, installed, configs,
+                key,
+                reported,
+                Arc::new(built),
+                findings,
+                fences,
+                hooked,
+                blamed,
+                installed,
+                configs,
             )
         },
     );

@@ -614,7 +614,7 @@ fn a_reply_envoy_would_reject_is_a_failed_hook_for_that_route() {
         ),
     ] {
         // The real Envoy does reject the reply as the extension sent it.
-        let mut raw = unmodified.gateways[GW].clone();
+        let mut raw = translate::GatewayXds::clone(&unmodified.gateways[GW]);
         for rc in &mut raw.routes {
             rc.edit(|rc| {
                 for r in rc.virtual_hosts.iter_mut().flat_map(|vh| &mut vh.routes) {
@@ -1345,7 +1345,7 @@ fn listener_replies_envoy_would_reject_are_fenced_in_standard() {
         );
         envoy_accepts(&out);
         // And the real Envoy does reject the reply as the extension sent it.
-        let mut raw = out.gateways[GW].clone();
+        let mut raw = translate::GatewayXds::clone(&out.gateways[GW]);
         raw.listeners[0] = bad(raw.listeners[0].clone());
         let b = bootstrap::static_bootstrap(&raw, GW, &Default::default());
         assert!(

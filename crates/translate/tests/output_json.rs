@@ -17,7 +17,9 @@ use translate::{GatewayXds, ObjectStatus, Output};
 
 fn sample_output() -> Output {
     Output {
-        gateways: [("default/gw".to_string(), sample())].into_iter().collect(),
+        gateways: [("default/gw".to_string(), std::sync::Arc::new(sample()))]
+            .into_iter()
+            .collect(),
         status: vec![std::sync::Arc::new(ObjectStatus::new(
             "gateway.networking.k8s.io/v1",
             "Gateway",
@@ -329,7 +331,9 @@ fn unrenderable_resources_are_reported_not_hidden() {
     );
 
     let out = Output {
-        gateways: [("default/gw".to_string(), gw)].into_iter().collect(),
+        gateways: [("default/gw".to_string(), std::sync::Arc::new(gw))]
+            .into_iter()
+            .collect(),
         ..Default::default()
     };
     let v = output::output_to_json(&out);

@@ -90,10 +90,10 @@ fn a_resource_that_cannot_be_rendered_is_reported_in_the_streamed_document() {
     };
     out.gateways.insert(
         "infra/gw".into(),
-        translate::GatewayXds {
+        std::sync::Arc::new(translate::GatewayXds {
             clusters: vec![cluster],
             ..Default::default()
-        },
+        }),
     );
     let mut streamed = Vec::new();
     stream::write_output_json(&out, &mut streamed).expect("written");
@@ -157,10 +157,10 @@ fn a_route_that_cannot_be_rendered_is_written_as_an_error_in_its_place() {
     let mut out = translate::Output::default();
     out.gateways.insert(
         "infra/gw".into(),
-        translate::GatewayXds {
+        std::sync::Arc::new(translate::GatewayXds {
             routes: vec![(&rc).into()],
             ..Default::default()
-        },
+        }),
     );
     let mut streamed = Vec::new();
     stream::write_output_json(&out, &mut streamed).expect("written");

@@ -192,11 +192,11 @@ fn streamed_yaml_keeps_awkward_strings_and_render_errors_as_the_whole_document()
     };
     out.gateways.insert(
         "infra/gw".into(),
-        translate::GatewayXds {
+        std::sync::Arc::new(translate::GatewayXds {
             clusters: vec![cluster],
             routes: vec![(&rc).into(), (&RouteConfiguration::default()).into()],
             ..Default::default()
-        },
+        }),
     );
     out.diagnostics.push(api::Diagnostic::warning(
         Some("HTTPRoute default/r".into()),

@@ -134,7 +134,7 @@ fn run(extra: &str) -> (translate::Output, Vec<String>) {
         let fake = RefusesOneHeader::default().validate(&[Candidate {
             label: "final".into(),
             bootstrap: Value::Null,
-            xds: Some(std::sync::Arc::new(gw.clone())),
+            xds: Some(std::sync::Arc::clone(gw)),
         }]);
         assert_eq!(fake, vec![Verdict::Accepted], "{key}");
     }

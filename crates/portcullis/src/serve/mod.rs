@@ -426,7 +426,7 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
                     cache.set_gateway(key, gw);
                 }
                 Some(c) => {
-                    let mut gw = gw.clone();
+                    let mut gw = translate::GatewayXds::clone(gw);
                     gw.clusters.push(c.clone());
                     cache.set_gateway(key, &gw);
                 }

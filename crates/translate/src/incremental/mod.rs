@@ -515,7 +515,7 @@ pub(crate) fn bind_all(
 /// the signature of the works it was assembled from.
 struct GatewayMemo {
     signature: Signature,
-    built: GatewayXds,
+    built: Arc<GatewayXds>,
     fences: Vec<ScopeFence>,
     /// Its route configurations' virtual hosts, for an assembly that
     /// cannot be reused whole to splice the unchanged ones from.
@@ -564,7 +564,7 @@ pub(crate) struct Gateways<'m> {
 /// them) the memos of its route configurations to splice from, and last
 /// call's works (what an edit changed: [`dirty_hosts`]).
 pub(crate) type Reuse = (
-    Option<(GatewayXds, Vec<ScopeFence>)>,
+    Option<(Arc<GatewayXds>, Vec<ScopeFence>)>,
     Option<ConfigMemos>,
     Option<Signature>,
 );
@@ -681,7 +681,7 @@ impl<'m> Gateways<'m> {
     pub(crate) fn keep(
         &mut self,
         gi: usize,
-        built: &GatewayXds,
+        built: &Arc<GatewayXds>,
         fences: &[ScopeFence],
         configs: Option<ConfigMemos>,
         reused: bool,
@@ -704,7 +704,7 @@ impl<'m> Gateways<'m> {
             key.clone(),
             GatewayMemo {
                 signature: std::mem::take(signature),
-                built: built.clone(),
+                built: Arc::clone(built),
                 fences: fences.to_vec(),
                 configs,
             },

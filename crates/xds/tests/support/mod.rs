@@ -99,6 +99,7 @@ pub fn gateway(ports: &[u16]) -> GatewayXds {
     translate::translate(&loaded.inputs, &settings)
         .gateways
         .remove("t/gw")
+        .map(std::sync::Arc::unwrap_or_clone)
         .expect("gateway")
 }
 
