@@ -16,7 +16,7 @@ use crate::{ObjectStatus, Settings};
 /// What building a route's rules found, across every listener it is on.
 #[derive(Debug, Default)]
 pub struct RouteReport {
-    pub rules_seen: BTreeSet<usize>,
+    pub rules_seen: RulesSeen,
     /// Replaced rules by index (first error of each).
     pub replaced: BTreeMap<usize, RuleError>,
     pub unresolved: Vec<(&'static str, String)>,
@@ -26,6 +26,33 @@ pub struct RouteReport {
     /// (`httpproxy::serve::report_conflicts`), as the condition
     /// `Conflicted=True`, reason `HostnameConflict`.
     pub hostname_conflicts: Vec<(usize, String)>,
+}
+
+/// The rule indices a report absorbed (each once, however many listeners
+/// built it). Every route gets a report on every call, so the first 64
+/// rules are bits (no allocation); the rest, rare, a list.
+#[derive(Debug, Default)]
+pub struct RulesSeen {
+    low: u64,
+    high: BTreeSet<usize>,
+}
+
+impl RulesSeen {
+    /// Whether `rule` was new.
+    pub fn insert(&mut self, rule: usize) -> bool {
+        match u32::try_from(rule).ok().and_then(|r| 1u64.checked_shl(r)) {
+            Some(bit) => {
+                let new = self.low & bit == 0;
+                self.low |= bit;
+                new
+            }
+            None => self.high.insert(rule),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.low == 0 && self.high.is_empty()
+    }
 }
 
 impl RouteReport {
@@ -190,4 +217,23 @@ pub fn render(
         route.name,
         StatusBody::Route { parents },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RulesSeen;
+
+    #[test]
+    fn each_rule_is_new_once_below_and_above_the_bits() {
+        let mut seen = RulesSeen::default();
+        assert!(seen.is_empty());
+        for rule in [0, 1, 63, 64, 65, 1000] {
+            assert!(seen.insert(rule), "rule {rule} is new");
+            assert!(!seen.is_empty());
+        }
+        for rule in [0, 1, 63, 64, 65, 1000] {
+            assert!(!seen.insert(rule), "rule {rule} was seen");
+        }
+        assert!(RulesSeen::default().insert(2), "another rule set is separate");
+    }
 }
