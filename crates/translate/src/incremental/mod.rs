@@ -79,6 +79,10 @@
 //!   hostname — so the walk decides how many hosts are found, never which
 //!   bytes are spliced — and a spliced host's entry moves into the next
 //!   memo (no entry rebuilt, no name copied or hashed).
+//!   Where the Gateway has no Gateway or listener policy (and no STRICT,
+//!   hooks or HTTPProxies), only the hosts the changed works name are
+//!   merged into the IR at all; the others are spliced as they are
+//!   ([`dirty_hosts`] says why that is sound).
 //! - **The route order and the age order** (the precedence tie-break):
 //!   last call's two permutations (kept by input position) are offered
 //!   whatever changed, renumbered when routes moved ([`Orders::renumbered`]:

@@ -222,88 +222,86 @@ pub fn build_memo(
     }
     for mut vh in chain.virtual_hosts.into_values() {
         splice_clean!(Some(&vh.hostname));
-        hosts.push({
-            if config_scope.fenced || vh.scope.fenced {
-                has_entry.push(false);
-                // Taken to free the store; a fenced scope serves none.
-                for (_, r) in &vh.routes {
-                    store.take(*r);
-                }
-                let name = format!("{route_config}/{}", vh.hostname);
-                let fenced = fence::fenced_host(&name, hostname::envoy_domains(&vh.hostname));
-                let mut tail = VirtualHost::default();
-                if !config_scope.fenced {
-                    crate::replacement::disable_filters(
-                        &mut tail.typed_per_filter_config,
-                        config_filters.iter().cloned(),
-                    );
-                }
-                hosts.push(Host::Parts(Box::new(HostParts {
-                    head: VirtualHost {
-                        name: fenced.name,
-                        domains: fenced.domains,
-                        ..Default::default()
-                    },
-                    routes: fenced
-                        .routes
-                        .iter()
-                        .map(|r| RouteBytes::from(canonical::route(r)))
-                        .collect(),
-                    tail,
-                })));
-                continue;
+        if config_scope.fenced || vh.scope.fenced {
+            has_entry.push(false);
+            // Taken to free the store; a fenced scope serves none.
+            for (_, r) in &vh.routes {
+                store.take(*r);
             }
-            if let Some(f) = &vh.scope.features {
-                header_edits |= apply::edits_headers(f);
+            let name = format!("{route_config}/{}", vh.hostname);
+            let fenced = fence::fenced_host(&name, hostname::envoy_domains(&vh.hostname));
+            let mut tail = VirtualHost::default();
+            if !config_scope.fenced {
+                crate::replacement::disable_filters(
+                    &mut tail.typed_per_filter_config,
+                    config_filters.iter().cloned(),
+                );
             }
-            vh.routes.sort_by_key(|(order, _)| *order);
-            scratch.clear();
-            scratch.extend(vh.routes.iter().filter_map(|(_, r)| store.take(*r)));
-            let prior_entry = prior_bytes.and_then(|_| cursor.find(&vh.hostname));
-            let hit = prior_entry.and_then(|e| {
-                let same = e
-                    .key
-                    .same(&scratch, vh.scope.features.as_ref(), config_retry.as_ref());
-                let bytes = prior_bytes.and_then(|b| b.get(e.range.clone()));
-                match bytes {
-                    Some(b) if same => Some((e, b)),
-                    _ => None,
-                }
-            });
-            if let Some((e, bytes)) = hit {
-                spliced += 1;
-                has_entry.push(keep);
-                if keep {
-                    carried += 1;
-                    entries.push(e);
-                }
-                hosts.push(Host::Encoded(bytes));
-                continue;
+            hosts.push(Host::Parts(Box::new(HostParts {
+                head: VirtualHost {
+                    name: fenced.name,
+                    domains: fenced.domains,
+                    ..Default::default()
+                },
+                routes: fenced
+                    .routes
+                    .iter()
+                    .map(|r| RouteBytes::from(canonical::route(r)))
+                    .collect(),
+                tail,
+            })));
+            continue;
+        }
+        if let Some(f) = &vh.scope.features {
+            header_edits |= apply::edits_headers(f);
+        }
+        vh.routes.sort_by_key(|(order, _)| *order);
+        scratch.clear();
+        scratch.extend(vh.routes.iter().filter_map(|(_, r)| store.take(*r)));
+        let prior_entry = prior_bytes.and_then(|_| cursor.find(&vh.hostname));
+        let hit = prior_entry.and_then(|e| {
+            let same = e
+                .key
+                .same(&scratch, vh.scope.features.as_ref(), config_retry.as_ref());
+            let bytes = prior_bytes.and_then(|b| b.get(e.range.clone()));
+            match bytes {
+                Some(b) if same => Some((e, b)),
+                _ => None,
             }
-            let routes = std::mem::take(&mut scratch);
-            let key = keep.then(|| HostKey {
-                routes: routes.clone(),
-                features: vh.scope.features.clone(),
-                retry: config_retry.clone(),
-            });
-            let host = Host::Parts(Box::new(host_parts(
-                route_config,
-                &vh.hostname,
-                routes,
-                vh.scope.features.as_ref(),
-                config_retry.as_deref(),
-                &mut host_tails,
-            )));
-            has_entry.push(key.is_some());
-            if let Some(key) = key {
-                entries.push(HostMemo {
-                    hostname: vh.hostname,
-                    key,
-                    range: 0..0,
-                });
-            }
-            host
         });
+        if let Some((e, bytes)) = hit {
+            spliced += 1;
+            has_entry.push(keep);
+            if keep {
+                carried += 1;
+                entries.push(e);
+            }
+            hosts.push(Host::Encoded(bytes));
+            continue;
+        }
+        let routes = std::mem::take(&mut scratch);
+        let key = keep.then(|| HostKey {
+            routes: routes.clone(),
+            features: vh.scope.features.clone(),
+            retry: config_retry.clone(),
+        });
+        let host = Host::Parts(Box::new(host_parts(
+            route_config,
+            &vh.hostname,
+            routes,
+            vh.scope.features.as_ref(),
+            config_retry.as_deref(),
+            &mut host_tails,
+        )));
+        has_entry.push(key.is_some());
+        if let Some(key) = key {
+            entries.push(HostMemo {
+                hostname: vh.hostname,
+                key,
+                range: 0..0,
+            });
+        }
+        hosts.push(host);
     }
     splice_clean!(None);
     let head = RouteConfiguration {
