@@ -82,11 +82,15 @@ impl Reader {
         let spawned = std::thread::Builder::new()
             .name("portcullis-read".into())
             .spawn(move || {
-                let _ = done.send(read());
+                let bytes = read();
+                // Out of the registry before the answer: once the caller
+                // has the answer, reading the file again must not find
+                // this finished read still in flight.
                 registry
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&key);
+                let _ = done.send(bytes);
             });
         if let Err(error) = spawned {
             in_flight().remove(path);
@@ -137,5 +141,18 @@ mod tests {
             next = reader.run(path, || Ok(b"x".to_vec()));
         }
         assert_eq!(next.ok(), Some(b"x".to_vec()));
+    }
+
+    /// A read that has answered is over: the same file read right after
+    /// it is read, never refused as still in flight (the provider reads a
+    /// file again as soon as an edit is seen).
+    #[test]
+    fn a_file_read_right_after_its_last_read_answered_is_read() {
+        let reader = Reader::new(Duration::from_secs(5));
+        let path = Path::new("/again.yaml");
+        for round in 0..2000 {
+            let read = reader.run(path, || Ok(b"x".to_vec()));
+            assert!(read.is_ok(), "read {round}: {read:?}");
+        }
     }
 }
