@@ -26,6 +26,12 @@
 //! with one route's hostname-less path edited instead (the route's only
 //! rule gets a path match). A fourth argument `inc` with either runs only
 //! the incremental translations.
+//!
+//! A third argument `endpoints` (or `endpoints-inc`) edits one Service's
+//! EndpointSlice per edit instead (a new address: pods coming and going),
+//! in the default shape; the full translation beside it is what such an
+//! edit cost before it stopped being a context change
+//! (`translate::incremental` module doc, "EndpointSlice edits").
 
 /// The allocator of the `portcullis` binary (which runs this library), so
 /// the figures are the product's.
@@ -48,9 +54,10 @@ fn main() {
     let edits: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(30);
     let mode = args.next();
     let insert_mode = matches!(mode.as_deref(), Some("insert" | "insert-inc"));
+    let endpoints_mode = matches!(mode.as_deref(), Some("endpoints" | "endpoints-inc"));
     let add_mode = mode.as_deref() == Some("add");
     let wide = add_mode || mode.as_deref() == Some("wide");
-    let only_incremental = matches!(mode.as_deref(), Some("inc" | "insert-inc"))
+    let only_incremental = matches!(mode.as_deref(), Some("inc" | "insert-inc" | "endpoints-inc"))
         || (wide && args.next().as_deref() == Some("inc"));
     let copied_mode = mode.as_deref() == Some("copied");
     let text = if wide {
@@ -92,6 +99,13 @@ fn main() {
         } else if insert_mode {
             let ri = (e * 7919) % inputs.http_routes.len();
             insert_route(&mut inputs, ri, e);
+        } else if endpoints_mode {
+            // Copy on write, as a route edit: the held snapshot keeps the old slice.
+            let si = (e * 7919) % inputs.endpoint_slices.len();
+            let slice = Arc::make_mut(&mut inputs.endpoint_slices[si].object);
+            if let Some(first) = slice.endpoints.as_mut().and_then(|e| e.first_mut()) {
+                first.addresses = vec![format!("127.1.{}.{}", e / 250, 1 + e % 250)];
+            }
         } else {
             // One route's first path match gets a new value.
             let ri = (e * 7919) % inputs.http_routes.len();
@@ -137,14 +151,15 @@ fn main() {
             );
         }
         let s = translator.stats();
+        let expected_built = usize::from(!endpoints_mode);
         assert!(
-            s.full.is_none() && s.routes_built == 1,
-            "edit {e}: expected one route rebuilt, got {s:?}"
+            s.full.is_none() && s.routes_built == expected_built,
+            "edit {e}: expected {expected_built} route(s) rebuilt, got {s:?}"
         );
     }
     let s = translator.stats();
     println!(
-        "routes={n} edits={edits} first_ms={first_ms:.1} {}_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} models_read={} gateways_reused={} hosts_spliced={} hosts_encoded={} hosts_merged={}",
+        "routes={n} edits={edits} first_ms={first_ms:.1} {}_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} models_read={} gateways_reused={} hosts_spliced={} hosts_encoded={} hosts_merged={} assignments_rebuilt={}",
         if copied_mode { "copied" } else { "full" },
         median(&mut full),
         median(&mut inc),
@@ -154,7 +169,8 @@ fn main() {
         s.gateways_reused,
         s.hosts_spliced,
         s.hosts_encoded,
-        s.hosts_merged
+        s.hosts_merged,
+        s.assignments_rebuilt
     );
 }
 

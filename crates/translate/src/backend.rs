@@ -1,13 +1,12 @@
-//! Backend references: Services resolved through EndpointSlices into
-//! clusters, cross-namespace references checked against ReferenceGrants.
+//! Backend references: Services resolved into clusters (a cluster names its
+//! Service port; its endpoints are resolved at assembly, `endpoints.rs`),
+//! cross-namespace references checked against ReferenceGrants.
 //!
 //! A backend that cannot be resolved keeps its share of traffic and answers
 //! 500 (Gateway API: requests to an invalid backend get a 500), so it is
 //! returned as [`Backend::Invalid`] rather than dropped.
 
 use std::collections::BTreeMap;
-
-use api::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::index::Index;
 use crate::reference_grant::{self, From, To};
@@ -19,9 +18,12 @@ use crate::status::reason;
 pub struct ClusterSpec {
     pub name: String,
     pub http2: bool,
-    /// (address, port), sorted; shared by every route using the Service
-    /// port (computed once per translation, see [`Index::endpoints_memo`]).
-    pub endpoints: std::sync::Arc<Vec<(String, u32)>>,
+    /// The Service port whose endpoints it serves (`None`: an extension
+    /// backend's cluster, which the extension fills). Its endpoints are
+    /// resolved when the Gateway is assembled ([`crate::endpoints`]), never
+    /// held here: a route's works read no EndpointSlice, so an EndpointSlice
+    /// edit rebuilds no route (ARCHITECTURE.md §7).
+    pub service: Option<crate::endpoints::ServicePort>,
     /// For a backendRef to a `backendResources` kind: the extension
     /// resource. Such a cluster has no endpoints of its own; the
     /// extension's `PostClusterModify` (and `PostEndpointsModify`) make it
@@ -171,7 +173,7 @@ fn extension_cluster(
     clusters.entry(name.clone()).or_insert_with(|| ClusterSpec {
         name: name.clone(),
         http2: route.kind == RouteKind::Grpc,
-        endpoints: Default::default(),
+        service: None,
         extension: vec![resource],
     });
     Ok(name)
@@ -226,104 +228,21 @@ pub fn service_cluster(
     let http2 = app_h2 || grpc;
     let cluster = crate::naming::cluster(ns, name, port, http2);
     if !clusters.contains_key(&cluster) {
-        let memo_key = (
-            svc.metadata.namespace.as_deref().unwrap_or("default"),
-            svc.metadata.name.as_deref().unwrap_or_default(),
-            port,
-        );
-        let memo = index
-            .endpoints_memo
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&memo_key).cloned());
-        let endpoints = match memo {
-            Some(e) => e,
-            None => {
-                let e = std::sync::Arc::new(endpoints(
-                    index,
-                    ns,
-                    name,
-                    svc_port.name.as_deref(),
-                    svc_port.target_port.as_ref(),
-                    port,
-                ));
-                if let Ok(mut m) = index.endpoints_memo.lock() {
-                    m.insert(memo_key, e.clone());
-                }
-                e
-            }
-        };
         clusters.insert(
             cluster.clone(),
             ClusterSpec {
                 name: cluster.clone(),
                 http2,
-                endpoints,
+                service: Some(crate::endpoints::ServicePort {
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                    port,
+                }),
                 extension: Vec::new(),
             },
         );
     }
     Ok(cluster)
-}
-
-/// Ready endpoints of a Service port. EndpointSlice ports are matched by the
-/// Service port's name, as kube-proxy does. Addresses the endpoint guard
-/// refuses ([`crate::endpoint_guard`]) are left out.
-fn endpoints(
-    index: &Index<'_>,
-    ns: &str,
-    svc: &str,
-    port_name: Option<&str>,
-    target: Option<&IntOrString>,
-    port: i32,
-) -> Vec<(String, u32)> {
-    let mut out = Vec::new();
-    let fallback_port = match target {
-        Some(IntOrString::Int(p)) => *p,
-        None => port,
-        Some(IntOrString::String(_)) => 0,
-    };
-    for slice in index
-        .endpoint_slices
-        .get(&(ns.to_string(), svc.to_string()))
-        .into_iter()
-        .flatten()
-    {
-        let slice_port = slice
-            .ports
-            .as_ref()
-            .and_then(|ps| {
-                ps.iter()
-                    .find(|p| p.name.as_deref().unwrap_or("") == port_name.unwrap_or(""))
-            })
-            .and_then(|p| p.port)
-            .unwrap_or(fallback_port);
-        let Ok(slice_port) = u32::try_from(slice_port) else {
-            continue;
-        };
-        if slice_port == 0 || slice_port > 65535 {
-            continue;
-        }
-        for ep in slice.endpoints.iter().flatten() {
-            if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
-                continue;
-            }
-            for addr in &ep.addresses {
-                let Ok(ip) = addr.parse::<std::net::IpAddr>() else {
-                    continue;
-                };
-                // Refused addresses (the control plane, link-local, ...) are
-                // left out; `endpoint_guard::diagnostics` reports them.
-                let port = u16::try_from(slice_port).unwrap_or(0);
-                if index.endpoint_guard.judge(ip, port).is_none() {
-                    out.push((addr.clone(), slice_port));
-                }
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
 }
 
 #[cfg(test)]

@@ -25,19 +25,12 @@ pub struct Index<'a> {
     pub endpoint_slices: HashMap<Key, Vec<&'a EndpointSlice>>,
     pub secrets: HashMap<&'a str, HashMap<&'a str, &'a Secret>>,
     pub reference_grants: Vec<&'a ReferenceGrant>,
-    /// Ready endpoints by (Service namespace, name, port), filled as routes
-    /// resolve their backends: thousands of routes share a few Services,
-    /// and each route (built on any thread) would otherwise walk the
-    /// EndpointSlices again.
-    pub endpoints_memo: std::sync::Mutex<EndpointsMemo<'a>>,
     /// Which endpoint addresses may be used (from the settings).
     pub endpoint_guard: crate::endpoint_guard::EndpointGuard,
     /// Registered extension kinds and their objects (set when hooks are
     /// given, see `extension::resources`).
     pub extensions: Option<crate::extension::resources::Extensions>,
 }
-
-pub type EndpointsMemo<'a> = HashMap<(&'a str, &'a str, i32), std::sync::Arc<Vec<(String, u32)>>>;
 
 impl<'a> Index<'a> {
     pub fn new(inputs: &'a Inputs) -> Self {
@@ -70,7 +63,6 @@ impl<'a> Index<'a> {
             endpoint_slices,
             secrets: by_namespace(inputs.secrets.iter().map(|s| (&s.object.metadata, &*s.object))),
             reference_grants: inputs.reference_grants.iter().map(|g| &*g.object).collect(),
-            endpoints_memo: Default::default(),
             endpoint_guard: Default::default(),
             extensions: None,
         }

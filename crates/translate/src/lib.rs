@@ -19,6 +19,7 @@ pub mod binding;
 pub mod default_gateway;
 pub mod duration;
 pub mod endpoint_guard;
+pub mod endpoints;
 pub mod envoy;
 pub mod error;
 pub mod extension;

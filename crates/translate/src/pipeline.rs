@@ -294,6 +294,8 @@ pub(crate) fn translate_memo(
     };
     // The incremental translator's Gateways whose works are all the same
     // as last time: their assembly is reused (`incremental::Gateways`).
+    // Clusters' endpoints, resolved as Gateways are assembled (`endpoints.rs`).
+    let endpoints = crate::endpoints::Resolver::new(&index);
     let mut reused_gateways = crate::incremental::Gateways::new(
         memo.as_deref_mut(),
         validator.is_none() && hooks.is_none(),
@@ -301,6 +303,7 @@ pub(crate) fn translate_memo(
         &per_gateway,
         &age_rank,
         settings,
+        &endpoints,
     );
     let reuse = reused_gateways.take();
     let reused_whole: Vec<bool> = reuse.iter().map(|(r, _, _)| r.is_some()).collect();
@@ -328,7 +331,7 @@ pub(crate) fn translate_memo(
                     hooked,
                     Vec::new(),
                     Default::default(),
-                    prior_configs,
+                    (prior_configs, None),
                 );
             }
             let mut hooked = hooks_gateway::HookFindings::default();
@@ -393,7 +396,11 @@ pub(crate) fn translate_memo(
                 .filter(|c| !c.extension.is_empty())
                 .map(|c| (c.name.clone(), c.extension.clone()))
                 .collect();
-            let (mut built, configs) = xds::build_memo(ir, bind, &mut store, prior_configs, dirty.as_ref());
+            let xds::Built {
+                xds: mut built,
+                configs,
+                clusters,
+            } = xds::build_memo(ir, bind, &mut store, prior_configs, dirty.as_ref(), &endpoints);
             // What portcullis made, for STRICT's check of what hooks replaced.
             let before = validator.and(hooks).map(|_| built.clone());
             if let (Some(h), Some(x)) = (hooks, index.extensions.as_ref()) {
@@ -433,14 +440,19 @@ pub(crate) fn translate_memo(
                 hooked,
                 blamed,
                 installed,
-                configs,
+                (configs, clusters),
             )
         },
     );
     let mut fences_by_gateway = Vec::with_capacity(gateways.len());
     let mut proxy_address: Option<String> = None;
-    for (gi, (gw, (key, reported, built, mut findings, fences, mut hooked, blamed, installed, configs))) in
-        gateways.iter().zip(assembled).enumerate()
+    for (
+        gi,
+        (
+            gw,
+            (key, reported, built, mut findings, fences, mut hooked, blamed, installed, (configs, clusters)),
+        ),
+    ) in gateways.iter().zip(assembled).enumerate()
     {
         let whole = reused_whole.get(gi).copied().unwrap_or(false);
         hooks_gateway::absorb_hooks(&key, gw, &mut hooked, &mut reports, &mut out);
@@ -485,7 +497,7 @@ pub(crate) fn translate_memo(
                 problem,
             ));
         }
-        reused_gateways.keep(gi, &built, &fences, configs, whole);
+        reused_gateways.keep(gi, &built, &fences, configs, clusters, whole);
         out.gateways.insert(key.clone(), built);
         let provisioned = inputs.provisioned_addresses.as_ref().map(|by_gateway| {
             by_gateway

@@ -1,7 +1,8 @@
 //! Property test of incremental translation (ARCHITECTURE.md §7): random
 //! edit sequences — add, modify and delete of HTTPRoutes, GRPCRoutes,
-//! Gateways, TrafficPolicies, Services (with their EndpointSlices),
-//! Secrets and ReferenceGrants, valid and invalid — applied one at a time;
+//! Gateways, TrafficPolicies, Services, EndpointSlices (with their Service
+//! or alone), Secrets and ReferenceGrants, valid and invalid — applied one
+//! at a time;
 //! after every step the incremental translator's output must equal a full
 //! translation of the same inputs: every encoded xDS byte, every status,
 //! every diagnostic, every report.
@@ -133,20 +134,49 @@ impl World {
         self.files.insert(format!("gateway-{g}.yaml"), s);
     }
 
+    /// A Service and its EndpointSlices (each its own file).
     fn service(&mut self, rng: &mut Rng, i: usize) {
         let ns = NAMESPACES[i % 2];
         let port = if rng.chance(85) { 80 } else { 81 };
-        let address = match rng.below(6) {
-            // Refused by the endpoint guard (link-local).
-            0 => "169.254.0.1".to_string(),
-            _ => format!("127.0.0.{}", 1 + rng.below(3)),
-        };
         self.files.insert(
             format!("service-{i}.yaml"),
             format!(
-                "apiVersion: v1\nkind: Service\nmetadata:\n  name: svc-{i}\n  namespace: {ns}\nspec:\n  ports:\n  - name: http\n    port: {port}\n    targetPort: 8080\n---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: svc-{i}-a\n  namespace: {ns}\n  labels:\n    kubernetes.io/service-name: svc-{i}\naddressType: IPv4\nports:\n- name: http\n  port: 8080\nendpoints:\n- addresses: [\"{address}\"]\n"
+                "apiVersion: v1\nkind: Service\nmetadata:\n  name: svc-{i}\n  namespace: {ns}\nspec:\n  ports:\n  - name: http\n    port: {port}\n    targetPort: 8080\n"
             ),
         );
+        self.endpoints(rng, i);
+    }
+
+    /// Service `i`'s EndpointSlices alone (as pods come and go): one or
+    /// two slices, one or two endpoints each, some not ready, some
+    /// refused by the endpoint guard.
+    fn endpoints(&mut self, rng: &mut Rng, i: usize) {
+        let ns = NAMESPACES[i % 2];
+        // Now and then labelled for another Service of its namespace (a
+        // slice that moves from one Service to another).
+        let service = if rng.chance(10) { (i + 2) % 5 } else { i };
+        let mut text = String::new();
+        for slice in 0..1 + rng.below(2) {
+            let mut endpoints = String::new();
+            for _ in 0..1 + rng.below(2) {
+                let address = match rng.below(6) {
+                    // Refused by the endpoint guard (link-local).
+                    0 => "169.254.0.1".to_string(),
+                    _ => format!("127.0.0.{}", 1 + rng.below(3)),
+                };
+                let ready = if rng.chance(15) { "false" } else { "true" };
+                endpoints.push_str(&format!(
+                    "- addresses: [\"{address}\"]\n  conditions:\n    ready: {ready}\n"
+                ));
+            }
+            if !text.is_empty() {
+                text.push_str("---\n");
+            }
+            text.push_str(&format!(
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: svc-{i}-{slice}\n  namespace: {ns}\n  labels:\n    kubernetes.io/service-name: svc-{service}\naddressType: IPv4\nports:\n- name: http\n  port: 8080\nendpoints:\n{endpoints}"
+            ));
+        }
+        self.files.insert(format!("endpoints-{i}.yaml"), text);
     }
 
     fn secret(&mut self, rng: &mut Rng, i: usize) {
@@ -367,9 +397,22 @@ impl World {
     fn edit(&mut self, rng: &mut Rng) -> String {
         // Routes most often, as in real use.
         let kind = [
-            "route", "route", "route", "route", "tweak", "tweak", "tweak", "swap", "gateway", "policy",
-            "service", "secret", "grant",
-        ][rng.below(13)];
+            "route",
+            "route",
+            "route",
+            "route",
+            "tweak",
+            "tweak",
+            "tweak",
+            "swap",
+            "gateway",
+            "policy",
+            "service",
+            "endpoints",
+            "endpoints",
+            "secret",
+            "grant",
+        ][rng.below(15)];
         if kind == "tweak"
             && let Some(what) = self.tweak(rng)
         {
@@ -385,6 +428,7 @@ impl World {
             "gateway" => (3, "gateway"),
             "policy" => (4, "policy"),
             "service" => (5, "service"),
+            "endpoints" => (5, "endpoints"),
             "secret" => (2, "secret"),
             _ => (2, "grant"),
         };
@@ -404,6 +448,7 @@ impl World {
             "gateway" => self.gateway(rng, i),
             "policy" => self.policy(rng, i),
             "service" => self.service(rng, i),
+            "endpoints" => self.endpoints(rng, i),
             "secret" => self.secret(rng, i),
             _ => self.grant(rng, i),
         }
@@ -411,7 +456,7 @@ impl World {
     }
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 6]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 7]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -442,6 +487,8 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 6]) {
         totals[4] += stats.hosts_spliced;
         // A partial assembly: some host spliced without being merged.
         totals[5] += usize::from(stats.hosts_merged < stats.hosts_spliced + stats.hosts_encoded);
+        // An EndpointSlice edit that rebuilt assignments of a reused Gateway.
+        totals[6] += usize::from(stats.full.is_none() && stats.assignments_rebuilt > 0);
     }
 }
 
@@ -457,14 +504,15 @@ fn incremental_equals_full_after_every_edit() {
     };
     // [incremental steps, steps where the context changed, routes reused,
     // Gateways reused, virtual hosts spliced into a Gateway assembled again,
-    // steps with a partial assembly]
-    let mut totals = [0usize; 6];
+    // steps with a partial assembly, steps rebuilding a reused Gateway's
+    // ClusterLoadAssignments after an EndpointSlice edit]
+    let mut totals = [0usize; 7];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}",
-        totals[0], totals[1], totals[2], totals[3], totals[4], totals[5]
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}",
+        totals[0], totals[1], totals[2], totals[3], totals[4], totals[5], totals[6]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

@@ -294,3 +294,72 @@ fn condition_times(v: &serde_json::Value) -> Vec<&str> {
     }
     out
 }
+
+/// An edit of one Service's EndpointSlice alone (pods coming and going)
+/// is not a context change: every route and every Gateway is reused, and
+/// only the ClusterLoadAssignments of that Service's clusters are built
+/// again (`incremental/endpoints.rs`). A Gateway with none of them keeps
+/// its very assembly; the output equals a full translation.
+#[test]
+fn an_endpointslice_edit_rebuilds_no_route_and_only_its_services_assignments() {
+    let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(200))).inputs;
+    let settings = Settings {
+        parallelism: Some(1),
+        ..Default::default()
+    };
+    let mut translator = Translator::new();
+    let before = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+    let gateways = before.gateways.len();
+    assert!(gateways > 1, "{gateways} Gateways");
+
+    let slice = Arc::make_mut(&mut inputs.endpoint_slices[0].object);
+    let service = slice.metadata.labels.as_ref().expect("labelled")["kubernetes.io/service-name"].clone();
+    let namespace = slice.metadata.namespace.clone().expect("namespaced");
+    slice.endpoints.as_mut().expect("endpoints")[0].addresses = vec!["127.9.9.9".into()];
+    let after = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+    assert_same_output(
+        "EndpointSlice edit",
+        &translate::translate(&inputs, &settings),
+        &after,
+    );
+
+    let stats = translator.stats();
+    assert_eq!(stats.full, None, "{stats:?}");
+    assert_eq!(stats.routes_built, 0, "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways, "{stats:?}");
+    // The Service's clusters, in whichever Gateways use it: the only
+    // assignments built again, now holding the new address.
+    let prefix = format!("{namespace}/{service}/");
+    let ours = |gw: &translate::GatewayXds| {
+        gw.endpoints
+            .iter()
+            .filter(|e| e.cluster_name.starts_with(&prefix))
+            .count()
+    };
+    let rebuilt: usize = after.gateways.values().map(|gw| ours(gw)).sum();
+    assert!(rebuilt > 0, "no cluster of {prefix}");
+    assert_eq!(stats.assignments_rebuilt, rebuilt, "{stats:?}");
+    let mut untouched = 0;
+    for (key, gw) in &after.gateways {
+        let was = &before.gateways[key];
+        if ours(gw) == 0 {
+            assert!(Arc::ptr_eq(was, gw), "Gateway {key}: assembly not kept");
+            untouched += 1;
+        } else {
+            assert_ne!(was.endpoints, gw.endpoints, "Gateway {key}");
+            assert_eq!(was.clusters, gw.clusters, "Gateway {key}: clusters are unchanged");
+            assert_eq!(was.routes, gw.routes, "Gateway {key}: routes are unchanged");
+        }
+    }
+    assert!(untouched > 0, "every Gateway uses {prefix}");
+
+    // A Service edit is still a context change.
+    let svc = inputs
+        .services
+        .iter_mut()
+        .find(|s| s.object.metadata.name.as_deref() == Some(service.as_str()))
+        .expect("the slice's Service");
+    Arc::make_mut(&mut svc.object).metadata.labels = Some([("edited".to_string(), "yes".to_string())].into());
+    let _ = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+    assert_eq!(translator.stats().full, Some(Full::Context));
+}

@@ -22,16 +22,22 @@
 //! bytes with the output.
 //!
 //! Invalidation (the soundness argument, per input kind):
-//! - **The context** — every input that is not an HTTPRoute or GRPCRoute
-//!   (GatewayClasses, Gateways, ListenerSets, TrafficPolicies,
-//!   GatewayExtensions, Services, EndpointSlices, Secrets, ReferenceGrants,
-//!   Namespaces, TLSCertificateDelegations, extension objects)
-//!   and the [`Settings`]. A route's works read the context through the
-//!   index, the Gateway and listener states, its bindings, its effective
-//!   policies and the scopes above it. Any change to the context — compared
-//!   exactly (`PartialEq`), kind by kind through an exhaustive destructuring
-//!   of [`api::Inputs`], so a new input kind cannot be forgotten — drops
-//!   every memo: everything is rebuilt.
+//! - **The context** — every input that is not an HTTPRoute, GRPCRoute or
+//!   EndpointSlice (GatewayClasses, Gateways, ListenerSets,
+//!   TrafficPolicies, GatewayExtensions, Services, Secrets,
+//!   ReferenceGrants, Namespaces, TLSCertificateDelegations, extension
+//!   objects) and the [`Settings`]. A route's works read the context
+//!   through the index, the Gateway and listener states, its bindings, its
+//!   effective policies and the scopes above it. Any change to the context
+//!   — compared exactly (`PartialEq`), kind by kind through an exhaustive
+//!   destructuring of [`api::Inputs`], so a new input kind cannot be
+//!   forgotten — drops every memo: everything is rebuilt.
+//! - **EndpointSlices** are read only by ClusterLoadAssignments, resolved
+//!   when a Gateway is assembled (`crate::endpoints`), and by the endpoint
+//!   guard's diagnostics, made on every call: an edit of them alone reuses
+//!   routes and Gateways as a route edit does, and a reused Gateway's
+//!   assignments of the Services whose slices changed are built again
+//!   ([`endpoints`] says why that is sound).
 //! - **A route** (HTTPRoute, GRPCRoute) is *unchanged* when the object and
 //!   its unreadable values are equal to the previous call's object of the
 //!   same kind, namespace and name, and that key is unique in both inputs.
@@ -126,6 +132,7 @@
 //!   and `PostRouteModify` rewrites built routes).
 
 pub(crate) mod dirty_hosts;
+pub(crate) mod endpoints;
 pub mod httpproxy;
 
 use std::collections::{HashMap, HashSet};
@@ -140,7 +147,7 @@ use crate::parallel;
 use crate::pipeline::{self, PARALLEL_MIN_ROUTES, RouteTail, Work};
 use crate::policy::scope::ScopeFence;
 use crate::route::model::{Route, RouteKind};
-use crate::xds::ConfigMemos;
+use crate::xds::{Clusters, ConfigMemos};
 use crate::{GatewayXds, Output, Settings};
 
 /// Inputs the [`Translator`] may keep until its next call (the caller's
@@ -184,6 +191,10 @@ pub struct Stats {
     /// (the others, clean, are spliced without being merged:
     /// [`dirty_hosts`]).
     pub hosts_merged: usize,
+    /// In the Gateways reused after an EndpointSlice edit: the
+    /// ClusterLoadAssignments built again (those of the clusters of the
+    /// Services whose slices changed: [`endpoints`]).
+    pub assignments_rebuilt: usize,
 }
 
 /// Why a call reused nothing.
@@ -297,6 +308,12 @@ impl Translator {
         let new = inputs.inputs();
         let mut prior_orders = prev.as_mut().and_then(|p| p.orders.take());
         let n = new.http_routes.len() + new.grpc_routes.len();
+        // EndpointSlices changed, and nothing else of the context: routes and
+        // Gateways are reused as after a route edit ([`endpoints`]).
+        let endpoints_changed = prev
+            .as_ref()
+            .filter(|p| !same_kind(&p.inputs.inputs().endpoint_slices, &new.endpoint_slices))
+            .map(|p| endpoints::changed_services(&p.inputs.inputs().endpoint_slices, &new.endpoint_slices));
         let (prior, keys, prior_gateways, full, proxies, same_object) = match prev {
             None => (
                 Vec::new(),
@@ -363,6 +380,8 @@ impl Translator {
             hosts_spliced: 0,
             hosts_encoded: 0,
             hosts_merged: 0,
+            endpoints_changed,
+            assignments_rebuilt: 0,
             prior_orders,
             next_orders: None,
             same_object,
@@ -381,6 +400,7 @@ impl Translator {
             hosts_spliced: memo.hosts_spliced,
             hosts_encoded: memo.hosts_encoded,
             hosts_merged: memo.hosts_merged,
+            assignments_rebuilt: memo.assignments_rebuilt,
         };
         let (proxy_trees, tree_stats) = memo.proxies.finish();
         self.proxy_trees = tree_stats;
@@ -432,6 +452,10 @@ pub(crate) struct RouteMemo {
     hosts_spliced: usize,
     hosts_encoded: usize,
     hosts_merged: usize,
+    /// The Services whose EndpointSlices changed since last call, when
+    /// nothing else of the context did ([`endpoints`]).
+    endpoints_changed: Option<endpoints::Services>,
+    assignments_rebuilt: usize,
     /// Last call's orders, offered to the pipeline, and this call's.
     pub(crate) prior_orders: Option<Orders>,
     pub(crate) next_orders: Option<Orders>,
@@ -524,6 +548,9 @@ struct GatewayMemo {
     /// Its route configurations' virtual hosts, for an assembly that
     /// cannot be reused whole to splice the unchanged ones from.
     configs: Option<ConfigMemos>,
+    /// The clusters `built` was assembled from, for an EndpointSlice edit
+    /// ([`endpoints::refresh`]).
+    clusters: Option<Arc<Clusters>>,
 }
 
 /// What a Gateway's assembly reads of its works: per work, in merge order,
@@ -562,6 +589,8 @@ pub(crate) struct Gateways<'m> {
     keys: Vec<String>,
     signatures: Vec<Option<Signature>>,
     reuse: Vec<Reuse>,
+    /// Per Gateway reused whole: the clusters of its memo, kept with it.
+    clusters: Vec<Option<Arc<Clusters>>>,
 }
 
 /// Per Gateway: its whole assembly to reuse, or else (or also, to keep
@@ -581,6 +610,7 @@ impl<'m> Gateways<'m> {
         per_gateway: &[Vec<(usize, Arc<Work>)>],
         age_rank: &[usize],
         settings: &Settings,
+        endpoints: &crate::endpoints::Resolver<'_, '_>,
     ) -> Self {
         let n = gateways.len();
         let memo = match memo {
@@ -592,6 +622,7 @@ impl<'m> Gateways<'m> {
                     keys: Vec::new(),
                     signatures: vec![None; n],
                     reuse: (0..n).map(|_| (None, None, None)).collect(),
+                    clusters: vec![None; n],
                 };
             }
         };
@@ -603,6 +634,16 @@ impl<'m> Gateways<'m> {
         let mut keys = Vec::with_capacity(n);
         let mut signatures = Vec::with_capacity(n);
         let mut reuse = Vec::with_capacity(n);
+        let mut clusters = Vec::with_capacity(n);
+        let changed = memo.endpoints_changed.take();
+        // After an EndpointSlice edit, a Gateway reused whole gets the
+        // changed Services' ClusterLoadAssignments built again; if its memo
+        // cannot say which those are, it is assembled again.
+        let refreshed = |p: &GatewayMemo| match (&changed, &p.clusters) {
+            (None, _) => Some((Arc::clone(&p.built), 0)),
+            (Some(changed), Some(c)) => endpoints::refresh(&p.built, c, changed, endpoints),
+            (Some(_), None) => None,
+        };
         for (gw, works) in gateways.iter().zip(per_gateway) {
             let key = gw.key();
             let prior = memo.prior_gateways.remove(&key);
@@ -610,6 +651,7 @@ impl<'m> Gateways<'m> {
                 keys.push(key);
                 signatures.push(None);
                 reuse.push((None, None, None));
+                clusters.push(None);
                 continue;
             }
             let mut ages: Vec<usize> = works.iter().map(|(ri, _)| age_rank[*ri]).collect();
@@ -622,14 +664,18 @@ impl<'m> Gateways<'m> {
                     (Arc::clone(w), age)
                 })
                 .collect();
-            let (hit, configs, prior_works) = match prior {
-                Some(p) if same_signature(&p.signature, &signature) => {
-                    (Some((p.built, p.fences)), p.configs, None)
-                }
-                Some(p) => (None, p.configs, Some(p.signature)),
+            let (hit, configs, prior_works, kept) = match prior {
+                Some(p) if same_signature(&p.signature, &signature) => match refreshed(&p) {
+                    Some((built, rebuilt)) => {
+                        memo.assignments_rebuilt += rebuilt;
+                        (Some((built, p.fences)), p.configs, None, p.clusters)
+                    }
+                    None => (None, p.configs, Some(p.signature), None),
+                },
+                Some(p) => (None, p.configs, Some(p.signature), None),
                 // No memo of this Gateway yet: an empty one asks the
                 // assembly to make one.
-                None => (None, Some(ConfigMemos::new()), None),
+                None => (None, Some(ConfigMemos::new()), None, None),
             };
             if hit.is_some() {
                 memo.gateways_reused += 1;
@@ -637,6 +683,7 @@ impl<'m> Gateways<'m> {
             keys.push(key);
             signatures.push(Some(signature));
             reuse.push((hit, configs, prior_works));
+            clusters.push(kept);
         }
         Self {
             memo: Some(memo),
@@ -644,6 +691,7 @@ impl<'m> Gateways<'m> {
             keys,
             signatures,
             reuse,
+            clusters,
         }
     }
 
@@ -680,14 +728,16 @@ impl<'m> Gateways<'m> {
         std::mem::take(&mut self.reuse)
     }
 
-    /// Keeps Gateway `gi`'s assembly (and its route configurations' memos)
-    /// for the next call.
+    /// Keeps Gateway `gi`'s assembly (and its route configurations' memos,
+    /// and the clusters it was assembled from: when reused whole, those of
+    /// its memo) for the next call.
     pub(crate) fn keep(
         &mut self,
         gi: usize,
         built: &Arc<GatewayXds>,
         fences: &[ScopeFence],
         configs: Option<ConfigMemos>,
+        clusters: Option<Arc<Clusters>>,
         reused: bool,
     ) {
         let (Some(memo), Some(Some(signature)), Some(key)) = (
@@ -704,6 +754,11 @@ impl<'m> Gateways<'m> {
                 memo.hosts_merged += c.merged;
             }
         }
+        let clusters = if reused {
+            self.clusters.get_mut(gi).and_then(Option::take)
+        } else {
+            clusters
+        };
         memo.next_gateways.insert(
             key.clone(),
             GatewayMemo {
@@ -711,6 +766,7 @@ impl<'m> Gateways<'m> {
                 built: Arc::clone(built),
                 fences: fences.to_vec(),
                 configs,
+                clusters,
             },
         );
     }
@@ -1129,9 +1185,9 @@ fn same_settings(a: &Settings, b: &Settings) -> bool {
     a == *b
 }
 
-/// Whether every input other than the routes is equal. Destructured
-/// exhaustively: a new input kind fails to compile here until it is
-/// placed in the context (or shown to be route-local).
+/// Whether every input other than the routes and the EndpointSlices is
+/// equal. Destructured exhaustively: a new input kind fails to compile
+/// here until it is placed in the context (or shown to be route-local).
 fn context_eq(a: &Inputs, b: &Inputs) -> bool {
     let Inputs {
         gateway_classes,
@@ -1142,7 +1198,11 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         reference_grants,
         namespaces,
         services,
-        endpoint_slices,
+        // Read only by the ClusterLoadAssignments (resolved at assembly,
+        // `crate::endpoints`) and the endpoint guard's diagnostics (made on
+        // every call): an edit of them alone is judged per Service
+        // (`endpoints.rs`).
+        endpoint_slices: _,
         secrets,
         traffic_policies,
         gateway_extensions,
@@ -1160,7 +1220,6 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         && same_kind(reference_grants, &b.reference_grants)
         && same_kind(namespaces, &b.namespaces)
         && same_kind(services, &b.services)
-        && same_kind(endpoint_slices, &b.endpoint_slices)
         && same_kind(secrets, &b.secrets)
         && same_kind(traffic_policies, &b.traffic_policies)
         && same_kind(gateway_extensions, &b.gateway_extensions)

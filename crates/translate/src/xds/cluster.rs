@@ -13,7 +13,13 @@ use envoy_types::util::pack_any;
 
 use crate::backend::ClusterSpec;
 
-pub fn build(spec: &ClusterSpec) -> (Cluster, ClusterLoadAssignment) {
+/// The cluster and its ClusterLoadAssignment (of `endpoints`, resolved for
+/// it: `crate::endpoints`).
+pub fn build(spec: &ClusterSpec, endpoints: &[(String, u32)]) -> (Cluster, ClusterLoadAssignment) {
+    (envoy_cluster(spec), assignment(spec, endpoints))
+}
+
+fn envoy_cluster(spec: &ClusterSpec) -> Cluster {
     let mut c = Cluster {
         name: spec.name.clone(),
         connect_timeout: Some(Duration {
@@ -49,8 +55,13 @@ pub fn build(spec: &ClusterSpec) -> (Cluster, ClusterLoadAssignment) {
             pack_any(opts),
         );
     }
-    let lb_endpoints = spec
-        .endpoints
+    c
+}
+
+/// The ClusterLoadAssignment of `spec` with `endpoints`: all an
+/// EndpointSlice edit changes (`incremental/endpoints.rs`).
+pub fn assignment(spec: &ClusterSpec, endpoints: &[(String, u32)]) -> ClusterLoadAssignment {
+    let lb_endpoints = endpoints
         .iter()
         .map(|(ip, port)| LbEndpoint {
             host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(Endpoint {
@@ -66,13 +77,12 @@ pub fn build(spec: &ClusterSpec) -> (Cluster, ClusterLoadAssignment) {
             ..Default::default()
         })
         .collect();
-    let cla = ClusterLoadAssignment {
+    ClusterLoadAssignment {
         cluster_name: spec.name.clone(),
         endpoints: vec![LocalityLbEndpoints {
             lb_endpoints,
             ..Default::default()
         }],
         ..Default::default()
-    };
-    (c, cla)
+    }
 }

@@ -17,6 +17,7 @@ use envoy_types::pb::envoy::config::core::v3::{
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{Secret, TlsCertificate, secret};
 
 use crate::GatewayXds;
+use crate::endpoints::Resolver;
 use crate::ir;
 
 /// `{ ads: {}, resource_api_version: V3 }`: every dynamic reference goes
@@ -31,17 +32,29 @@ pub fn ads() -> ConfigSource {
     }
 }
 
-pub fn build(gw: ir::Gateway, listener_address: &str, store: &mut ir::RouteStore) -> GatewayXds {
-    build_memo(gw, listener_address, store, None, None).0
-}
-
 /// Route configuration memos by name (see [`route::ConfigMemo`]).
 pub type ConfigMemos = std::collections::HashMap<String, route::ConfigMemo>;
 
-/// [`build`] for the incremental translator: each route configuration
+/// A Gateway's clusters by name, in the order of its xDS clusters and
+/// ClusterLoadAssignments.
+pub type Clusters = std::collections::BTreeMap<String, crate::backend::ClusterSpec>;
+
+/// What [`build_memo`] made.
+pub struct Built {
+    pub xds: GatewayXds,
+    /// This assembly's route configuration memos (when `prior` was given).
+    pub configs: Option<ConfigMemos>,
+    /// The clusters the assembly was built from (kept with the memos, so
+    /// that an EndpointSlice edit can rebuild the ClusterLoadAssignments of
+    /// the Services it touched: `incremental/endpoints.rs`).
+    pub clusters: Option<std::sync::Arc<Clusters>>,
+}
+
+/// A Gateway's xDS, its clusters' endpoints resolved by `endpoints`. For
+/// the incremental translator, each route configuration
 /// splices the unchanged virtual hosts of its memo in `prior` (when given;
 /// consumed: the memos are updated into this assembly's), and this
-/// assembly's memos are returned (when `prior` is given).
+/// assembly's memos and clusters are returned (when `prior` is given).
 ///
 /// With `dirty` (a partial assembly: `incremental::dirty_hosts`), `gw`'s
 /// chains hold only the dirty hosts; the others are spliced from `prior`.
@@ -51,7 +64,8 @@ pub fn build_memo(
     store: &mut ir::RouteStore,
     mut prior: Option<ConfigMemos>,
     dirty: Option<&crate::incremental::dirty_hosts::DirtyHosts>,
-) -> (GatewayXds, Option<ConfigMemos>) {
+    endpoints: &Resolver<'_, '_>,
+) -> Built {
     let mut out = GatewayXds::default();
     let mut memos = prior.as_ref().map(|_| ConfigMemos::new());
     let ports = std::mem::take(&mut gw.ports);
@@ -71,7 +85,7 @@ pub fn build_memo(
         }
     }
     for c in gw.clusters.values() {
-        let (cluster, assignment) = cluster::build(c);
+        let (cluster, assignment) = cluster::build(c, &endpoints.of(c));
         out.clusters.push(cluster);
         out.endpoints.push(assignment);
     }
@@ -85,7 +99,14 @@ pub fn build_memo(
             })),
         });
     }
-    (out, memos)
+    let clusters = memos
+        .is_some()
+        .then(|| std::sync::Arc::new(std::mem::take(&mut gw.clusters)));
+    Built {
+        xds: out,
+        configs: memos,
+        clusters,
+    }
 }
 
 fn inline(s: &str) -> envoy_types::pb::envoy::config::core::v3::DataSource {
