@@ -28,7 +28,10 @@
 //!   holding each as JSON until the writer compared it with the live
 //!   object was tens of MiB (README, Kubernetes mode). Any change of the
 //!   object (another controller's entries, an edit, a status wiped) moves
-//!   its `resourceVersion` and queues it again;
+//!   its `resourceVersion` and queues it again. The fingerprint of the
+//!   status last published per object is kept with it: the translator
+//!   shares an unchanged object's status between translations (the same
+//!   `Arc`), so such a status is not even written as JSON to be compared;
 //! - nothing is written when the merged status equals the live one (for
 //!   HTTPProxy, whose status is wholly ours as it is Contour's, a field we
 //!   no longer set — `loadBalancer` of a root no longer served, `errors`
@@ -74,7 +77,22 @@ struct Shared {
     pending: Mutex<BTreeMap<ObjectKey, Value>>,
     /// What this writer last confirmed in the API, per object.
     confirmed: Mutex<HashMap<ObjectKey, Confirmed>>,
+    /// Per object, the status last published and its [`fingerprint`]: the
+    /// translator shares an unchanged object's status between translations
+    /// (the same `Arc`), so its fingerprint is known without writing it as
+    /// JSON again (held here, the allocation is not reused meanwhile).
+    published: Mutex<HashMap<ObjectKey, (Arc<translate::ObjectStatus>, u64)>>,
+    /// Statuses turned into JSON by [`StatusWriter::publish`] (for tests).
+    serialized: std::sync::atomic::AtomicU64,
     wake: Notify,
+}
+
+/// One object's desired status in [`StatusWriter::publish`].
+enum Desired<'a> {
+    /// The translator's.
+    Translated(&'a Arc<translate::ObjectStatus>),
+    /// A route no longer attached to our Gateways: our entries removed.
+    NoParents,
 }
 
 /// A status this writer wrote (or found already there): the
@@ -151,6 +169,8 @@ impl StatusWriter {
         let shared = Arc::new(Shared {
             pending: Mutex::new(BTreeMap::new()),
             confirmed: Mutex::new(HashMap::new()),
+            published: Mutex::new(HashMap::new()),
+            serialized: Default::default(),
             wake: Notify::new(),
         });
         let task = tokio::spawn(write_loop(
@@ -170,8 +190,15 @@ impl StatusWriter {
         }
     }
 
+    /// Statuses [`StatusWriter::publish`] has written as JSON so far.
+    pub fn serialized(&self) -> u64 {
+        self.shared.serialized.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Queues the status of one translation (see the module doc), each
-    /// condition stamped with the translation's transition time.
+    /// condition stamped with the translation's transition time. A status
+    /// is written as JSON only when it is not the very one last published
+    /// for its object (whose fingerprint is kept) or must be queued.
     pub fn publish(&self, statuses: translate::Statuses<'_>) {
         let mut desired = BTreeMap::new();
         for s in statuses.value {
@@ -190,17 +217,13 @@ impl StatusWriter {
             ) {
                 continue;
             }
-            let Ok(status) = serde_json::to_value(translate::status::Timed::new(&s.status, statuses.time))
-            else {
-                continue;
-            };
             desired.insert(
                 ObjectKey {
                     kind,
                     namespace: s.metadata.namespace.clone(),
                     name: s.metadata.name.clone(),
                 },
-                status,
+                Desired::Translated(s),
             );
         }
         // A route that still carries our entries but got no status from
@@ -213,7 +236,7 @@ impl StatusWriter {
                     name: route.metadata.name.clone().unwrap_or_default(),
                 };
                 if !desired.contains_key(&key) && has_our_parents(&route, &self.controller_name) {
-                    desired.insert(key, json!({"parents": []}));
+                    desired.insert(key, Desired::NoParents);
                 }
             }
         }
@@ -223,22 +246,61 @@ impl StatusWriter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let mut pending = self.shared.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        for (key, status) in desired {
+        let mut published = self
+            .shared
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut last = std::mem::take(&mut *published);
+        let to_json = |s: &translate::ObjectStatus| {
+            self.shared
+                .serialized
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            serde_json::to_value(translate::status::Timed::new(&s.status, statuses.time)).ok()
+        };
+        for (key, desired) in desired {
+            // The fingerprint, and the JSON when it had to be made for it.
+            let (print, json) = match desired {
+                Desired::Translated(s) => match last.remove(&key) {
+                    Some((was, print)) if Arc::ptr_eq(&was, s) => (print, None),
+                    _ => {
+                        let Some(json) = to_json(s) else {
+                            continue;
+                        };
+                        (fingerprint(&json), Some(json))
+                    }
+                },
+                Desired::NoParents => {
+                    let json = json!({"parents": []});
+                    (fingerprint(&json), Some(json))
+                }
+            };
+            if let Desired::Translated(s) = desired {
+                published.insert(key.clone(), (Arc::clone(s), print));
+            }
             let live = self
                 .stores
                 .get(key.kind, key.namespace.as_deref(), &key.name)
                 .and_then(|o| o.metadata.resource_version.clone());
             let done = confirmed
                 .get(&key)
-                .is_some_and(|c| Some(&c.version) == live.as_ref() && c.desired == fingerprint(&status));
+                .is_some_and(|c| Some(&c.version) == live.as_ref() && c.desired == print);
             if done {
                 // Also drops an older desired status still queued: the
                 // latest is already in the API.
                 pending.remove(&key);
-            } else {
-                pending.insert(key, status);
+                continue;
+            }
+            let json = match (json, desired) {
+                (Some(json), _) => Some(json),
+                (None, Desired::Translated(s)) => to_json(s),
+                (None, Desired::NoParents) => None,
+            };
+            if let Some(json) = json {
+                pending.insert(key, json);
             }
         }
+        drop(published);
         drop(confirmed);
         self.metrics.status_queue_depth.set(pending.len() as i64);
         drop(pending);
@@ -590,6 +652,47 @@ mod mock_tests {
         (stores, writer)
     }
 
+    /// Route `app/r` at `version` with `status`, as the API holds it.
+    fn live(version: &str, status: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "r", "namespace": "app", "resourceVersion": version, "generation": 1},
+            "status": status,
+        }))
+        .expect("route")
+    }
+
+    /// A client whose apiserver answers every PATCH with `answer`,
+    /// counting them in `seen`.
+    fn answering(answer: DynamicObject, seen: Arc<AtomicUsize>) -> Client {
+        let answer = serde_json::to_value(answer).expect("json");
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let (seen, answer) = (seen.clone(), answer.clone());
+            async move {
+                assert_eq!(request.method(), http::Method::PATCH);
+                seen.fetch_add(1, Ordering::SeqCst);
+                http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(answer.to_string().into_bytes()))
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            }
+        });
+        Client::new(service, "default")
+    }
+
+    /// Waits until the writer's queue is drained (at most 2 s), then a
+    /// little more for its write to land.
+    async fn settle(metrics: &KubeMetrics) {
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if metrics.status_queue_depth.get() == 0 {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     /// A 409 on the first status write is retried, and the retry wins.
     #[tokio::test]
     async fn a_conflict_is_retried() {
@@ -655,33 +758,11 @@ mod mock_tests {
     #[tokio::test]
     async fn a_confirmed_status_is_not_queued_again() {
         let patches = Arc::new(AtomicUsize::new(0));
-        let seen = patches.clone();
         let parent = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "infra", "name": "gw"});
         let cond = |time: &str| json!({"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "observedGeneration": 1, "lastTransitionTime": time});
-        let live = |version: &str, status: Value| -> DynamicObject {
-            serde_json::from_value(json!({
-                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-                "metadata": {"name": "r", "namespace": "app", "resourceVersion": version, "generation": 1},
-                "status": status,
-            }))
-            .expect("route")
-        };
         let written =
             json!({"parents": [{"parentRef": parent, "controllerName": "us", "conditions": [cond("T1")]}]});
-        let answer = serde_json::to_value(live("8", written.clone())).expect("json");
-        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-            let (seen, answer) = (seen.clone(), answer.clone());
-            async move {
-                assert_eq!(request.method(), http::Method::PATCH);
-                seen.fetch_add(1, Ordering::SeqCst);
-                http::Response::builder()
-                    .status(200)
-                    .header("content-type", "application/json")
-                    .body(kube::client::Body::from(answer.to_string().into_bytes()))
-                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-            }
-        });
-        let client = Client::new(service, "default");
+        let client = answering(live("8", written.clone()), patches.clone());
         let (stores, mut writer) = route_stores(live("7", json!({})));
         let leader = tokio::sync::watch::channel(true).1;
         let metrics = KubeMetrics::default();
@@ -697,17 +778,8 @@ mod mock_tests {
             status_writer.publish(translate::status::Timed::new(&statuses, time));
         };
         let labels = KindLabels::of(Kind::HttpRoute);
-        let settle = || async {
-            for _ in 0..100 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                if metrics.status_queue_depth.get() == 0 {
-                    break;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
         publish("T1");
-        settle().await;
+        settle(&metrics).await;
         assert_eq!(patches.load(Ordering::SeqCst), 1, "the first status is written");
         // The store sees the write.
         writer.apply_watcher_event(&watcher::Event::Apply(live("8", written.clone())));
@@ -717,16 +789,66 @@ mod mock_tests {
             0,
             "a confirmed status was queued again"
         );
-        settle().await;
+        settle(&metrics).await;
         assert_eq!(metrics.status_unchanged.get_or_create(&labels).get(), 0);
         assert_eq!(patches.load(Ordering::SeqCst), 1);
         // Someone else changed the object: compared again, still equal.
         writer.apply_watcher_event(&watcher::Event::Apply(live("9", written)));
         publish("T3");
         assert_eq!(metrics.status_queue_depth.get(), 1, "a changed object is queued");
-        settle().await;
+        settle(&metrics).await;
         assert_eq!(metrics.status_unchanged.get_or_create(&labels).get(), 1);
         assert_eq!(patches.load(Ordering::SeqCst), 1, "nothing to write");
+    }
+
+    /// The translator shares an unchanged object's status between
+    /// translations (the same `Arc`): publishing it again writes no JSON
+    /// while it is confirmed in the API; once the object changes, it is
+    /// written as JSON to be queued; a new status is written as JSON.
+    #[tokio::test]
+    async fn a_shared_status_is_not_written_as_json_again() {
+        let parent = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "infra", "name": "gw"});
+        let body = || {
+            json!({"parents": [{"parentRef": parent, "controllerName": "us", "conditions": [
+                {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "", "observedGeneration": 1}]}]})
+        };
+        let mut written = body();
+        written["parents"][0]["conditions"][0]["lastTransitionTime"] = json!("T1");
+        let client = answering(live("8", written.clone()), Arc::default());
+        let (stores, mut writer) = route_stores(live("7", json!({})));
+        let leader = tokio::sync::watch::channel(true).1;
+        let metrics = KubeMetrics::default();
+        let status_writer = StatusWriter::start(client, stores, "us".into(), leader, metrics.clone());
+        let status = || {
+            [Arc::new(translate::ObjectStatus::new(
+                "gateway.networking.k8s.io/v1",
+                "HTTPRoute",
+                Some("app"),
+                "r",
+                body(),
+            ))]
+        };
+        let first = status();
+        status_writer.publish(translate::status::Timed::new(&first, "T1"));
+        assert_eq!(status_writer.serialized(), 1);
+        settle(&metrics).await;
+        writer.apply_watcher_event(&watcher::Event::Apply(live("8", written.clone())));
+        // The same status, a later translation: no JSON, nothing queued.
+        status_writer.publish(translate::status::Timed::new(&first, "T2"));
+        assert_eq!(
+            status_writer.serialized(),
+            1,
+            "a shared status was written as JSON again"
+        );
+        assert_eq!(metrics.status_queue_depth.get(), 0);
+        // Someone else changed the object: queued, so written as JSON.
+        writer.apply_watcher_event(&watcher::Event::Apply(live("9", written)));
+        status_writer.publish(translate::status::Timed::new(&first, "T3"));
+        assert_eq!(status_writer.serialized(), 2);
+        assert_eq!(metrics.status_queue_depth.get(), 1);
+        // An equal status in a new allocation: not known, written as JSON.
+        status_writer.publish(translate::status::Timed::new(&status(), "T4"));
+        assert_eq!(status_writer.serialized(), 3);
     }
 
     #[test]
