@@ -186,7 +186,9 @@ pub fn diagnostics(inputs: &api::Inputs, index: &Index<'_>) -> Vec<Diagnostic> {
     for slice in &inputs.endpoint_slices {
         let es = &slice.object;
         let ns = es.metadata.namespace.as_deref().unwrap_or("default");
-        let label = format!("EndpointSlice {ns}/{}", es.metadata.name.as_deref().unwrap_or(""));
+        // Made only for a diagnostic: at 10,000 slices, formatting one per
+        // slice on every translation showed in profiles.
+        let label = || format!("EndpointSlice {ns}/{}", es.metadata.name.as_deref().unwrap_or(""));
         let mut ports: Vec<u16> = es
             .ports
             .iter()
@@ -213,7 +215,7 @@ pub fn diagnostics(inputs: &api::Inputs, index: &Index<'_>) -> Vec<Diagnostic> {
                 let Ok(ip) = addr.parse::<IpAddr>() else {
                     // `backend::endpoints` leaves these out too.
                     out.push(Diagnostic::warning(
-                        Some(label.clone()),
+                        Some(label()),
                         Some(&slice.source),
                         format!(
                             "endpoints[{i}].addresses[{j}]: endpoint {addr:?} is not used: not an IP address (FQDN endpoints are not supported)"
@@ -237,7 +239,7 @@ pub fn diagnostics(inputs: &api::Inputs, index: &Index<'_>) -> Vec<Diagnostic> {
                         None => addr.clone(),
                     };
                     out.push(Diagnostic::warning(
-                        Some(label.clone()),
+                        Some(label()),
                         Some(&slice.source),
                         format!("endpoints[{i}].addresses[{j}]: endpoint {at} is not used: {why}"),
                     ));

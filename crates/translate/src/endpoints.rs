@@ -85,7 +85,7 @@ fn ready(index: &Index<'_>, service: &ServicePort) -> Vec<(String, u32)> {
     let mut out = Vec::new();
     for slice in index
         .endpoint_slices
-        .get(&(namespace.clone(), name.clone()))
+        .get(&(namespace.as_str(), name.as_str()))
         .into_iter()
         .flatten()
     {

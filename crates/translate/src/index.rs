@@ -21,8 +21,10 @@ pub struct Index<'a> {
     pub namespace_labels: HashMap<String, BTreeMap<String, String>>,
     /// namespace → name → Service (borrowed keys: lookups do not allocate).
     pub services: HashMap<&'a str, HashMap<&'a str, &'a Service>>,
-    /// EndpointSlices by the Service they belong to (label `kubernetes.io/service-name`).
-    pub endpoint_slices: HashMap<Key, Vec<&'a EndpointSlice>>,
+    /// EndpointSlices by the (namespace, name) of the Service they belong to
+    /// (label `kubernetes.io/service-name`; borrowed keys: building the
+    /// index allocates none per slice).
+    pub endpoint_slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
     pub secrets: HashMap<&'a str, HashMap<&'a str, &'a Secret>>,
     pub reference_grants: Vec<&'a ReferenceGrant>,
     /// Which endpoint addresses may be used (from the settings).
@@ -43,15 +45,16 @@ impl<'a> Index<'a> {
             labels.insert("kubernetes.io/metadata.name".into(), name.clone());
             namespace_labels.entry(name).or_insert(labels);
         }
-        let mut endpoint_slices: HashMap<Key, Vec<&EndpointSlice>> = HashMap::new();
+        let mut endpoint_slices: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
         for es in &inputs.endpoint_slices {
-            let labels = es.object.metadata.labels.as_ref();
-            if let Some(svc) = labels.and_then(|l| l.get("kubernetes.io/service-name")) {
-                let ns = ns_name(&es.object.metadata).0;
-                endpoint_slices
-                    .entry((ns, svc.clone()))
-                    .or_default()
-                    .push(&es.object);
+            let meta = &es.object.metadata;
+            if let Some(svc) = meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("kubernetes.io/service-name"))
+            {
+                let ns = meta.namespace.as_deref().unwrap_or("default");
+                endpoint_slices.entry((ns, svc)).or_default().push(&es.object);
             }
         }
         for slices in endpoint_slices.values_mut() {

@@ -306,7 +306,8 @@ pub(crate) fn translate_memo(
         &endpoints,
     );
     let reuse = reused_gateways.take();
-    let reused_whole: Vec<bool> = reuse.iter().map(|(r, _, _)| r.is_some()).collect();
+    let reused_whole: Vec<bool> = reuse.iter().map(|r| r.whole.is_some()).collect();
+    let endpoints_changed = reused_gateways.endpoints_changed();
     let assembled = parallel::map(
         gateways
             .iter()
@@ -317,8 +318,13 @@ pub(crate) fn translate_memo(
         gateway_threads,
         2,
         |(((gw, mut works), gw_scopes), reuse)| {
-            let (reuse, prior_configs, prior_works) = reuse;
-            if let Some((built, fences)) = reuse {
+            let crate::incremental::Reuse {
+                whole,
+                configs: prior_configs,
+                prior_works,
+                prior_clusters,
+            } = reuse;
+            if let Some((built, fences)) = whole {
                 let key = gw.key();
                 let (_, reported) = settings.addresses_of(&key);
                 let hooked = hooks_gateway::HookFindings::default();
@@ -400,7 +406,16 @@ pub(crate) fn translate_memo(
                 xds: mut built,
                 configs,
                 clusters,
-            } = xds::build_memo(ir, bind, &mut store, prior_configs, dirty.as_ref(), &endpoints);
+            } = xds::build_memo(
+                ir,
+                bind,
+                &mut store,
+                prior_configs,
+                dirty.as_ref(),
+                &endpoints,
+                prior_clusters.as_ref(),
+                endpoints_changed,
+            );
             // What portcullis made, for STRICT's check of what hooks replaced.
             let before = validator.and(hooks).map(|_| built.clone());
             if let (Some(h), Some(x)) = (hooks, index.extensions.as_ref()) {

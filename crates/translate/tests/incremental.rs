@@ -463,6 +463,11 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 7]) {
     for step in 0..steps {
         let what = if step == 0 {
             "initial".to_string()
+        } else if rng.chance(20) {
+            // Two edits in one translation, as `serve` batches the saves of
+            // one debounce window (a route and an EndpointSlice, say).
+            let first = world.edit(&mut rng);
+            format!("{first}, then {}", world.edit(&mut rng))
         } else {
             world.edit(&mut rng)
         };

@@ -353,6 +353,46 @@ fn an_endpointslice_edit_rebuilds_no_route_and_only_its_services_assignments() {
     }
     assert!(untouched > 0, "every Gateway uses {prefix}");
 
+    // A route and the EndpointSlice of its own backend, in one call (as
+    // `serve` batches saves): its Gateway is assembled again, and the
+    // cluster of that Service must not keep last call's assignment.
+    let route = &inputs.http_routes[0].object;
+    let backend = route.spec.rules.as_ref().expect("rules")[0]
+        .backend_refs
+        .as_ref()
+        .expect("backendRefs")[0]
+        .name
+        .clone();
+    let namespace = route.metadata.namespace.clone().expect("namespaced");
+    let slice = inputs
+        .endpoint_slices
+        .iter_mut()
+        .find(|s| {
+            s.object.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && s.object
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("kubernetes.io/service-name"))
+                    == Some(&backend)
+        })
+        .expect("the backend's slice");
+    Arc::make_mut(&mut slice.object)
+        .endpoints
+        .as_mut()
+        .expect("endpoints")[0]
+        .addresses = vec!["127.8.8.8".into()];
+    set_first_path(&mut inputs, 0, "/both");
+    let both = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+    assert_same_output(
+        "route and EndpointSlice edit",
+        &translate::translate(&inputs, &settings),
+        &both,
+    );
+    let stats = translator.stats();
+    assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
+
     // A Service edit is still a context change.
     let svc = inputs
         .services

@@ -19,6 +19,7 @@ use api::Sourced;
 use api::k8s_openapi::api::discovery::v1::EndpointSlice;
 
 use crate::GatewayXds;
+use crate::backend::ClusterSpec;
 use crate::endpoints::Resolver;
 use crate::xds::{Clusters, cluster};
 
@@ -67,6 +68,15 @@ pub(crate) fn changed_services(
     out
 }
 
+/// Whether `spec` serves one of the `changed` Services.
+pub(crate) fn touches(changed: &Services, spec: &ClusterSpec) -> bool {
+    spec.service.as_ref().is_some_and(|s| {
+        changed
+            .get(&s.namespace)
+            .is_some_and(|names| names.contains(&s.name))
+    })
+}
+
 /// `built` with the ClusterLoadAssignment of every cluster of a changed
 /// Service built again (the very same `Arc` when none differs), and how
 /// many were built. `None` when `clusters` is not what `built` was
@@ -86,13 +96,7 @@ pub(crate) fn refresh(
         if built.endpoints[i].cluster_name != spec.name {
             return None;
         }
-        let Some(service) = &spec.service else {
-            continue;
-        };
-        if !changed
-            .get(&service.namespace)
-            .is_some_and(|names| names.contains(&service.name))
-        {
+        if !touches(changed, spec) {
             continue;
         }
         rebuilt += 1;

@@ -147,7 +147,7 @@ use crate::parallel;
 use crate::pipeline::{self, PARALLEL_MIN_ROUTES, RouteTail, Work};
 use crate::policy::scope::ScopeFence;
 use crate::route::model::{Route, RouteKind};
-use crate::xds::{Clusters, ConfigMemos};
+use crate::xds::{self, Clusters, ConfigMemos};
 use crate::{GatewayXds, Output, Settings};
 
 /// Inputs the [`Translator`] may keep until its next call (the caller's
@@ -591,16 +591,26 @@ pub(crate) struct Gateways<'m> {
     reuse: Vec<Reuse>,
     /// Per Gateway reused whole: the clusters of its memo, kept with it.
     clusters: Vec<Option<Arc<Clusters>>>,
+    /// The Services whose EndpointSlices changed since last call, when
+    /// nothing else of the context did ([`endpoints`]).
+    endpoints_changed: Option<endpoints::Services>,
 }
 
-/// Per Gateway: its whole assembly to reuse, or else (or also, to keep
-/// them) the memos of its route configurations to splice from, and last
-/// call's works (what an edit changed: [`dirty_hosts`]).
-pub(crate) type Reuse = (
-    Option<(Arc<GatewayXds>, Vec<ScopeFence>)>,
-    Option<ConfigMemos>,
-    Option<Signature>,
-);
+/// Per Gateway, what its assembly may reuse.
+#[derive(Default)]
+pub(crate) struct Reuse {
+    /// Its whole assembly (xDS and fences).
+    pub(crate) whole: Option<(Arc<GatewayXds>, Vec<ScopeFence>)>,
+    /// Else (or also, to keep them) the memos of its route configurations
+    /// to splice from.
+    pub(crate) configs: Option<ConfigMemos>,
+    /// Last call's works (what an edit changed: [`dirty_hosts`]).
+    pub(crate) prior_works: Option<Signature>,
+    /// Last call's assembly and the clusters it was built from: a cluster
+    /// whose spec is the same and whose Service's slices did not change
+    /// keeps its Cluster and ClusterLoadAssignment (`xds::build_memo`).
+    pub(crate) prior_clusters: Option<xds::PriorClusters>,
+}
 
 impl<'m> Gateways<'m> {
     pub(crate) fn new(
@@ -621,8 +631,9 @@ impl<'m> Gateways<'m> {
                     reuse_allowed: false,
                     keys: Vec::new(),
                     signatures: vec![None; n],
-                    reuse: (0..n).map(|_| (None, None, None)).collect(),
+                    reuse: (0..n).map(|_| Reuse::default()).collect(),
                     clusters: vec![None; n],
+                    endpoints_changed: None,
                 };
             }
         };
@@ -650,7 +661,7 @@ impl<'m> Gateways<'m> {
             if served.as_deref() == Some(key.as_str()) {
                 keys.push(key);
                 signatures.push(None);
-                reuse.push((None, None, None));
+                reuse.push(Reuse::default());
                 clusters.push(None);
                 continue;
             }
@@ -664,25 +675,45 @@ impl<'m> Gateways<'m> {
                     (Arc::clone(w), age)
                 })
                 .collect();
-            let (hit, configs, prior_works, kept) = match prior {
+            let again = |p: GatewayMemo| Reuse {
+                whole: None,
+                configs: p.configs,
+                prior_works: Some(p.signature),
+                prior_clusters: p.clusters.map(|c| xds::PriorClusters {
+                    clusters: c,
+                    built: p.built,
+                }),
+            };
+            let (next, kept) = match prior {
                 Some(p) if same_signature(&p.signature, &signature) => match refreshed(&p) {
                     Some((built, rebuilt)) => {
                         memo.assignments_rebuilt += rebuilt;
-                        (Some((built, p.fences)), p.configs, None, p.clusters)
+                        let next = Reuse {
+                            whole: Some((built, p.fences)),
+                            configs: p.configs,
+                            ..Reuse::default()
+                        };
+                        (next, p.clusters)
                     }
-                    None => (None, p.configs, Some(p.signature), None),
+                    None => (again(p), None),
                 },
-                Some(p) => (None, p.configs, Some(p.signature), None),
+                Some(p) => (again(p), None),
                 // No memo of this Gateway yet: an empty one asks the
                 // assembly to make one.
-                None => (None, Some(ConfigMemos::new()), None, None),
+                None => (
+                    Reuse {
+                        configs: Some(ConfigMemos::new()),
+                        ..Reuse::default()
+                    },
+                    None,
+                ),
             };
-            if hit.is_some() {
+            if next.whole.is_some() {
                 memo.gateways_reused += 1;
             }
             keys.push(key);
             signatures.push(Some(signature));
-            reuse.push((hit, configs, prior_works));
+            reuse.push(next);
             clusters.push(kept);
         }
         Self {
@@ -692,6 +723,7 @@ impl<'m> Gateways<'m> {
             signatures,
             reuse,
             clusters,
+            endpoints_changed: changed,
         }
     }
 
@@ -723,9 +755,15 @@ impl<'m> Gateways<'m> {
         }
     }
 
-    /// Per Gateway: its reused assembly, if any.
+    /// Per Gateway: what its assembly may reuse.
     pub(crate) fn take(&mut self) -> Vec<Reuse> {
         std::mem::take(&mut self.reuse)
+    }
+
+    /// The Services whose EndpointSlices changed since last call (`None`:
+    /// none, or a full translation).
+    pub(crate) fn endpoints_changed(&self) -> Option<&endpoints::Services> {
+        self.endpoints_changed.as_ref()
     }
 
     /// Keeps Gateway `gi`'s assembly (and its route configurations' memos,

@@ -39,6 +39,13 @@ pub type ConfigMemos = std::collections::HashMap<String, route::ConfigMemo>;
 /// ClusterLoadAssignments.
 pub type Clusters = std::collections::BTreeMap<String, crate::backend::ClusterSpec>;
 
+/// Last call's assembly of a Gateway and the clusters it was built from
+/// (in the order of its xDS clusters and ClusterLoadAssignments).
+pub struct PriorClusters {
+    pub clusters: std::sync::Arc<Clusters>,
+    pub built: std::sync::Arc<GatewayXds>,
+}
+
 /// What [`build_memo`] made.
 pub struct Built {
     pub xds: GatewayXds,
@@ -58,6 +65,12 @@ pub struct Built {
 ///
 /// With `dirty` (a partial assembly: `incremental::dirty_hosts`), `gw`'s
 /// chains hold only the dirty hosts; the others are spliced from `prior`.
+///
+/// With `prior_clusters`, a cluster whose spec equals last call's and whose
+/// Service is not among the `changed` ones (whose EndpointSlices changed)
+/// keeps last call's Cluster and ClusterLoadAssignment: its endpoints are
+/// not resolved again.
+#[allow(clippy::too_many_arguments)]
 pub fn build_memo(
     mut gw: ir::Gateway,
     listener_address: &str,
@@ -65,6 +78,8 @@ pub fn build_memo(
     mut prior: Option<ConfigMemos>,
     dirty: Option<&crate::incremental::dirty_hosts::DirtyHosts>,
     endpoints: &Resolver<'_, '_>,
+    prior_clusters: Option<&PriorClusters>,
+    changed: Option<&crate::incremental::endpoints::Services>,
 ) -> Built {
     let mut out = GatewayXds::default();
     let mut memos = prior.as_ref().map(|_| ConfigMemos::new());
@@ -84,8 +99,25 @@ pub fn build_memo(
             out.routes.push(config);
         }
     }
+    // Last call's clusters, walked beside this call's (both in name order).
+    let mut kept = prior_clusters
+        .filter(|p| p.clusters.len() == p.built.clusters.len() && p.clusters.len() == p.built.endpoints.len())
+        .map(|p| {
+            p.clusters
+                .values()
+                .zip(p.built.clusters.iter().zip(&p.built.endpoints))
+                .peekable()
+        });
     for c in gw.clusters.values() {
-        let (cluster, assignment) = cluster::build(c, &endpoints.of(c));
+        let same = kept.as_mut().and_then(|walk| {
+            while walk.next_if(|(spec, _)| spec.name < c.name).is_some() {}
+            let (spec, (cluster, assignment)) = walk.next_if(|(spec, _)| spec.name == c.name)?;
+            let unchanged = spec == c
+                && assignment.cluster_name == c.name
+                && !changed.is_some_and(|changed| crate::incremental::endpoints::touches(changed, c));
+            unchanged.then(|| (cluster.clone(), assignment.clone()))
+        });
+        let (cluster, assignment) = same.unwrap_or_else(|| cluster::build(c, &endpoints.of(c)));
         out.clusters.push(cluster);
         out.endpoints.push(assignment);
     }
