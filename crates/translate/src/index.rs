@@ -17,6 +17,14 @@ pub fn ns_name(meta: &api::k8s_openapi::apimachinery::pkg::apis::meta::v1::Objec
     )
 }
 
+/// The (namespace, name) of the Service an EndpointSlice belongs to: its
+/// label `kubernetes.io/service-name` (a slice without it serves none).
+pub fn service_of_slice(slice: &EndpointSlice) -> Option<(&str, &str)> {
+    let meta = &slice.metadata;
+    let name = meta.labels.as_ref()?.get("kubernetes.io/service-name")?;
+    Some((meta.namespace.as_deref().unwrap_or("default"), name))
+}
+
 pub struct Index<'a> {
     pub namespace_labels: HashMap<String, BTreeMap<String, String>>,
     /// namespace → name → Service (borrowed keys: lookups do not allocate).
@@ -47,14 +55,8 @@ impl<'a> Index<'a> {
         }
         let mut endpoint_slices: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
         for es in &inputs.endpoint_slices {
-            let meta = &es.object.metadata;
-            if let Some(svc) = meta
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("kubernetes.io/service-name"))
-            {
-                let ns = meta.namespace.as_deref().unwrap_or("default");
-                endpoint_slices.entry((ns, svc)).or_default().push(&es.object);
+            if let Some(service) = service_of_slice(&es.object) {
+                endpoint_slices.entry(service).or_default().push(&es.object);
             }
         }
         for slices in endpoint_slices.values_mut() {

@@ -39,14 +39,8 @@ pub(crate) fn changed_services(
 ) -> Services {
     let mut out = Services::new();
     let mut mark = |s: &Sourced<EndpointSlice>| {
-        let meta = &s.object.metadata;
-        if let Some(name) = meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("kubernetes.io/service-name"))
-        {
-            let ns = meta.namespace.as_deref().unwrap_or("default");
-            out.entry(ns.to_string()).or_default().insert(name.clone());
+        if let Some((ns, name)) = crate::index::service_of_slice(&s.object) {
+            out.entry(ns.to_string()).or_default().insert(name.to_string());
         }
     };
     if before.len() == after.len() {
