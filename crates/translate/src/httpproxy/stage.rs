@@ -18,8 +18,9 @@
 //!   same status, byte for byte, as a recomputed one.
 //! - A tree's result depends on the root's object and checks, the objects
 //!   (or absence) of every proxy the walk looked up ([`Tree::deps`]), and
-//!   the context (Services, EndpointSlices, Secrets, delegations,
-//!   settings); nothing else. What depends on several trees (FQDN claims
+//!   the context (Services, Secrets, delegations, settings); nothing
+//!   else (its clusters name Service ports: EndpointSlices are read only
+//!   when the serving Gateway is assembled, `crate::endpoints`). What depends on several trees (FQDN claims
 //!   across roots, orphans) is in the global steps; FQDN conflicts with
 //!   Gateway API routes are found when the serving Gateway is assembled
 //!   (`serve::install`), on every call.

@@ -10,7 +10,7 @@
 //!   of the proxies its walk looked up ([`Tree::deps`], missing ones
 //!   included: a missing include's 502 depends on its absence), and the
 //!   context. Nothing else.
-//! - **The context** (Services, EndpointSlices, Secrets,
+//! - **The context** (Services, Secrets,
 //!   TLSCertificateDelegations, the serving Gateway, settings such as root
 //!   namespaces …) is compared by the [`super::Translator`] as for routes:
 //!   any change there drops this memo with every other (coarse, sound).
