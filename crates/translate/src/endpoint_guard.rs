@@ -196,12 +196,7 @@ pub fn diagnostics(inputs: &api::Inputs, index: &Index<'_>) -> Vec<Diagnostic> {
             .filter_map(|p| p.port)
             .filter_map(|p| u16::try_from(p).ok())
             .collect();
-        let service = es
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("kubernetes.io/service-name"))
-            .and_then(|svc| index.service(ns, svc));
+        let service = crate::index::service_of_slice(es).and_then(|(ns, svc)| index.service(ns, svc));
         // A slice port that matches no Service port by name falls back to
         // the target port: judge those too.
         ports.extend(service.map(target_ports).unwrap_or_default());

@@ -316,12 +316,13 @@ fn an_endpointslice_edit_rebuilds_no_route_and_only_its_services_assignments() {
     let service = slice.metadata.labels.as_ref().expect("labelled")["kubernetes.io/service-name"].clone();
     let namespace = slice.metadata.namespace.clone().expect("namespaced");
     slice.endpoints.as_mut().expect("endpoints")[0].addresses = vec!["127.9.9.9".into()];
-    let after = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
-    assert_same_output(
-        "EndpointSlice edit",
-        &translate::translate(&inputs, &settings),
-        &after,
-    );
+    // Translated incrementally, and equal to a full translation.
+    let step = |translator: &mut Translator, inputs: &Inputs, what: &str| {
+        let out = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+        assert_same_output(what, &translate::translate(inputs, &settings), &out);
+        out
+    };
+    let after = step(&mut translator, &inputs, "EndpointSlice edit");
 
     let stats = translator.stats();
     assert_eq!(stats.full, None, "{stats:?}");
@@ -368,13 +369,7 @@ fn an_endpointslice_edit_rebuilds_no_route_and_only_its_services_assignments() {
         .endpoint_slices
         .iter_mut()
         .find(|s| {
-            s.object.metadata.namespace.as_deref() == Some(namespace.as_str())
-                && s.object
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("kubernetes.io/service-name"))
-                    == Some(&backend)
+            translate::index::service_of_slice(&s.object) == Some((namespace.as_str(), backend.as_str()))
         })
         .expect("the backend's slice");
     Arc::make_mut(&mut slice.object)
@@ -383,12 +378,7 @@ fn an_endpointslice_edit_rebuilds_no_route_and_only_its_services_assignments() {
         .expect("endpoints")[0]
         .addresses = vec!["127.8.8.8".into()];
     set_first_path(&mut inputs, 0, "/both");
-    let both = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
-    assert_same_output(
-        "route and EndpointSlice edit",
-        &translate::translate(&inputs, &settings),
-        &both,
-    );
+    step(&mut translator, &inputs, "route and EndpointSlice edit");
     let stats = translator.stats();
     assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
     assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
