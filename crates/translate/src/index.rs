@@ -1,6 +1,8 @@
 //! Lookup tables over the input snapshot, built once per translation.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 
 use api::Inputs;
 use api::gateway_api::experimental::referencegrants::ReferenceGrant;
@@ -27,13 +29,13 @@ pub fn service_of_slice(slice: &EndpointSlice) -> Option<(&str, &str)> {
 
 pub struct Index<'a> {
     pub namespace_labels: HashMap<String, BTreeMap<String, String>>,
-    /// namespace → name → Service (borrowed keys: lookups do not allocate).
-    pub services: HashMap<&'a str, HashMap<&'a str, &'a Service>>,
+    /// (namespace, name) → Service (borrowed keys: lookups do not allocate).
+    pub services: HashMap<(&'a str, &'a str), &'a Service>,
     /// EndpointSlices by the (namespace, name) of the Service they belong to
     /// (label `kubernetes.io/service-name`; borrowed keys: building the
     /// index allocates none per slice).
     pub endpoint_slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
-    pub secrets: HashMap<&'a str, HashMap<&'a str, &'a Secret>>,
+    pub secrets: HashMap<(&'a str, &'a str), &'a Secret>,
     pub reference_grants: Vec<&'a ReferenceGrant>,
     /// Which endpoint addresses may be used (from the settings).
     pub endpoint_guard: crate::endpoint_guard::EndpointGuard,
@@ -44,7 +46,8 @@ pub struct Index<'a> {
 
 impl<'a> Index<'a> {
     pub fn new(inputs: &'a Inputs) -> Self {
-        let mut namespace_labels: HashMap<String, BTreeMap<String, String>> = HashMap::new();
+        let mut namespace_labels: HashMap<String, BTreeMap<String, String>> =
+            HashMap::with_capacity(inputs.namespaces.len());
         for ns in &inputs.namespaces {
             let Some(name) = ns.object.metadata.name.clone() else {
                 continue;
@@ -53,7 +56,8 @@ impl<'a> Index<'a> {
             labels.insert("kubernetes.io/metadata.name".into(), name.clone());
             namespace_labels.entry(name).or_insert(labels);
         }
-        let mut endpoint_slices: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
+        let mut endpoint_slices: HashMap<(&str, &str), Vec<&EndpointSlice>> =
+            HashMap::with_capacity(inputs.endpoint_slices.len());
         for es in &inputs.endpoint_slices {
             if let Some(service) = service_of_slice(&es.object) {
                 endpoint_slices.entry(service).or_default().push(&es.object);
@@ -64,9 +68,15 @@ impl<'a> Index<'a> {
         }
         Self {
             namespace_labels,
-            services: by_namespace(inputs.services.iter().map(|s| (&s.object.metadata, &*s.object))),
+            services: by_name(
+                inputs.services.len(),
+                inputs.services.iter().map(|s| (&s.object.metadata, &*s.object)),
+            ),
             endpoint_slices,
-            secrets: by_namespace(inputs.secrets.iter().map(|s| (&s.object.metadata, &*s.object))),
+            secrets: by_name(
+                inputs.secrets.len(),
+                inputs.secrets.iter().map(|s| (&s.object.metadata, &*s.object)),
+            ),
             reference_grants: inputs.reference_grants.iter().map(|g| &*g.object).collect(),
             endpoint_guard: Default::default(),
             extensions: None,
@@ -74,11 +84,11 @@ impl<'a> Index<'a> {
     }
 
     pub fn service(&self, ns: &str, name: &str) -> Option<&'a Service> {
-        self.services.get(ns).and_then(|m| m.get(name)).copied()
+        self.services.get(&(ns, name)).copied()
     }
 
     pub fn secret(&self, ns: &str, name: &str) -> Option<&'a Secret> {
-        self.secrets.get(ns).and_then(|m| m.get(name)).copied()
+        self.secrets.get(&(ns, name)).copied()
     }
 
     /// Labels of a namespace; a namespace with no manifest still has its
@@ -93,15 +103,18 @@ impl<'a> Index<'a> {
 
 type Meta = api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-fn by_namespace<'a, T>(
+/// Objects by (namespace, name); `n` of them (sized once: the index is
+/// built on every translation).
+fn by_name<'a, T>(
+    n: usize,
     items: impl Iterator<Item = (&'a Meta, &'a T)>,
-) -> HashMap<&'a str, HashMap<&'a str, &'a T>> {
-    let mut out: HashMap<&str, HashMap<&str, &T>> = HashMap::new();
+) -> HashMap<(&'a str, &'a str), &'a T> {
+    let mut out = HashMap::with_capacity(n);
     for (meta, obj) in items {
         let ns = meta.namespace.as_deref().unwrap_or("default");
         let name = meta.name.as_deref().unwrap_or_default();
         // The loader keeps the first of duplicates; so does the index.
-        out.entry(ns).or_default().entry(name).or_insert(obj);
+        out.entry((ns, name)).or_insert(obj);
     }
     out
 }

@@ -75,8 +75,16 @@ pub(crate) fn translate_memo(
         index.extensions = Some(extensions);
         out.diagnostics.extend(diagnostics);
     }
-    out.diagnostics
-        .extend(crate::endpoint_guard::diagnostics(inputs, &index));
+    // The incremental translator offers last call's when nothing they read
+    // changed.
+    let endpoint_warnings = memo
+        .as_deref_mut()
+        .and_then(|m| m.endpoint_warnings.take())
+        .unwrap_or_else(|| crate::endpoint_guard::diagnostics(inputs, &index));
+    out.diagnostics.extend(endpoint_warnings.iter().cloned());
+    if let Some(m) = memo.as_deref_mut() {
+        m.endpoint_warnings = Some(endpoint_warnings);
+    }
     let classes = gatewayclass::process(inputs, &settings.controller_name, &mut out.status);
 
     let mut gws: Vec<&api::Sourced<_>> = inputs
@@ -246,30 +254,37 @@ pub(crate) fn translate_memo(
         memo.as_deref_mut(),
     );
     // Reports per route (in route order); each Gateway's works, in route
-    // order, for its own IR.
+    // order, for its own IR. A route whose tail the incremental translator
+    // offers (its works reused) needs its report only if that tail is not
+    // taken: it is then made where the tail is built (`lazy`).
+    let lazy: Vec<bool> = match memo.as_deref() {
+        Some(m) if validator.is_none() && hooks.is_none() => m.tails_offered(routes.len()),
+        _ => Vec::new(),
+    };
+    let is_lazy = |ri: usize| lazy.get(ri).copied().unwrap_or(false);
     let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
     let mut per_gateway: Vec<Vec<(usize, Arc<Work>)>> = gateways.iter().map(|_| Vec::new()).collect();
     for (ri, (route, ws)) in routes.iter().zip(&works).enumerate() {
         for w in ws {
-            for (rule_index, r) in &w.rules {
-                reports[ri].absorb(*rule_index, r);
-            }
             if let Some(g) = per_gateway.get_mut(w.gateway) {
                 g.push((ri, Arc::clone(w)));
             }
         }
-        // Routes not programmed anywhere still get their references checked.
-        if reports[ri].rules_seen.is_empty() {
-            reports[ri].check_refs(&index, route);
+        if !is_lazy(ri) {
+            report_of(&index, route, ws, &mut reports[ri]);
         }
     }
-    // The memo keeps every route's works for the next call (moved, not
-    // copied). Without a memo they are dropped here: under hooks each
+    // Without a memo the works are dropped here: under hooks each
     // Gateway's works must be their only owner (unwrapped, not copied).
-    match memo.as_deref_mut() {
-        Some(m) => m.keep_works(works),
-        None => drop(works),
-    }
+    // The memo keeps them for the next call (moved, not copied) once the
+    // lazy reports are made (`keep_tails`).
+    let works = match memo.as_deref() {
+        Some(_) => works,
+        None => {
+            drop(works);
+            Vec::new()
+        }
+    };
 
     // HTTPProxy trees (README "HTTPProxy"): resolved once; their routes
     // built for the configured Gateway, installed during its assembly.
@@ -568,6 +583,7 @@ pub(crate) fn translate_memo(
     let tails = parallel::map(
         routes
             .iter()
+            .enumerate()
             .zip(&bindings)
             .zip(&reports)
             .zip(prior_tails.iter_mut())
@@ -578,13 +594,26 @@ pub(crate) fn translate_memo(
         // HTTPProxy roots are the same: HTTPProxies are not context (they
         // are memoised per tree), so a proxy's edit can change them while
         // the route's works stay reused.
-        |(((route, bs), report), prior)| match prior
+        |((((ri, route), bs), report), prior)| match prior
             .take()
             .filter(|t| t.hostname_conflicts == report.hostname_conflicts)
         {
             Some(mut t) => {
                 t.restamp(route);
                 t
+            }
+            None if is_lazy(ri) => {
+                let mut full = RouteReport {
+                    hostname_conflicts: report.hostname_conflicts.clone(),
+                    ..RouteReport::default()
+                };
+                report_of(
+                    &index,
+                    route,
+                    works.get(ri).map_or(&[][..], Vec::as_slice),
+                    &mut full,
+                );
+                route_tail(route, bs, &gateways, &full, settings)
             }
             None => route_tail(route, bs, &gateways, report, settings),
         },
@@ -594,7 +623,7 @@ pub(crate) fn translate_memo(
         out.replacements.extend(t.replacements.iter().cloned());
         out.status.extend(t.status.iter().cloned());
     }
-    reused_gateways.keep_tails(tails);
+    reused_gateways.keep_tails(works, tails);
     policy::report::report(
         &policies,
         &attachment,
@@ -612,6 +641,20 @@ pub(crate) fn translate_memo(
         m.models_read = routes.iter().filter(|r| r.read_beyond_head()).count();
     }
     out
+}
+
+/// A route's report from its works (each rule once, however many
+/// listeners built it); a route programmed on no listener gets its
+/// references checked instead.
+fn report_of(index: &Index<'_>, route: &Route<'_>, works: &[Arc<Work>], report: &mut RouteReport) {
+    for w in works {
+        for (rule_index, r) in &w.rules {
+            report.absorb(*rule_index, r);
+        }
+    }
+    if report.rules_seen.is_empty() {
+        report.check_refs(index, route);
+    }
 }
 
 /// What one route contributes to the output besides xDS: its status (when

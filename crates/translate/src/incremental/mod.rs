@@ -234,6 +234,8 @@ struct Prev {
     gateways: HashMap<String, GatewayMemo>,
     proxy_trees: httpproxy::Trees,
     orders: Option<Orders>,
+    /// The endpoint guard's diagnostics (`endpoint_guard::diagnostics`).
+    endpoint_warnings: Vec<crate::Diagnostic>,
 }
 
 /// One route's memo: its works, its bindings and (but under STRICT) its
@@ -314,6 +316,13 @@ impl Translator {
             .as_ref()
             .filter(|p| !same_kind(&p.inputs.inputs().endpoint_slices, &new.endpoint_slices))
             .map(|p| endpoints::changed_services(&p.inputs.inputs().endpoint_slices, &new.endpoint_slices));
+        // The endpoint guard's diagnostics read the EndpointSlices (with
+        // their sources), their Services and the settings: reused when none
+        // of them changed.
+        let endpoint_warnings = prev
+            .as_mut()
+            .filter(|_| endpoints_changed.is_none())
+            .map(|p| std::mem::take(&mut p.endpoint_warnings));
         let (prior, keys, prior_gateways, full, proxies, same_object) = match prev {
             None => (
                 Vec::new(),
@@ -382,6 +391,7 @@ impl Translator {
             hosts_merged: 0,
             endpoints_changed,
             assignments_rebuilt: 0,
+            endpoint_warnings: endpoint_warnings.filter(|_| full.is_none()),
             prior_orders,
             next_orders: None,
             same_object,
@@ -412,6 +422,7 @@ impl Translator {
             gateways: memo.next_gateways,
             proxy_trees,
             orders: memo.next_orders,
+            endpoint_warnings: memo.endpoint_warnings.unwrap_or_default(),
         });
         out
     }
@@ -456,6 +467,9 @@ pub(crate) struct RouteMemo {
     /// nothing else of the context did ([`endpoints`]).
     endpoints_changed: Option<endpoints::Services>,
     assignments_rebuilt: usize,
+    /// The endpoint guard's diagnostics: last call's when nothing they read
+    /// changed (offered), then this call's (kept).
+    pub(crate) endpoint_warnings: Option<Vec<crate::Diagnostic>>,
     /// Last call's orders, offered to the pipeline, and this call's.
     pub(crate) prior_orders: Option<Orders>,
     pub(crate) next_orders: Option<Orders>,
@@ -473,6 +487,22 @@ impl RouteMemo {
         self.order = sorted.to_vec();
     }
 
+    /// Per route (pipeline order): whether [`Gateways::tails`] will offer
+    /// its tail (its works reused and a tail kept), when tails may be
+    /// reused at all (the caller's to know: not under STRICT or hooks).
+    pub(crate) fn tails_offered(&self, n: usize) -> Vec<bool> {
+        (0..n)
+            .map(|ri| {
+                !self.rebuilt.get(ri).copied().unwrap_or(true)
+                    && self
+                        .order
+                        .get(ri)
+                        .and_then(|&at| self.prior.get(at)?.as_ref())
+                        .is_some_and(|slot| slot.tail.is_some())
+            })
+            .collect()
+    }
+
     /// The offered slot of the pipeline's route `ri`, if any.
     fn prior_mut(&mut self, ri: usize) -> Option<&mut Slot> {
         let at = *self.order.get(ri)?;
@@ -480,7 +510,7 @@ impl RouteMemo {
     }
 
     /// This call's works (pipeline order), for [`RouteMemo::keep`].
-    pub(crate) fn keep_works(&mut self, works: Vec<Vec<Arc<Work>>>) {
+    fn keep_works(&mut self, works: Vec<Vec<Arc<Work>>>) {
         self.works = works;
     }
 
@@ -746,11 +776,13 @@ impl<'m> Gateways<'m> {
             .collect()
     }
 
-    /// Keeps every route's slot, with its tail, for the next call (see
-    /// [`RouteMemo::keep`]); under STRICT without the tail.
-    pub(crate) fn keep_tails(&mut self, tails: Vec<RouteTail>) {
+    /// Keeps every route's slot, with its works (pipeline order) and its
+    /// tail, for the next call (see [`RouteMemo::keep`]); under STRICT
+    /// without the tail.
+    pub(crate) fn keep_tails(&mut self, works: Vec<Vec<Arc<Work>>>, tails: Vec<RouteTail>) {
         let reuse_allowed = self.reuse_allowed;
         if let Some(memo) = self.memo.as_deref_mut() {
+            memo.keep_works(works);
             memo.keep(reuse_allowed.then_some(tails));
         }
     }
