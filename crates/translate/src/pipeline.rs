@@ -380,7 +380,7 @@ pub(crate) fn translate_memo(
             // A partial assembly merges only the hosts the changed works
             // name (`incremental::dirty_hosts` says when that is sound).
             let no_scopes = gw_scopes.gateway.is_none() && gw_scopes.listeners.is_empty();
-            let dirty = prior_works
+            let partial = prior_works
                 .as_deref()
                 .filter(|_| no_scopes && hooks.is_none() && validator.is_none())
                 .filter(|_| {
@@ -392,9 +392,27 @@ pub(crate) fn translate_memo(
                     })
                 })
                 .and_then(|prior| crate::incremental::dirty_hosts::dirty_hosts(prior, &works, slot));
+            // Clean works need not be merged when last call's clusters and
+            // HTTP filters are all they would add (`dirty_hosts::Partial`).
+            let skip_clean = match (&partial, &prior_clusters, &prior_configs) {
+                (Some(p), Some(pc), Some(configs)) if p.clean_skippable => {
+                    ir.clusters = (*pc.clusters).clone();
+                    for c in ir.ports.values_mut().flat_map(|p| &mut p.chains) {
+                        if let Some(m) = configs.get(&c.route_config) {
+                            c.http_filters = m.http_filters().clone();
+                        }
+                    }
+                    true
+                }
+                _ => false,
+            };
+            let dirty = partial.map(|p| p.hosts);
             let merged = Merged::per_listener(dirty.as_ref(), gw.listeners.len(), slot);
             for (ri, w) in &works {
                 let hosts = merged.get(w.listener).copied().unwrap_or(Merged::All);
+                if skip_clean && !w.hostnames.iter().any(|h| hosts.wants(h)) {
+                    continue;
+                }
                 merge(&mut ir, &mut store, gw, slot(w.listener), w, age_rank[*ri], hosts);
             }
             drop(works);
@@ -764,6 +782,20 @@ impl Work {
     /// The hostnames its routes are programmed on.
     pub(crate) fn hostnames(&self) -> &[String] {
         &self.hostnames
+    }
+
+    /// The HTTP filters its routes configure.
+    pub(crate) fn filters(&self) -> &[String] {
+        &self.filters
+    }
+
+    /// The names of the clusters its routes use.
+    pub(crate) fn cluster_names(&self) -> impl Iterator<Item = &str> {
+        self.clusters.keys().map(String::as_str)
+    }
+
+    pub(crate) fn names_cluster(&self, name: &str) -> bool {
+        self.clusters.contains_key(name)
     }
 }
 

@@ -24,6 +24,7 @@
 //! output compared with a full translation after every step).
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::pipeline::Work;
@@ -75,14 +76,30 @@ impl Merged<'_> {
 /// partial merge saves nothing when most hosts are dirty.
 const MAX_CHANGED: usize = 256;
 
-/// The hosts the changed works between `prior` (last call's works, with
-/// their relative ages) and `now` name, by route configuration (`chain`
-/// of a work's listener); None when too many works changed.
-pub(crate) fn dirty_hosts(
-    prior: &[(Arc<Work>, usize)],
-    now: &[(usize, Arc<Work>)],
-    chain: impl Fn(usize) -> ChainId,
-) -> Option<DirtyHosts> {
+/// A partial assembly's plan.
+pub(crate) struct Partial {
+    /// The hosts the changed works name, by route configuration.
+    pub(crate) hosts: DirtyHosts,
+    /// Whether the works that name no dirty host (*clean* works) need not
+    /// be merged at all. Besides hosts, merging a work adds its clusters
+    /// to the Gateway's and its HTTP filters to its route configuration's
+    /// (as sets: a cluster's spec is a function of its name in one
+    /// translation, and a reused work was built under the same context).
+    /// Last call's sets are the union over last call's works (and the
+    /// ext_authz clusters of the filters used). When every cluster a
+    /// changed work of last call named is named by a changed work of this
+    /// call, and every HTTP filter by one on the same route configuration,
+    /// this call's unions are last call's plus the changed works': so the
+    /// assembly starts from last call's sets and merges only the works
+    /// naming a dirty host. Otherwise (a route dropped a backend or a
+    /// filter) every work is merged.
+    pub(crate) clean_skippable: bool,
+}
+
+/// The changed works between `prior` (last call's works, with their
+/// relative ages) and `now`: the ranges of each outside their common
+/// prefix and suffix of the very same works.
+fn changed(prior: &[(Arc<Work>, usize)], now: &[(usize, Arc<Work>)]) -> (Range<usize>, Range<usize>) {
     let prefix = prior
         .iter()
         .zip(now)
@@ -94,8 +111,21 @@ pub(crate) fn dirty_hosts(
         .zip(now[prefix..].iter().rev())
         .take_while(|((a, _), (_, b))| Arc::ptr_eq(a, b))
         .count();
-    let old = &prior[prefix..prior.len() - suffix];
-    let new = &now[prefix..now.len() - suffix];
+    (prefix..prior.len() - suffix, prefix..now.len() - suffix)
+}
+
+/// The hosts the changed works between `prior` (last call's works, with
+/// their relative ages) and `now` name, by route configuration (`chain`
+/// of a work's listener), and whether clean works may be left unmerged;
+/// None when too many works changed.
+pub(crate) fn dirty_hosts(
+    prior: &[(Arc<Work>, usize)],
+    now: &[(usize, Arc<Work>)],
+    chain: impl Fn(usize) -> ChainId,
+) -> Option<Partial> {
+    let (old, new) = changed(prior, now);
+    let old = &prior[old];
+    let new = &now[new];
     if old.len() + new.len() > MAX_CHANGED {
         return None;
     }
@@ -108,5 +138,16 @@ pub(crate) fn dirty_hosts(
             }
         }
     }
-    Some(dirty)
+    let clean_skippable = old.iter().all(|(o, _)| {
+        o.cluster_names()
+            .all(|c| new.iter().any(|(_, w)| w.names_cluster(c)))
+            && o.filters().iter().all(|f| {
+                new.iter()
+                    .any(|(_, w)| chain(w.listener) == chain(o.listener) && w.filters().contains(f))
+            })
+    });
+    Some(Partial {
+        hosts: dirty,
+        clean_skippable,
+    })
 }

@@ -53,12 +53,20 @@ pub struct ConfigMemo {
     /// In the assembly that made this memo: hosts merged into the IR
     /// (the others spliced as clean, `incremental::dirty_hosts`).
     pub merged: usize,
+    /// The HTTP filters its chain's routes configured (a partial assembly
+    /// that merges no clean work starts from them: `incremental::dirty_hosts`).
+    http_filters: BTreeSet<String>,
 }
 
 impl ConfigMemo {
     /// Whether it holds its configuration's bytes (every host spliceable).
     pub fn has_bytes(&self) -> bool {
         self.config.is_some()
+    }
+
+    /// The HTTP filters of the chain it was assembled from.
+    pub(crate) fn http_filters(&self) -> &BTreeSet<String> {
+        &self.http_filters
     }
 }
 
@@ -160,6 +168,11 @@ pub fn build_memo(
             ..
         }) => (Some(config), hosts),
         _ => (None, Vec::new()),
+    };
+    let http_filters = if keep {
+        chain.http_filters.clone()
+    } else {
+        BTreeSet::new()
     };
     let prior_bytes: Option<&[u8]> = prior_config.as_ref().map(|c| c.bytes());
     let mut cursor = Cursor {
@@ -329,6 +342,7 @@ pub fn build_memo(
         let config = encoded::assemble(&head, hosts, &tail);
         let memo = keep.then(|| ConfigMemo {
             config: Some(config.clone()),
+            http_filters,
             ..Default::default()
         });
         return (config, memo);
@@ -356,6 +370,7 @@ pub fn build_memo(
             merged: n,
             hosts: entries,
             config: Some(config.clone()),
+            http_filters,
         }
     });
     (config, memo)
