@@ -263,28 +263,35 @@ pub(crate) fn translate_memo(
     };
     let is_lazy = |ri: usize| lazy.get(ri).copied().unwrap_or(false);
     let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
-    let mut per_gateway: Vec<Vec<(usize, Arc<Work>)>> = gateways.iter().map(|_| Vec::new()).collect();
     for (ri, (route, ws)) in routes.iter().zip(&works).enumerate() {
-        for w in ws {
-            if let Some(g) = per_gateway.get_mut(w.gateway) {
-                g.push((ri, Arc::clone(w)));
-            }
-        }
         if !is_lazy(ri) {
             report_of(&index, route, ws, &mut reports[ri]);
         }
     }
-    // Without a memo the works are dropped here: under hooks each
-    // Gateway's works must be their only owner (unwrapped, not copied).
-    // The memo keeps them for the next call (moved, not copied) once the
-    // lazy reports are made (`keep_tails`).
-    let works = match memo.as_deref() {
-        Some(_) => works,
-        None => {
-            drop(works);
-            Vec::new()
+    // Each Gateway's works borrow the routes' (which the memo keeps for
+    // the next call once the lazy reports are made: `keep_tails`); under
+    // hooks, which rewrite works, each Gateway owns its own (unwrapped,
+    // not copied).
+    let mut per_gateway: Vec<Vec<(usize, GatewayWork<'_>)>> = gateways.iter().map(|_| Vec::new()).collect();
+    let works = if hooks.is_some() {
+        for (ri, ws) in works.into_iter().enumerate() {
+            for w in ws {
+                if let Some(g) = per_gateway.get_mut(w.gateway) {
+                    g.push((ri, GatewayWork::Owned(w)));
+                }
+            }
         }
+        Vec::new()
+    } else {
+        works
     };
+    for (ri, ws) in works.iter().enumerate() {
+        for w in ws {
+            if let Some(g) = per_gateway.get_mut(w.gateway) {
+                g.push((ri, GatewayWork::Shared(w)));
+            }
+        }
+    }
 
     // HTTPProxy trees (README "HTTPProxy"): resolved once; their routes
     // built for the configured Gateway, installed during its assembly.
@@ -362,13 +369,16 @@ pub(crate) fn translate_memo(
                 let mut owned: Vec<Work> = works
                     .into_iter()
                     .map(|(ri, w)| {
-                        let mut w = Arc::unwrap_or_clone(w);
+                        let mut w = w.into_owned();
                         w.route = ri;
                         w
                     })
                     .collect();
                 hooks_gateway::route_hooks(h, &mut owned, &mut hooked);
-                works = owned.into_iter().map(|w| (w.route, Arc::new(w))).collect();
+                works = owned
+                    .into_iter()
+                    .map(|w| (w.route, GatewayWork::Owned(Arc::new(w))))
+                    .collect();
             }
             let mut ir = skeleton(gw);
             let mut store = ir::RouteStore::default();
@@ -641,7 +651,6 @@ pub(crate) fn translate_memo(
         out.replacements.extend(t.replacements.iter().cloned());
         out.status.extend(t.status.iter().cloned());
     }
-    reused_gateways.keep_tails(works, tails);
     policy::report::report(
         &policies,
         &attachment,
@@ -653,6 +662,7 @@ pub(crate) fn translate_memo(
         settings,
         &mut out,
     );
+    reused_gateways.keep_tails(works, bindings, tails);
     // HTTPProxy status for every proxy, served or not.
     crate::httpproxy::report(inputs, &proxies, settings, proxy_address.as_deref(), &mut out);
     if let Some(m) = memo {
@@ -756,6 +766,35 @@ fn route_tail(
         }
     }
     t
+}
+
+/// One of a Gateway's works, as its assembly takes it: borrowed from the
+/// route's works (no reference count written per work and call), or owned
+/// (under hooks, which rewrite works: each is its only owner).
+pub(crate) enum GatewayWork<'w> {
+    Shared(&'w Arc<Work>),
+    Owned(Arc<Work>),
+}
+
+impl GatewayWork<'_> {
+    /// The work itself: unwrapped when owned and not shared, else copied.
+    fn into_owned(self) -> Work {
+        match self {
+            GatewayWork::Shared(w) => Work::clone(w),
+            GatewayWork::Owned(w) => Arc::unwrap_or_clone(w),
+        }
+    }
+}
+
+impl std::ops::Deref for GatewayWork<'_> {
+    type Target = Arc<Work>;
+
+    fn deref(&self) -> &Arc<Work> {
+        match self {
+            GatewayWork::Shared(w) => w,
+            GatewayWork::Owned(w) => w,
+        }
+    }
 }
 
 /// One route's rules built for one listener it is attached to.

@@ -27,7 +27,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::pipeline::Work;
+use crate::pipeline::{GatewayWork, Work};
 
 /// A route configuration of one Gateway: its port and its chain's index
 /// on that port (as `pipeline::chain_slot` finds it).
@@ -99,7 +99,7 @@ pub(crate) struct Partial {
 /// The changed works between `prior` (last call's works, with their
 /// relative ages) and `now`: the ranges of each outside their common
 /// prefix and suffix of the very same works.
-fn changed(prior: &[(Arc<Work>, usize)], now: &[(usize, Arc<Work>)]) -> (Range<usize>, Range<usize>) {
+fn changed(prior: &[(Arc<Work>, usize)], now: &[(usize, GatewayWork<'_>)]) -> (Range<usize>, Range<usize>) {
     let prefix = prior
         .iter()
         .zip(now)
@@ -120,7 +120,7 @@ fn changed(prior: &[(Arc<Work>, usize)], now: &[(usize, Arc<Work>)]) -> (Range<u
 /// None when too many works changed.
 pub(crate) fn dirty_hosts(
     prior: &[(Arc<Work>, usize)],
-    now: &[(usize, Arc<Work>)],
+    now: &[(usize, GatewayWork<'_>)],
     chain: impl Fn(usize) -> ChainId,
 ) -> Option<Partial> {
     let (old, new) = changed(prior, now);
@@ -130,7 +130,7 @@ pub(crate) fn dirty_hosts(
         return None;
     }
     let mut dirty = DirtyHosts::new();
-    for w in old.iter().map(|(w, _)| w).chain(new.iter().map(|(_, w)| w)) {
+    for w in old.iter().map(|(w, _)| w).chain(new.iter().map(|(_, w)| &**w)) {
         let hosts = dirty.entry(chain(w.listener)).or_default();
         for h in w.hostnames() {
             if !hosts.contains(h.as_str()) {

@@ -144,7 +144,7 @@ use crate::Seams;
 use crate::binding::ParentBinding;
 use crate::gateway::GatewayState;
 use crate::parallel;
-use crate::pipeline::{self, PARALLEL_MIN_ROUTES, RouteTail, Work};
+use crate::pipeline::{self, GatewayWork, PARALLEL_MIN_ROUTES, RouteTail, Work};
 use crate::policy::scope::ScopeFence;
 use crate::route::model::{Route, RouteKind};
 use crate::xds::{self, Clusters, ConfigMemos};
@@ -245,7 +245,8 @@ struct Prev {
 /// keyed by (kind, namespace, name) cost a third of an edit).
 pub(crate) struct Slot {
     works: Vec<Arc<Work>>,
-    bindings: Arc<Vec<ParentBinding>>,
+    /// Taken by the call that reuses them ([`bind_all`]).
+    bindings: Option<Arc<Vec<ParentBinding>>>,
     tail: Option<RouteTail>,
 }
 
@@ -533,7 +534,7 @@ impl RouteMemo {
                 (Some(works), Some(bindings)) if !self.ambiguous_at.get(at).copied().unwrap_or(true) => {
                     Some(Slot {
                         works,
-                        bindings,
+                        bindings: Some(bindings),
                         tail,
                     })
                 }
@@ -557,16 +558,17 @@ pub(crate) fn bind_all(
     routes: &[Route<'_>],
     bind: impl Fn(&Route<'_>) -> Vec<ParentBinding>,
 ) -> Vec<Arc<Vec<ParentBinding>>> {
-    let out: Vec<Arc<Vec<ParentBinding>>> = routes
+    // Moved out of the offered slots (handed back with this call's:
+    // `Gateways::keep_tails`), not shared: no reference count is touched.
+    routes
         .iter()
         .enumerate()
-        .map(|(ri, r)| match memo.prior_mut(ri) {
-            Some(slot) => Arc::clone(&slot.bindings),
-            None => Arc::new(bind(r)),
+        .map(|(ri, r)| {
+            memo.prior_mut(ri)
+                .and_then(|slot| slot.bindings.take())
+                .unwrap_or_else(|| Arc::new(bind(r)))
         })
-        .collect();
-    memo.bindings = out.clone();
-    out
+        .collect()
 }
 
 /// One Gateway's assembly (xDS and the scopes its policies fenced), with
@@ -593,13 +595,6 @@ struct GatewayMemo {
 /// meanwhile): the same work means the same route, reused, on the same
 /// listener, with the same content.
 pub(crate) type Signature = Vec<(Arc<Work>, usize)>;
-
-fn same_signature(a: &Signature, b: &Signature) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|((wa, aa), (wb, ab))| aa == ab && Arc::ptr_eq(wa, wb))
-}
 
 /// The pipeline's side of the Gateway memo: which Gateways' assembly is
 /// reused, and every assembled Gateway kept for the next call.
@@ -647,7 +642,7 @@ impl<'m> Gateways<'m> {
         memo: Option<&'m mut RouteMemo>,
         reuse_allowed: bool,
         gateways: &[GatewayState<'_>],
-        per_gateway: &[Vec<(usize, Arc<Work>)>],
+        per_gateway: &[Vec<(usize, GatewayWork<'_>)>],
         age_rank: &[usize],
         settings: &Settings,
         endpoints: &crate::endpoints::Resolver<'_, '_>,
@@ -698,13 +693,18 @@ impl<'m> Gateways<'m> {
             let mut ages: Vec<usize> = works.iter().map(|(ri, _)| age_rank[*ri]).collect();
             ages.sort_unstable();
             ages.dedup();
-            let signature: Signature = works
-                .iter()
-                .map(|(ri, w)| {
-                    let age = ages.binary_search(&age_rank[*ri]).unwrap_or(usize::MAX);
-                    (Arc::clone(w), age)
-                })
-                .collect();
+            let age_of = |ri: usize| ages.binary_search(&age_rank[ri]).unwrap_or(usize::MAX);
+            // The same works (by identity) in the same relative age order
+            // as last call's: compared without taking a reference to any.
+            let same = prior.as_ref().is_some_and(|p| {
+                p.signature.len() == works.len()
+                    && p.signature
+                        .iter()
+                        .zip(works)
+                        .all(|((wa, aa), (ri, wb))| *aa == age_of(*ri) && Arc::ptr_eq(wa, wb))
+            });
+            let signature_now =
+                || -> Signature { works.iter().map(|(ri, w)| (Arc::clone(w), age_of(*ri))).collect() };
             let again = |p: GatewayMemo| Reuse {
                 whole: None,
                 configs: p.configs,
@@ -714,8 +714,9 @@ impl<'m> Gateways<'m> {
                     built: p.built,
                 }),
             };
-            let (next, kept) = match prior {
-                Some(p) if same_signature(&p.signature, &signature) => match refreshed(&p) {
+            let (next, kept, signature) = match prior {
+                Some(p) if same => match refreshed(&p) {
+                    // Reused whole: its signature is last call's, kept.
                     Some((built, rebuilt)) => {
                         memo.assignments_rebuilt += rebuilt;
                         let next = Reuse {
@@ -723,11 +724,14 @@ impl<'m> Gateways<'m> {
                             configs: p.configs,
                             ..Reuse::default()
                         };
-                        (next, p.clusters)
+                        (next, p.clusters, p.signature)
                     }
-                    None => (again(p), None),
+                    None => {
+                        let signature = p.signature.clone();
+                        (again(p), None, signature)
+                    }
                 },
-                Some(p) => (again(p), None),
+                Some(p) => (again(p), None, signature_now()),
                 // No memo of this Gateway yet: an empty one asks the
                 // assembly to make one.
                 None => (
@@ -736,6 +740,7 @@ impl<'m> Gateways<'m> {
                         ..Reuse::default()
                     },
                     None,
+                    signature_now(),
                 ),
             };
             if next.whole.is_some() {
@@ -776,13 +781,19 @@ impl<'m> Gateways<'m> {
             .collect()
     }
 
-    /// Keeps every route's slot, with its works (pipeline order) and its
-    /// tail, for the next call (see [`RouteMemo::keep`]); under STRICT
+    /// Keeps every route's slot, with its works and bindings (pipeline
+    /// order) and its tail, for the next call (see [`RouteMemo::keep`]); under STRICT
     /// without the tail.
-    pub(crate) fn keep_tails(&mut self, works: Vec<Vec<Arc<Work>>>, tails: Vec<RouteTail>) {
+    pub(crate) fn keep_tails(
+        &mut self,
+        works: Vec<Vec<Arc<Work>>>,
+        bindings: Vec<Arc<Vec<ParentBinding>>>,
+        tails: Vec<RouteTail>,
+    ) {
         let reuse_allowed = self.reuse_allowed;
         if let Some(memo) = self.memo.as_deref_mut() {
             memo.keep_works(works);
+            memo.bindings = bindings;
             memo.keep(reuse_allowed.then_some(tails));
         }
     }

@@ -108,6 +108,10 @@ pub fn build_memo(
                 .zip(p.built.clusters.iter().zip(&p.built.endpoints))
                 .peekable()
         });
+    // Sized once: a Cluster is large, and growing the lists moved every
+    // one built so far (a few percent of an edit at 10,000 routes).
+    out.clusters.reserve_exact(gw.clusters.len());
+    out.endpoints.reserve_exact(gw.clusters.len());
     for c in gw.clusters.values() {
         let same = kept.as_mut().and_then(|walk| {
             while walk.next_if(|(spec, _)| spec.name < c.name).is_some() {}

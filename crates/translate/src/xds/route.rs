@@ -175,14 +175,17 @@ pub fn build_memo(
         BTreeSet::new()
     };
     let prior_bytes: Option<&[u8]> = prior_config.as_ref().map(|c| c.bytes());
+    // A partial assembly's chain holds only its dirty hosts: the others
+    // come from the previous memo, so the lists are sized for both.
+    let n = chain.virtual_hosts.len();
+    let cap = n + if dirty.is_some() { prior_hosts.len() } else { 0 };
     let mut cursor = Cursor {
         hosts: prior_hosts.into_iter().peekable(),
     };
-    let n = chain.virtual_hosts.len();
     // The memo's entries in host order (their ranges filled in once
     // assembled), and per host whether it has one.
-    let mut entries: Vec<HostMemo> = Vec::with_capacity(if keep { n } else { 0 });
-    let mut has_entry: Vec<bool> = Vec::with_capacity(n);
+    let mut entries: Vec<HostMemo> = Vec::with_capacity(if keep { cap } else { 0 });
+    let mut has_entry: Vec<bool> = Vec::with_capacity(cap);
     let mut spliced = 0;
     let mut carried = 0;
     // One host's routes, taken from the store: reused across hosts, so a
@@ -215,7 +218,7 @@ pub fn build_memo(
         .map(|f| apply::per_filter(f).into_iter().map(|(n, _)| n).collect())
         .unwrap_or_default();
     let route_config = &chain.route_config;
-    let mut hosts: Vec<Host<'_, RouteBytes>> = Vec::with_capacity(n);
+    let mut hosts: Vec<Host<'_, RouteBytes>> = Vec::with_capacity(cap);
     let partial = dirty.zip(prior_bytes);
     // A partial assembly's clean hosts before hostname `$before`.
     macro_rules! splice_clean {
