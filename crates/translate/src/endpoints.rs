@@ -83,12 +83,7 @@ fn ready(index: &Index<'_>, service: &ServicePort) -> Vec<(String, u32)> {
         Some(IntOrString::String(_)) => 0,
     };
     let mut out = Vec::new();
-    for slice in index
-        .endpoint_slices
-        .get(&(namespace.as_str(), name.as_str()))
-        .into_iter()
-        .flatten()
-    {
+    for slice in index.slices_of(namespace, name) {
         let slice_port = slice
             .ports
             .as_ref()

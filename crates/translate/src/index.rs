@@ -33,8 +33,11 @@ pub struct Index<'a> {
     pub services: HashMap<(&'a str, &'a str), &'a Service>,
     /// EndpointSlices by the (namespace, name) of the Service they belong to
     /// (label `kubernetes.io/service-name`; borrowed keys: building the
-    /// index allocates none per slice).
-    pub endpoint_slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    /// index allocates none per slice). Built when first read: only
+    /// clusters resolved this call read it ([`Index::slices_of`]), none
+    /// after most incremental edits.
+    endpoint_slices: std::sync::OnceLock<HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>>,
+    slices: &'a [api::Sourced<EndpointSlice>],
     pub secrets: HashMap<(&'a str, &'a str), &'a Secret>,
     pub reference_grants: Vec<&'a ReferenceGrant>,
     /// Which endpoint addresses may be used (from the settings).
@@ -56,23 +59,14 @@ impl<'a> Index<'a> {
             labels.insert("kubernetes.io/metadata.name".into(), name.clone());
             namespace_labels.entry(name).or_insert(labels);
         }
-        let mut endpoint_slices: HashMap<(&str, &str), Vec<&EndpointSlice>> =
-            HashMap::with_capacity(inputs.endpoint_slices.len());
-        for es in &inputs.endpoint_slices {
-            if let Some(service) = service_of_slice(&es.object) {
-                endpoint_slices.entry(service).or_default().push(&es.object);
-            }
-        }
-        for slices in endpoint_slices.values_mut() {
-            slices.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        }
         Self {
             namespace_labels,
             services: by_name(
                 inputs.services.len(),
                 inputs.services.iter().map(|s| (&s.object.metadata, &*s.object)),
             ),
-            endpoint_slices,
+            endpoint_slices: std::sync::OnceLock::new(),
+            slices: &inputs.endpoint_slices,
             secrets: by_name(
                 inputs.secrets.len(),
                 inputs.secrets.iter().map(|s| (&s.object.metadata, &*s.object)),
@@ -81,6 +75,24 @@ impl<'a> Index<'a> {
             endpoint_guard: Default::default(),
             extensions: None,
         }
+    }
+
+    /// The EndpointSlices of Service `ns/name`, by name.
+    pub fn slices_of<'s>(&'s self, ns: &'s str, name: &'s str) -> &'s [&'s EndpointSlice] {
+        let by_service = self.endpoint_slices.get_or_init(|| {
+            let mut by_service: HashMap<(&str, &str), Vec<&EndpointSlice>> =
+                HashMap::with_capacity(self.slices.len());
+            for es in self.slices {
+                if let Some(service) = service_of_slice(&es.object) {
+                    by_service.entry(service).or_default().push(&es.object);
+                }
+            }
+            for slices in by_service.values_mut() {
+                slices.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            }
+            by_service
+        });
+        by_service.get(&(ns, name)).map_or(&[], Vec::as_slice)
     }
 
     pub fn service(&self, ns: &str, name: &str) -> Option<&'a Service> {
