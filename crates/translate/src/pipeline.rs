@@ -268,12 +268,13 @@ pub(crate) fn translate_memo(
             report_of(&index, route, ws, &mut reports[ri]);
         }
     }
-    // Each Gateway's works borrow the routes' (which the memo keeps for
-    // the next call once the lazy reports are made: `keep_tails`); under
-    // hooks, which rewrite works, each Gateway owns its own (unwrapped,
-    // not copied).
+    // With the memo, each Gateway's works borrow the routes' (which the
+    // memo keeps for the next call once the lazy reports are made:
+    // `keep_tails`). Without it each Gateway owns its own: freed as it is
+    // assembled, and under hooks, which rewrite works, unwrapped rather
+    // than copied.
     let mut per_gateway: Vec<Vec<(usize, GatewayWork<'_>)>> = gateways.iter().map(|_| Vec::new()).collect();
-    let works = if hooks.is_some() {
+    let works = if memo.is_none() {
         for (ri, ws) in works.into_iter().enumerate() {
             for w in ws {
                 if let Some(g) = per_gateway.get_mut(w.gateway) {

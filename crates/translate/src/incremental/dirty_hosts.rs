@@ -16,6 +16,12 @@
 //! naming a dirty host is merged into it, changed or not, so a dirty host
 //! is built exactly as a full assembly builds it.
 //!
+//! A work naming no dirty host (a *clean* work) adds to the assembly only
+//! its clusters and HTTP filters; when last call's sets of those are known
+//! to be all it would add ([`Partial::clean_skippable`]), clean works are
+//! not merged at all, and a one-route edit merges one work instead of
+//! every work of its Gateway.
+//!
 //! Used only where every host of last call's configurations is in the
 //! memo: no Gateway or listener policy (nothing fenced or projected per
 //! host), no STRICT, no hooks, not the Gateway serving HTTPProxies, and a

@@ -34,7 +34,9 @@
 //!   forgotten — drops every memo: everything is rebuilt.
 //! - **EndpointSlices** are read only by ClusterLoadAssignments, resolved
 //!   when a Gateway is assembled (`crate::endpoints`), and by the endpoint
-//!   guard's diagnostics, made on every call: an edit of them alone reuses
+//!   guard's diagnostics, made again whenever the slices (objects or
+//!   sources) changed, and else last call's (they read nothing else but
+//!   Services and settings, context): an edit of them alone reuses
 //!   routes and Gateways as a route edit does, and a reused Gateway's
 //!   assignments of the Services whose slices changed are built again
 //!   ([`endpoints`] says why that is sound).
@@ -64,7 +66,9 @@
 //!   - its tail ([`Gateways::tails`]), when its works were reused: status
 //!     reads the route, its bindings, its report (from its works) and the
 //!     Gateways' names; the call's transition time and the route's source
-//!     are the only things restamped.
+//!     are the only things restamped. Such a route's report is made only
+//!     if its tail is not taken after all (its HTTPProxy conflicts
+//!     changed): nothing else reads it.
 //!
 //!   Bindings and works are shared (`Arc`) between the memo and the
 //!   pipeline, never copied.
@@ -110,10 +114,10 @@
 //!   and rules are built from the object only when first read: for the
 //!   routes whose bindings, works or tails are built (under STRICT every
 //!   tail is), the routes a default Gateway may claim, and (rules) the
-//!   routes programmed on no listener, whose references are checked on
-//!   every call; policy attachment by rule `sectionName` and STRICT's
-//!   mapping of a rejected route to its rule read rule names from the
-//!   object. An unchanged route's model is thus neither built nor dropped
+//!   routes programmed on no listener whose tail is built, whose
+//!   references are checked then; policy attachment by rule
+//!   `sectionName` and STRICT's mapping of a rejected route to its rule
+//!   read rule names from the object. An unchanged route's model is thus neither built nor dropped
 //!   beyond its head ([`Stats::models_read`]).
 //! - **Everything else** (Gateway and ListenerSet status, policy reports,
 //!   HTTPProxy's cross-tree steps, policy attachment) runs in full on every
