@@ -159,7 +159,7 @@ fn main() {
     }
     let s = translator.stats();
     println!(
-        "routes={n} edits={edits} first_ms={first_ms:.1} {}_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} models_read={} gateways_reused={} hosts_spliced={} hosts_encoded={} hosts_merged={} assignments_rebuilt={}",
+        "routes={n} edits={edits} first_ms={first_ms:.1} {}_median_ms={:.1} incremental_median_ms={:.1} routes_built={} routes_reused={} models_read={} gateways_reused={} hosts_spliced={} hosts_encoded={} hosts_merged={} works_merged={} assignments_rebuilt={}",
         if copied_mode { "copied" } else { "full" },
         median(&mut full),
         median(&mut inc),
@@ -170,6 +170,7 @@ fn main() {
         s.hosts_spliced,
         s.hosts_encoded,
         s.hosts_merged,
+        s.works_merged,
         s.assignments_rebuilt
     );
 }

@@ -331,6 +331,7 @@ pub(crate) fn translate_memo(
     let reuse = reused_gateways.take();
     let reused_whole: Vec<bool> = reuse.iter().map(|r| r.whole.is_some()).collect();
     let endpoints_changed = reused_gateways.endpoints_changed();
+    let works_merged = std::sync::atomic::AtomicUsize::new(0);
     let assembled = parallel::map(
         gateways
             .iter()
@@ -419,13 +420,16 @@ pub(crate) fn translate_memo(
             };
             let dirty = partial.map(|p| p.hosts);
             let merged = Merged::per_listener(dirty.as_ref(), gw.listeners.len(), slot);
+            let mut merged_here = 0;
             for (ri, w) in &works {
                 let hosts = merged.get(w.listener).copied().unwrap_or(Merged::All);
                 if skip_clean && !w.hostnames.iter().any(|h| hosts.wants(h)) {
                     continue;
                 }
                 merge(&mut ir, &mut store, gw, slot(w.listener), w, age_rank[*ri], hosts);
+                merged_here += 1;
             }
+            works_merged.fetch_add(merged_here, std::sync::atomic::Ordering::Relaxed);
             drop(works);
             let installed = served
                 .as_ref()
@@ -503,6 +507,7 @@ pub(crate) fn translate_memo(
             )
         },
     );
+    reused_gateways.works_merged(works_merged.into_inner());
     let mut fences_by_gateway = Vec::with_capacity(gateways.len());
     let mut proxy_address: Option<String> = None;
     for (

@@ -114,10 +114,30 @@ fn shared_snapshots_reuse_by_position_and_never_stale() {
             (1, 1, n / 4 - 1),
             "{s:?}"
         );
+        // The edited route keeps its backends: its work is the only one
+        // merged; the other works of its Gateway (naming no dirty host)
+        // are left out (`dirty_hosts::Partial::clean_skippable`).
+        assert_eq!(s.works_merged, 1, "{s:?}");
         // Last call's orders checked only next to the edited route: at
         // most two neighbours in each of the two orders.
         assert!(s.order_compares <= 4, "{s:?}");
     }
+
+    // A route that drops its backends: last call's clusters may hold one
+    // no route names any more, so every work of its Gateway is merged
+    // (one route per host, a quarter of the routes); put back, only its
+    // own work is.
+    let kept = inputs.http_routes[11].object.clone();
+    let route: &mut HttpRoute = Arc::make_mut(&mut inputs.http_routes[11].object);
+    for rule in route.spec.rules.iter_mut().flatten() {
+        rule.backend_refs = None;
+    }
+    let s = run.step("route 11 without backends", &inputs);
+    assert_eq!((s.routes_built, s.gateways_reused), (1, 3), "{s:?}");
+    assert_eq!(s.works_merged, n / 4, "every work of the Gateway: {s:?}");
+    inputs.http_routes[11].object = Arc::new(HttpRoute::clone(&kept));
+    let s = run.step("route 11 with its backends again", &inputs);
+    assert_eq!(s.works_merged, 1, "{s:?}");
 
     // An edit back to what a route was two steps ago: a new allocation
     // again, equal to an object the translator no longer holds.

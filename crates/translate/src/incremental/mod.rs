@@ -195,6 +195,10 @@ pub struct Stats {
     /// (the others, clean, are spliced without being merged:
     /// [`dirty_hosts`]).
     pub hosts_merged: usize,
+    /// In the Gateways assembled again: works merged into the IR (a
+    /// partial assembly that may leave clean works out merges only those
+    /// naming a dirty host: [`dirty_hosts::Partial::clean_skippable`]).
+    pub works_merged: usize,
     /// In the Gateways reused after an EndpointSlice edit: the
     /// ClusterLoadAssignments built again (those of the clusters of the
     /// Services whose slices changed: [`endpoints`]).
@@ -394,6 +398,7 @@ impl Translator {
             hosts_spliced: 0,
             hosts_encoded: 0,
             hosts_merged: 0,
+            works_merged: 0,
             endpoints_changed,
             assignments_rebuilt: 0,
             endpoint_warnings: endpoint_warnings.filter(|_| full.is_none()),
@@ -415,6 +420,7 @@ impl Translator {
             hosts_spliced: memo.hosts_spliced,
             hosts_encoded: memo.hosts_encoded,
             hosts_merged: memo.hosts_merged,
+            works_merged: memo.works_merged,
             assignments_rebuilt: memo.assignments_rebuilt,
         };
         let (proxy_trees, tree_stats) = memo.proxies.finish();
@@ -468,6 +474,7 @@ pub(crate) struct RouteMemo {
     hosts_spliced: usize,
     hosts_encoded: usize,
     hosts_merged: usize,
+    works_merged: usize,
     /// The Services whose EndpointSlices changed since last call, when
     /// nothing else of the context did ([`endpoints`]).
     endpoints_changed: Option<endpoints::Services>,
@@ -805,6 +812,13 @@ impl<'m> Gateways<'m> {
     /// Per Gateway: what its assembly may reuse.
     pub(crate) fn take(&mut self) -> Vec<Reuse> {
         std::mem::take(&mut self.reuse)
+    }
+
+    /// Counts the works this call's assemblies merged ([`Stats::works_merged`]).
+    pub(crate) fn works_merged(&mut self, n: usize) {
+        if let Some(memo) = self.memo.as_deref_mut() {
+            memo.works_merged = n;
+        }
     }
 
     /// The Services whose EndpointSlices changed since last call (`None`:
