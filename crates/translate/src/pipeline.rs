@@ -257,8 +257,10 @@ pub(crate) fn translate_memo(
     // order, for its own IR. A route whose tail the incremental translator
     // offers (its works reused) needs its report only if that tail is not
     // taken: it is then made where the tail is built (`lazy`).
+    // Tails and assemblies are reused only without STRICT and hooks.
+    let reuse_allowed = validator.is_none() && hooks.is_none();
     let lazy: Vec<bool> = match memo.as_deref() {
-        Some(m) if validator.is_none() && hooks.is_none() => m.tails_offered(routes.len()),
+        Some(m) if reuse_allowed => m.tails_offered(routes.len()),
         _ => Vec::new(),
     };
     let is_lazy = |ri: usize| lazy.get(ri).copied().unwrap_or(false);
@@ -321,7 +323,7 @@ pub(crate) fn translate_memo(
     let endpoints = crate::endpoints::Resolver::new(&index);
     let mut reused_gateways = crate::incremental::Gateways::new(
         memo.as_deref_mut(),
-        validator.is_none() && hooks.is_none(),
+        reuse_allowed,
         &gateways,
         &per_gateway,
         &age_rank,

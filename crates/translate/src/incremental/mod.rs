@@ -503,16 +503,18 @@ impl RouteMemo {
     /// its tail (its works reused and a tail kept), when tails may be
     /// reused at all (the caller's to know: not under STRICT or hooks).
     pub(crate) fn tails_offered(&self, n: usize) -> Vec<bool> {
-        (0..n)
-            .map(|ri| {
-                !self.rebuilt.get(ri).copied().unwrap_or(true)
-                    && self
-                        .order
-                        .get(ri)
-                        .and_then(|&at| self.prior.get(at)?.as_ref())
-                        .is_some_and(|slot| slot.tail.is_some())
-            })
-            .collect()
+        (0..n).map(|ri| self.offers_tail(ri)).collect()
+    }
+
+    /// Whether the pipeline's route `ri` has last call's tail to reuse: its
+    /// works were reused and its slot kept a tail.
+    fn offers_tail(&self, ri: usize) -> bool {
+        !self.rebuilt.get(ri).copied().unwrap_or(true)
+            && self
+                .order
+                .get(ri)
+                .and_then(|&at| self.prior.get(at)?.as_ref())
+                .is_some_and(|slot| slot.tail.is_some())
     }
 
     /// The offered slot of the pipeline's route `ri`, if any.
@@ -784,10 +786,11 @@ impl<'m> Gateways<'m> {
         };
         (0..n)
             .map(|ri| {
-                let reused = !memo.rebuilt.get(ri).copied().unwrap_or(true);
-                memo.prior_mut(ri)
-                    .filter(|_| reused)
-                    .and_then(|slot| slot.tail.take())
+                if memo.offers_tail(ri) {
+                    memo.prior_mut(ri).and_then(|slot| slot.tail.take())
+                } else {
+                    None
+                }
             })
             .collect()
     }
