@@ -122,3 +122,21 @@ pub fn set_first_path(inputs: &mut api::Inputs, index: usize, value: &str) {
         .expect("generated routes match on a path");
     path.value = Some(value.to_string());
 }
+
+/// How many HTTPRoutes have a backendRef naming Service `ns/name` (what an
+/// edit of that Service rebuilds), read from the objects.
+pub fn routes_naming(inputs: &api::Inputs, ns: &str, name: &str) -> usize {
+    inputs
+        .http_routes
+        .iter()
+        .filter(|r| {
+            let route_ns = r.object.metadata.namespace.as_deref().unwrap_or("default");
+            r.object.spec.rules.iter().flatten().any(|rule| {
+                rule.backend_refs
+                    .iter()
+                    .flatten()
+                    .any(|b| b.name == name && b.namespace.as_deref().unwrap_or(route_ns) == ns)
+            })
+        })
+        .count()
+}

@@ -32,6 +32,12 @@
 //! in the default shape; the full translation beside it is what such an
 //! edit cost before it stopped being a context change
 //! (`translate::incremental` module doc, "EndpointSlice edits").
+//!
+//! A third argument `service` (or `service-inc`) edits one Service per
+//! edit (a new label, as Kubernetes' controllers and users annotate them),
+//! in the default shape: the routes that name it are rebuilt
+//! (`translate::incremental` module doc, "Services"); the full translation
+//! beside it is what such an edit cost while Services were context.
 
 /// The allocator of the `portcullis` binary (which runs this library), so
 /// the figures are the product's.
@@ -55,10 +61,13 @@ fn main() {
     let mode = args.next();
     let insert_mode = matches!(mode.as_deref(), Some("insert" | "insert-inc"));
     let endpoints_mode = matches!(mode.as_deref(), Some("endpoints" | "endpoints-inc"));
+    let service_mode = matches!(mode.as_deref(), Some("service" | "service-inc"));
     let add_mode = mode.as_deref() == Some("add");
     let wide = add_mode || mode.as_deref() == Some("wide");
-    let only_incremental = matches!(mode.as_deref(), Some("inc" | "insert-inc" | "endpoints-inc"))
-        || (wide && args.next().as_deref() == Some("inc"));
+    let only_incremental = matches!(
+        mode.as_deref(),
+        Some("inc" | "insert-inc" | "endpoints-inc" | "service-inc")
+    ) || (wide && args.next().as_deref() == Some("inc"));
     let copied_mode = mode.as_deref() == Some("copied");
     let text = if wide {
         wide_manifests(n)
@@ -83,6 +92,7 @@ fn main() {
     let first_ms = t.elapsed().as_secs_f64() * 1e3;
     drop(first);
     let (mut full, mut inc) = (Vec::new(), Vec::new());
+    let mut expected_built = usize::from(!endpoints_mode);
     for e in 0..edits {
         if add_mode {
             let name = format!("new{e}");
@@ -99,6 +109,15 @@ fn main() {
         } else if insert_mode {
             let ri = (e * 7919) % inputs.http_routes.len();
             insert_route(&mut inputs, ri, e);
+        } else if service_mode {
+            let si = (e * 7919) % inputs.services.len();
+            let meta = &mut Arc::make_mut(&mut inputs.services[si].object).metadata;
+            meta.labels = Some([("edit".to_string(), e.to_string())].into());
+            let (ns, name) = (
+                meta.namespace.clone().unwrap_or_default(),
+                meta.name.clone().unwrap_or_default(),
+            );
+            expected_built = testkit::generate::routes_naming(&inputs, &ns, &name);
         } else if endpoints_mode {
             // Copy on write, as a route edit: the held snapshot keeps the old slice.
             let si = (e * 7919) % inputs.endpoint_slices.len();
@@ -151,7 +170,6 @@ fn main() {
             );
         }
         let s = translator.stats();
-        let expected_built = usize::from(!endpoints_mode);
         assert!(
             s.full.is_none() && s.routes_built == expected_built,
             "edit {e}: expected {expected_built} route(s) rebuilt, got {s:?}"

@@ -196,7 +196,10 @@ pub fn diagnostics(inputs: &api::Inputs, index: &Index<'_>) -> Vec<Diagnostic> {
             .filter_map(|p| p.port)
             .filter_map(|p| u16::try_from(p).ok())
             .collect();
-        let service = crate::index::service_of_slice(es).and_then(|(ns, svc)| index.service(ns, svc));
+        // Untracked: these diagnostics are made again whenever a Service
+        // changed (`incremental/services.rs`).
+        let service =
+            crate::index::service_of_slice(es).and_then(|(ns, svc)| index.service_untracked(ns, svc));
         // A slice port that matches no Service port by name falls back to
         // the target port: judge those too.
         ports.extend(service.map(target_ports).unwrap_or_default());

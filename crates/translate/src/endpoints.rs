@@ -68,8 +68,10 @@ fn ready(index: &Index<'_>, service: &ServicePort) -> Vec<(String, u32)> {
         name,
         port,
     } = service;
+    // Untracked: a Service edit rebuilds its assignments by its own rule
+    // (`incremental/services.rs`).
     let Some(svc_port) = index
-        .service(namespace, name)
+        .service_untracked(namespace, name)
         .and_then(|s| s.spec.as_ref())
         .and_then(|s| s.ports.as_ref())
         .and_then(|ps| ps.iter().find(|p| p.port == *port))

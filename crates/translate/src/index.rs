@@ -30,7 +30,11 @@ pub fn service_of_slice(slice: &EndpointSlice) -> Option<(&str, &str)> {
 pub struct Index<'a> {
     pub namespace_labels: HashMap<String, BTreeMap<String, String>>,
     /// (namespace, name) → Service (borrowed keys: lookups do not allocate).
-    pub services: HashMap<(&'a str, &'a str), &'a Service>,
+    /// Read only through [`Index::service`], which notes the lookup.
+    services: HashMap<(&'a str, &'a str), &'a Service>,
+    /// Service lookups made outside a per-route recording, when the
+    /// incremental translator asks for them (`crate::service_reads`).
+    unscoped_service_reads: Option<crate::service_reads::Unscoped>,
     /// EndpointSlices by the (namespace, name) of the Service they belong to
     /// (label `kubernetes.io/service-name`; borrowed keys: building the
     /// index allocates none per slice). Built when first read: only
@@ -65,6 +69,7 @@ impl<'a> Index<'a> {
                 inputs.services.len(),
                 inputs.services.iter().map(|s| (&s.object.metadata, &*s.object)),
             ),
+            unscoped_service_reads: None,
             endpoint_slices: std::sync::OnceLock::new(),
             slices: &inputs.endpoint_slices,
             secrets: by_name(
@@ -95,8 +100,37 @@ impl<'a> Index<'a> {
         by_service.get(&(ns, name)).map_or(&[], Vec::as_slice)
     }
 
+    /// Service `ns/name`. The lookup is noted (found or not) for the
+    /// incremental translator: in the recording open on this thread, else
+    /// as unscoped when [`Index::record_service_reads`] asked for it
+    /// (`crate::service_reads`).
     pub fn service(&self, ns: &str, name: &str) -> Option<&'a Service> {
+        if let Some(unscoped) = &self.unscoped_service_reads {
+            let key = crate::service_reads::key(ns, name);
+            if !crate::service_reads::note(key) {
+                unscoped.note(key);
+            }
+        }
+        self.service_untracked(ns, name)
+    }
+
+    /// Service `ns/name`, the lookup not noted: only for the readers the
+    /// incremental translator rebuilds by their own rule when a Service
+    /// changes (ClusterLoadAssignments, the endpoint guard:
+    /// `incremental/services.rs`).
+    pub fn service_untracked(&self, ns: &str, name: &str) -> Option<&'a Service> {
         self.services.get(&(ns, name)).copied()
+    }
+
+    /// Notes Service lookups from now on (`crate::service_reads`).
+    pub(crate) fn record_service_reads(&mut self) {
+        self.unscoped_service_reads = Some(Default::default());
+    }
+
+    /// The Service lookups made outside any recording since
+    /// [`Index::record_service_reads`].
+    pub(crate) fn unscoped_service_reads(&mut self) -> Option<crate::service_reads::Reads> {
+        self.unscoped_service_reads.take().map(|u| u.into_reads())
     }
 
     pub fn secret(&self, ns: &str, name: &str) -> Option<&'a Secret> {

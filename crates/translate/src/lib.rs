@@ -42,6 +42,7 @@ pub mod replacement;
 pub mod route;
 pub mod route_status;
 pub mod selector;
+mod service_reads;
 pub mod status;
 pub mod strict;
 pub mod tls;

@@ -69,6 +69,11 @@ pub(crate) fn translate_memo(
     };
     let mut index = Index::new(inputs);
     index.endpoint_guard = settings.endpoint_guard.clone();
+    // Which Services each part read, for the incremental translator's
+    // judgement of a Service edit (`crate::service_reads`).
+    if memo.is_some() {
+        index.record_service_reads();
+    }
     if let Some(h) = hooks {
         let (extensions, diagnostics) =
             crate::extension::resources::Extensions::new(inputs, h.registration().clone());
@@ -266,8 +271,16 @@ pub(crate) fn translate_memo(
     let is_lazy = |ri: usize| lazy.get(ri).copied().unwrap_or(false);
     let mut reports: Vec<RouteReport> = routes.iter().map(|_| RouteReport::default()).collect();
     for (ri, (route, ws)) in routes.iter().zip(&works).enumerate() {
-        if !is_lazy(ri) {
-            report_of(&index, route, ws, &mut reports[ri]);
+        if is_lazy(ri) {
+            continue;
+        }
+        match memo.as_deref_mut() {
+            Some(m) => {
+                let ((), reads) =
+                    crate::service_reads::scoped(|| report_of(&index, route, ws, &mut reports[ri]));
+                m.report_reads(ri, reads);
+            }
+            None => report_of(&index, route, ws, &mut reports[ri]),
         }
     }
     // With the memo, each Gateway's works borrow the routes' (which the
@@ -643,12 +656,16 @@ pub(crate) fn translate_memo(
                     hostname_conflicts: report.hostname_conflicts.clone(),
                     ..RouteReport::default()
                 };
-                report_of(
-                    &index,
-                    route,
-                    works.get(ri).map_or(&[][..], Vec::as_slice),
-                    &mut full,
-                );
+                // A reused route's: what it looks up is already in its
+                // slot (`RouteMemo::report_reads`), not unscoped.
+                crate::service_reads::scoped(|| {
+                    report_of(
+                        &index,
+                        route,
+                        works.get(ri).map_or(&[][..], Vec::as_slice),
+                        &mut full,
+                    )
+                });
                 route_tail(route, bs, &gateways, &full, settings)
             }
             None => route_tail(route, bs, &gateways, report, settings),
@@ -675,6 +692,7 @@ pub(crate) fn translate_memo(
     crate::httpproxy::report(inputs, &proxies, settings, proxy_address.as_deref(), &mut out);
     if let Some(m) = memo {
         m.models_read = routes.iter().filter(|r| r.read_beyond_head()).count();
+        m.unscoped_service_reads = index.unscoped_service_reads();
     }
     out
 }

@@ -1,7 +1,8 @@
 //! Property test of incremental translation (ARCHITECTURE.md §7): random
 //! edit sequences — add, modify and delete of HTTPRoutes, GRPCRoutes,
 //! Gateways, TrafficPolicies, Services, EndpointSlices (with their Service
-//! or alone), Secrets and ReferenceGrants, valid and invalid — applied one
+//! or alone), Secrets, ReferenceGrants and GatewayExtensions (ext_auth, a
+//! Service looked up outside the routes), valid and invalid — applied one
 //! at a time;
 //! after every step the incremental translator's output must equal a full
 //! translation of the same inputs: every encoded xDS byte, every status,
@@ -81,6 +82,9 @@ impl World {
             w.service(rng, s);
         }
         w.secret(rng, 0);
+        for e in 0..2 {
+            w.extension(rng, e);
+        }
         for r in 0..12 {
             w.route(rng, r);
         }
@@ -136,15 +140,33 @@ impl World {
 
     /// A Service and its EndpointSlices (each its own file).
     fn service(&mut self, rng: &mut Rng, i: usize) {
+        self.service_object(rng, i);
+        self.endpoints(rng, i);
+    }
+
+    /// Service `i` alone.
+    fn service_object(&mut self, rng: &mut Rng, i: usize) {
         let ns = NAMESPACES[i % 2];
         let port = if rng.chance(85) { 80 } else { 81 };
+        // Now and then a port the slices do not name (their endpoints then
+        // taken at the target port: the same cluster, other endpoints).
+        let (port_name, target) = if rng.chance(15) {
+            ("web", 8081)
+        } else {
+            ("http", 8080)
+        };
+        // Now and then HTTP/2 to the backend (another cluster).
+        let protocol = if rng.chance(15) {
+            "    appProtocol: kubernetes.io/h2c\n"
+        } else {
+            ""
+        };
         self.files.insert(
             format!("service-{i}.yaml"),
             format!(
-                "apiVersion: v1\nkind: Service\nmetadata:\n  name: svc-{i}\n  namespace: {ns}\nspec:\n  ports:\n  - name: http\n    port: {port}\n    targetPort: 8080\n"
+                "apiVersion: v1\nkind: Service\nmetadata:\n  name: svc-{i}\n  namespace: {ns}\nspec:\n  ports:\n  - name: {port_name}\n    port: {port}\n    targetPort: {target}\n{protocol}"
             ),
         );
-        self.endpoints(rng, i);
     }
 
     /// Service `i`'s EndpointSlices alone (as pods come and go): one or
@@ -237,8 +259,11 @@ impl World {
         } else {
             ns
         };
-        let body = match rng.below(4) {
+        let body = match rng.below(5) {
             0 => "  headerModifiers: {response: {set: [{name: x-policy, value: v1}]}}\n".to_string(),
+            // ext_auth through a GatewayExtension (which looks a Service
+            // up outside any route).
+            4 => format!("  extAuth: {{extensionRef: {{name: auth-{}}}}}\n", rng.below(2)),
             1 => "  cors: {allowOrigins: [\"https://app.example.com\"]}\n".to_string(),
             2 => "  localRateLimit: {tokenBucket: {maxTokens: 10, tokensPerFill: 10, fillInterval: 1s}}\n"
                 .to_string(),
@@ -249,6 +274,19 @@ impl World {
             format!("policy-{i}.yaml"),
             format!(
                 "apiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata:\n  name: policy-{i}\n  namespace: {ns}\nspec:\n  targetRefs: [{target}]\n{body}"
+            ),
+        );
+    }
+
+    /// A GatewayExtension for ext_auth, its backend one of the Services
+    /// (or a missing one).
+    fn extension(&mut self, rng: &mut Rng, i: usize) {
+        let ns = NAMESPACES[i % 2];
+        let svc = rng.below(5);
+        self.files.insert(
+            format!("extension-{i}.yaml"),
+            format!(
+                "apiVersion: gateway.portcullis.dev/v1alpha1\nkind: GatewayExtension\nmetadata:\n  name: auth-{i}\n  namespace: {ns}\nspec:\n  type: ExtAuth\n  extAuth:\n    httpService:\n      backendRef: {{name: svc-{svc}, port: 80}}\n"
             ),
         );
     }
@@ -412,7 +450,8 @@ impl World {
             "endpoints",
             "secret",
             "grant",
-        ][rng.below(15)];
+            "extension",
+        ][rng.below(16)];
         if kind == "tweak"
             && let Some(what) = self.tweak(rng)
         {
@@ -430,6 +469,7 @@ impl World {
             "service" => (5, "service"),
             "endpoints" => (5, "endpoints"),
             "secret" => (2, "secret"),
+            "extension" => (2, "extension"),
             _ => (2, "grant"),
         };
         let i = rng.below(max);
@@ -447,16 +487,19 @@ impl World {
             "route" | "tweak" | "swap" => self.route(rng, i),
             "gateway" => self.gateway(rng, i),
             "policy" => self.policy(rng, i),
+            // Half the time the Service alone, its slices unchanged.
+            "service" if rng.chance(50) => self.service_object(rng, i),
             "service" => self.service(rng, i),
             "endpoints" => self.endpoints(rng, i),
             "secret" => self.secret(rng, i),
+            "extension" => self.extension(rng, i),
             _ => self.grant(rng, i),
         }
         format!("{verb} {name}")
     }
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 7]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 9]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -494,6 +537,13 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 7]) {
         totals[5] += usize::from(stats.hosts_merged < stats.hosts_spliced + stats.hosts_encoded);
         // An EndpointSlice edit that rebuilt assignments of a reused Gateway.
         totals[6] += usize::from(stats.full.is_none() && stats.assignments_rebuilt > 0);
+        // A Service edit translated incrementally (its readers rebuilt).
+        totals[7] += usize::from(stats.full.is_none() && what.contains("service-"));
+        // A Service edit alone that was a full translation: only one an
+        // ext_auth provider looked up (outside the routes) is.
+        totals[8] += usize::from(
+            stats.full == Some(Full::Context) && what.contains(" service-") && !what.contains(", then"),
+        );
     }
 }
 
@@ -510,14 +560,15 @@ fn incremental_equals_full_after_every_edit() {
     // [incremental steps, steps where the context changed, routes reused,
     // Gateways reused, virtual hosts spliced into a Gateway assembled again,
     // steps with a partial assembly, steps rebuilding a reused Gateway's
-    // ClusterLoadAssignments after an EndpointSlice edit]
-    let mut totals = [0usize; 7];
+    // ClusterLoadAssignments after an EndpointSlice edit, Service edits
+    // translated incrementally, Service edits alone translated in full]
+    let mut totals = [0usize; 9];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}",
-        totals[0], totals[1], totals[2], totals[3], totals[4], totals[5], totals[6]
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}",
+        totals[0], totals[1], totals[2], totals[3], totals[4], totals[5], totals[6], totals[7], totals[8]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

@@ -45,6 +45,18 @@ struct Run {
 }
 
 impl Run {
+    /// On one thread (the pipeline's order is the same on any).
+    fn new() -> Self {
+        Run {
+            translator: Translator::new(),
+            settings: Settings {
+                parallelism: Some(1),
+                ..Default::default()
+            },
+            step: 0,
+        }
+    }
+
     /// Translates `inputs` both ways, compares, and returns the statistics.
     fn step(&mut self, what: &str, inputs: &Inputs) -> translate::incremental::Stats {
         self.step += 1;
@@ -64,14 +76,7 @@ impl Run {
 fn shared_snapshots_reuse_by_position_and_never_stale() {
     let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(120))).inputs;
     let n = inputs.http_routes.len();
-    let mut run = Run {
-        translator: Translator::new(),
-        settings: Settings {
-            parallelism: Some(1),
-            ..Default::default()
-        },
-        step: 0,
-    };
+    let mut run = Run::new();
     assert_eq!(run.step("initial", &inputs).full, Some(Full::First));
 
     // Nothing changed: every route and every Gateway reused.
@@ -377,14 +382,7 @@ fn an_endpointslice_edit_rebuilds_no_route_and_only_its_services_assignments() {
     // A route and the EndpointSlice of its own backend, in one call (as
     // `serve` batches saves): its Gateway is assembled again, and the
     // cluster of that Service must not keep last call's assignment.
-    let route = &inputs.http_routes[0].object;
-    let backend = route.spec.rules.as_ref().expect("rules")[0]
-        .backend_refs
-        .as_ref()
-        .expect("backendRefs")[0]
-        .name
-        .clone();
-    let namespace = route.metadata.namespace.clone().expect("namespaced");
+    let (namespace, backend) = first_backend(&inputs);
     let slice = inputs
         .endpoint_slices
         .iter_mut()
@@ -402,14 +400,120 @@ fn an_endpointslice_edit_rebuilds_no_route_and_only_its_services_assignments() {
     let stats = translator.stats();
     assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
     assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
+}
 
-    // A Service edit is still a context change.
-    let svc = inputs
+/// The namespace and name of the first route's first backend.
+fn first_backend(inputs: &Inputs) -> (String, String) {
+    let route = &inputs.http_routes[0].object;
+    let backend = route.spec.rules.as_ref().expect("rules")[0]
+        .backend_refs
+        .as_ref()
+        .expect("backendRefs")[0]
+        .name
+        .clone();
+    (route.metadata.namespace.clone().expect("namespaced"), backend)
+}
+
+/// An edit of Services alone rebuilds the routes that looked them up and
+/// reuses every other (`incremental/services.rs`), merging only their works
+/// into their Gateways; one a GatewayExtension looked up (outside any
+/// route) makes a full translation. The output
+/// equals a full translation at every step.
+#[test]
+fn a_service_edit_rebuilds_only_the_routes_that_read_it() {
+    let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(200))).inputs;
+    let mut run = Run::new();
+    let total = inputs.http_routes.len() + inputs.grpc_routes.len();
+    run.step("initial", &inputs);
+
+    // The backend of the first route: some routes name it, not all.
+    let (ns, backend) = first_backend(&inputs);
+    let readers = testkit::generate::routes_naming(&inputs, &ns, &backend);
+    assert!(
+        readers > 0 && readers < total,
+        "{readers} of {total} routes name {ns}/{backend}"
+    );
+    let at = inputs
+        .services
+        .iter()
+        .position(|s| {
+            s.object.metadata.name.as_deref() == Some(backend.as_str())
+                && s.object.metadata.namespace.as_deref() == Some(ns.as_str())
+        })
+        .expect("the backend's Service");
+    let service = inputs.services[at].clone();
+
+    // A label: nothing in the output changes, its readers are rebuilt.
+    Arc::make_mut(&mut inputs.services[at].object).metadata.labels =
+        Some([("edited".to_string(), "yes".to_string())].into());
+    let stats = run.step("Service label", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, readers), "{stats:?}");
+    assert_eq!(stats.routes_reused, total - readers, "{stats:?}");
+    // Spread over the route order, each of its readers' works is changed
+    // in place: only those are merged (`dirty_hosts`), one per reader
+    // (each route attaches to one listener).
+    assert_eq!(stats.works_merged, readers, "{stats:?}");
+
+    // Its port renumbered: its readers lose their backend (status and
+    // fenced rules change), the others are reused.
+    renumber_ports(&mut inputs.services[at], |p| p + 1000);
+    let stats = run.step("Service port", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, readers), "{stats:?}");
+
+    // Removed, then put back as it was.
+    inputs.services.remove(at);
+    let stats = run.step("Service removed", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, readers), "{stats:?}");
+    inputs.services.insert(at, service);
+    let stats = run.step("Service back", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, readers), "{stats:?}");
+
+    // A Service no one looks up: nothing is rebuilt, every Gateway reused.
+    let other = api::loader::load_str(
+        "other.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: unread, namespace: infra}\nspec:\n  ports: [{port: 80}]\n",
+    );
+    inputs.extend(other.inputs);
+    let stats = run.step("unread Service added", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
+    assert_eq!(stats.gateways_reused, inputs.gateways.len(), "{stats:?}");
+
+    // An ext_auth provider (a GatewayExtension, used by gw-0's policy)
+    // and its Service: context, a full translation.
+    let auth = api::loader::load_str(
+        "auth.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: authz, namespace: infra}\nspec:\n  ports: [{name: http, port: 9000}]\n---\napiVersion: gateway.portcullis.dev/v1alpha1\nkind: GatewayExtension\nmetadata: {name: auth, namespace: infra}\nspec:\n  type: ExtAuth\n  extAuth:\n    httpService:\n      backendRef: {name: authz, port: 9000}\n---\napiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {name: auth, namespace: infra}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw-0}]\n  extAuth: {extensionRef: {name: auth}}\n",
+    );
+    assert!(auth.diagnostics.is_empty(), "{:?}", auth.diagnostics);
+    inputs.extend(auth.inputs);
+    assert_eq!(run.step("ext_auth added", &inputs).full, Some(Full::Context));
+    // The ext_auth Service, looked up by the GatewayExtension (outside any
+    // route): a full translation, which sees its port gone.
+    let before = translate::translate(&inputs, &run.settings);
+    let authz = inputs
         .services
         .iter_mut()
-        .find(|s| s.object.metadata.name.as_deref() == Some(service.as_str()))
-        .expect("the slice's Service");
-    Arc::make_mut(&mut svc.object).metadata.labels = Some([("edited".to_string(), "yes".to_string())].into());
-    let _ = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
-    assert_eq!(translator.stats().full, Some(Full::Context));
+        .find(|s| s.object.metadata.name.as_deref() == Some("authz"))
+        .expect("authz");
+    renumber_ports(authz, |_| 9001);
+    let full = translate::translate(&inputs, &run.settings);
+    assert_ne!(
+        before.gateways, full.gateways,
+        "the ext_auth Service's port matters to gw-0"
+    );
+    let stats = run.step("ext_auth Service", &inputs);
+    assert_eq!(stats.full, Some(Full::Context), "{stats:?}");
+    // And after it, a route's backend Service is judged per route again.
+    Arc::make_mut(&mut inputs.services[at].object).metadata.labels =
+        Some([("edited".to_string(), "again".to_string())].into());
+    let stats = run.step("Service label again", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, readers), "{stats:?}");
+}
+
+/// Every port of a Service renumbered (copy on write, as an edit).
+fn renumber_ports(svc: &mut api::Sourced<api::k8s_openapi::api::core::v1::Service>, to: impl Fn(i32) -> i32) {
+    let spec = Arc::make_mut(&mut svc.object).spec.as_mut().expect("spec");
+    for p in spec.ports.iter_mut().flatten() {
+        p.port = to(p.port);
+    }
 }

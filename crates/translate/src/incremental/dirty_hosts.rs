@@ -6,7 +6,8 @@
 //! order) are compared with last call's by identity (`Arc`): the common
 //! prefix and suffix are the very same works, each the same route with the
 //! same content on the same listener; what lies between (works added,
-//! removed, replaced or moved) is *changed*. A virtual host is a route
+//! removed, replaced or moved) is *changed* — when as many works lie
+//! between on both sides, only those that differ position by position. A virtual host is a route
 //! configuration (`ChainId`) and a hostname; its bytes are a function of
 //! the works contributing to it, in their relative order (their routes'
 //! precedence, age as the tie-break: the same objects keep their relative
@@ -30,7 +31,6 @@
 //! output compared with a full translation after every step).
 
 use std::collections::{BTreeSet, HashMap};
-use std::ops::Range;
 use std::sync::Arc;
 
 use crate::pipeline::{GatewayWork, Work};
@@ -103,21 +103,40 @@ pub(crate) struct Partial {
 }
 
 /// The changed works between `prior` (last call's works, with their
-/// relative ages) and `now`: the ranges of each outside their common
-/// prefix and suffix of the very same works.
-fn changed(prior: &[(Arc<Work>, usize)], now: &[(usize, GatewayWork<'_>)]) -> (Range<usize>, Range<usize>) {
-    let prefix = prior
-        .iter()
-        .zip(now)
-        .take_while(|((a, _), (_, b))| Arc::ptr_eq(a, b))
-        .count();
+/// relative ages) and `now`: those outside their common prefix and suffix
+/// of the very same works; of those, when both hold as many works (an
+/// edit that rebuilt works in place, such as a Service's readers spread
+/// over the route order), only the positions where they differ — the
+/// others hold the very same works at the same positions, as the prefix
+/// and suffix do.
+fn changed<'p, 'n, 'w>(
+    prior: &'p [(Arc<Work>, usize)],
+    now: &'n [(usize, GatewayWork<'w>)],
+) -> (Vec<&'p Arc<Work>>, Vec<&'n GatewayWork<'w>>) {
+    let same = |(a, _): &(Arc<Work>, usize), (_, b): &(usize, GatewayWork<'_>)| Arc::ptr_eq(a, b);
+    let prefix = prior.iter().zip(now).take_while(|(a, b)| same(a, b)).count();
     let suffix = prior[prefix..]
         .iter()
         .rev()
         .zip(now[prefix..].iter().rev())
-        .take_while(|((a, _), (_, b))| Arc::ptr_eq(a, b))
+        .take_while(|(a, b)| same(a, b))
         .count();
-    (prefix..prior.len() - suffix, prefix..now.len() - suffix)
+    let (old, new) = (
+        &prior[prefix..prior.len() - suffix],
+        &now[prefix..now.len() - suffix],
+    );
+    if old.len() == new.len() {
+        old.iter()
+            .zip(new)
+            .filter(|(a, b)| !same(a, b))
+            .map(|((a, _), (_, b))| (a, b))
+            .unzip()
+    } else {
+        (
+            old.iter().map(|(a, _)| a).collect(),
+            new.iter().map(|(_, b)| b).collect(),
+        )
+    }
 }
 
 /// The hosts the changed works between `prior` (last call's works, with
@@ -130,13 +149,11 @@ pub(crate) fn dirty_hosts(
     chain: impl Fn(usize) -> ChainId,
 ) -> Option<Partial> {
     let (old, new) = changed(prior, now);
-    let old = &prior[old];
-    let new = &now[new];
     if old.len() + new.len() > MAX_CHANGED {
         return None;
     }
     let mut dirty = DirtyHosts::new();
-    for w in old.iter().map(|(w, _)| w).chain(new.iter().map(|(_, w)| &**w)) {
+    for w in old.iter().copied().chain(new.iter().map(|w| &***w)) {
         let hosts = dirty.entry(chain(w.listener)).or_default();
         for h in w.hostnames() {
             if !hosts.contains(h.as_str()) {
@@ -144,12 +161,11 @@ pub(crate) fn dirty_hosts(
             }
         }
     }
-    let clean_skippable = old.iter().all(|(o, _)| {
-        o.cluster_names()
-            .all(|c| new.iter().any(|(_, w)| w.names_cluster(c)))
+    let clean_skippable = old.iter().all(|o| {
+        o.cluster_names().all(|c| new.iter().any(|w| w.names_cluster(c)))
             && o.filters().iter().all(|f| {
                 new.iter()
-                    .any(|(_, w)| chain(w.listener) == chain(o.listener) && w.filters().contains(f))
+                    .any(|w| chain(w.listener) == chain(o.listener) && w.filters().contains(f))
             })
     });
     Some(Partial {

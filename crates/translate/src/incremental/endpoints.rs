@@ -38,27 +38,11 @@ pub(crate) fn changed_services(
     after: &[Sourced<EndpointSlice>],
 ) -> Services {
     let mut out = Services::new();
-    let mut mark = |s: &Sourced<EndpointSlice>| {
+    super::each_changed(before, after, Sourced::same, |s| {
         if let Some((ns, name)) = crate::index::service_of_slice(&s.object) {
             out.entry(ns.to_string()).or_default().insert(name.to_string());
         }
-    };
-    if before.len() == after.len() {
-        for (b, a) in before.iter().zip(after) {
-            if !b.same(a) {
-                mark(b);
-                mark(a);
-            }
-        }
-        return out;
-    }
-    let (prefix, suffix) = super::aligned(before, after);
-    for s in before[prefix..before.len() - suffix]
-        .iter()
-        .chain(&after[prefix..after.len() - suffix])
-    {
-        mark(s);
-    }
+    });
     out
 }
 

@@ -22,9 +22,9 @@
 //! bytes with the output.
 //!
 //! Invalidation (the soundness argument, per input kind):
-//! - **The context** — every input that is not an HTTPRoute, GRPCRoute or
-//!   EndpointSlice (GatewayClasses, Gateways, ListenerSets,
-//!   TrafficPolicies, GatewayExtensions, Services, Secrets,
+//! - **The context** — every input that is not an HTTPRoute, GRPCRoute,
+//!   EndpointSlice, Service or HTTPProxy (GatewayClasses, Gateways,
+//!   ListenerSets, TrafficPolicies, GatewayExtensions, Secrets,
 //!   ReferenceGrants, Namespaces, TLSCertificateDelegations, extension
 //!   objects) and the [`Settings`]. A route's works read the context
 //!   through the index, the Gateway and listener states, its bindings, its
@@ -32,6 +32,14 @@
 //!   — compared exactly (`PartialEq`), kind by kind through an exhaustive
 //!   destructuring of [`api::Inputs`], so a new input kind cannot be
 //!   forgotten — drops every memo: everything is rebuilt.
+//! - **Services** are judged by who looked them up ([`services`]): every
+//!   lookup is noted, per route (its works and report) or unscoped (the
+//!   rest of the call). An edit of Services alone rebuilds the routes that
+//!   looked a changed one up, as if they were edited, and the
+//!   ClusterLoadAssignments of its clusters (as an EndpointSlice edit
+//!   does); a changed Service looked up unscoped since the last full
+//!   translation (an ext_auth provider's, an HTTPProxy's) drops every
+//!   memo, as a context change.
 //! - **EndpointSlices** are read only by ClusterLoadAssignments, resolved
 //!   when a Gateway is assembled (`crate::endpoints`), and by the endpoint
 //!   guard's diagnostics, made again whenever the slices (objects or
@@ -138,6 +146,7 @@
 pub(crate) mod dirty_hosts;
 pub(crate) mod endpoints;
 pub mod httpproxy;
+pub(crate) mod services;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -151,6 +160,7 @@ use crate::parallel;
 use crate::pipeline::{self, GatewayWork, PARALLEL_MIN_ROUTES, RouteTail, Work};
 use crate::policy::scope::ScopeFence;
 use crate::route::model::{Route, RouteKind};
+use crate::service_reads::{self, Reads};
 use crate::xds::{self, Clusters, ConfigMemos};
 use crate::{GatewayXds, Output, Settings};
 
@@ -210,7 +220,8 @@ pub struct Stats {
 pub enum Full {
     /// The first call (or the one after hooks were configured).
     First,
-    /// Settings or an input other than a route changed.
+    /// Settings or an input other than a route changed (for Services:
+    /// one looked up outside the routes, [`services`]).
     Context,
     /// Extension hooks are configured: always a full translation.
     Hooks,
@@ -244,6 +255,9 @@ struct Prev {
     orders: Option<Orders>,
     /// The endpoint guard's diagnostics (`endpoint_guard::diagnostics`).
     endpoint_warnings: Vec<crate::Diagnostic>,
+    /// The Services looked up outside any route's recording since the last
+    /// full translation ([`services`]).
+    unscoped_service_reads: Reads,
 }
 
 /// One route's memo: its works, its bindings and (but under STRICT) its
@@ -256,6 +270,9 @@ pub(crate) struct Slot {
     /// Taken by the call that reuses them ([`bind_all`]).
     bindings: Option<Arc<Vec<ParentBinding>>>,
     tail: Option<RouteTail>,
+    /// The Services building its works and its report looked up
+    /// ([`services`]).
+    service_reads: Reads,
 }
 
 /// Last call's route order and age order, both as input positions (the
@@ -321,18 +338,23 @@ impl Translator {
         let n = new.http_routes.len() + new.grpc_routes.len();
         // EndpointSlices changed, and nothing else of the context: routes and
         // Gateways are reused as after a route edit ([`endpoints`]).
-        let endpoints_changed = prev
+        let mut endpoints_changed = prev
             .as_ref()
             .filter(|p| !same_kind(&p.inputs.inputs().endpoint_slices, &new.endpoint_slices))
             .map(|p| endpoints::changed_services(&p.inputs.inputs().endpoint_slices, &new.endpoint_slices));
+        // Services changed: their readers are rebuilt ([`services`]).
+        let services_changed = prev
+            .as_ref()
+            .filter(|p| !same_kind(&p.inputs.inputs().services, &new.services))
+            .map(|p| services::changed(&p.inputs.inputs().services, &new.services));
         // The endpoint guard's diagnostics read the EndpointSlices (with
         // their sources), their Services and the settings: reused when none
         // of them changed.
         let endpoint_warnings = prev
             .as_mut()
-            .filter(|_| endpoints_changed.is_none())
+            .filter(|_| endpoints_changed.is_none() && services_changed.is_none())
             .map(|p| std::mem::take(&mut p.endpoint_warnings));
-        let (prior, keys, prior_gateways, full, proxies, same_object) = match prev {
+        let (prior, keys, prior_gateways, full, proxies, same_object, unscoped_reads) = match prev {
             None => (
                 Vec::new(),
                 Keys::of(new),
@@ -340,8 +362,15 @@ impl Translator {
                 Some(Full::First),
                 Default::default(),
                 Vec::new(),
+                Reads::default(),
             ),
-            Some(p) if !same_settings(&p.settings, settings) || !context_eq(p.inputs.inputs(), new) => {
+            Some(p)
+                if !same_settings(&p.settings, settings)
+                    || !context_eq(p.inputs.inputs(), new)
+                    || services_changed
+                        .as_ref()
+                        .is_some_and(|c| p.unscoped_service_reads.touches(&c.keys)) =>
+            {
                 self.retired = Some(p.inputs);
                 (
                     Vec::new(),
@@ -350,14 +379,16 @@ impl Translator {
                     Some(Full::Context),
                     Default::default(),
                     Vec::new(),
+                    Reads::default(),
                 )
             }
             Some(mut p) => {
+                let unscoped_reads = std::mem::take(&mut p.unscoped_service_reads);
                 let gateways = std::mem::take(&mut p.gateways);
                 let trees = std::mem::take(&mut p.proxy_trees);
                 let proxies = httpproxy::Memo::carry(trees, p.inputs.inputs(), new);
                 let Carried {
-                    prior,
+                    mut prior,
                     keys,
                     old,
                     moved,
@@ -367,7 +398,26 @@ impl Translator {
                 if let Some(moved) = moved {
                     prior_orders = prior_orders.map(|o| o.renumbered(&moved));
                 }
-                (prior, keys, gateways, None, proxies, same_object)
+                // The routes that looked up a changed Service are rebuilt,
+                // and its ClusterLoadAssignments ([`services`]).
+                if let Some(changed) = &services_changed {
+                    for slot in &mut prior {
+                        if slot
+                            .as_ref()
+                            .is_some_and(|s| s.service_reads.touches(&changed.keys))
+                        {
+                            *slot = None;
+                        }
+                    }
+                    let names = endpoints_changed.get_or_insert_with(Default::default);
+                    for (ns, changed_names) in &changed.names {
+                        names
+                            .entry(ns.clone())
+                            .or_default()
+                            .extend(changed_names.iter().cloned());
+                    }
+                }
+                (prior, keys, gateways, None, proxies, same_object, unscoped_reads)
             }
         };
         // Per route (input order): whether its key is held by several
@@ -407,6 +457,8 @@ impl Translator {
             same_object,
             route_sorts: 0,
             order_compares: 0,
+            service_reads: Vec::new(),
+            unscoped_service_reads: None,
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
@@ -434,6 +486,9 @@ impl Translator {
             proxy_trees,
             orders: memo.next_orders,
             endpoint_warnings: memo.endpoint_warnings.unwrap_or_default(),
+            // Since the last full translation (parts reused from earlier
+            // calls did not look theirs up again).
+            unscoped_service_reads: unscoped_reads.union(&memo.unscoped_service_reads.unwrap_or_default()),
         });
         out
     }
@@ -490,6 +545,12 @@ pub(crate) struct RouteMemo {
     pub(crate) same_object: Vec<bool>,
     /// Comparisons the order checks made (`pipeline::sorted_by`).
     pub(crate) order_compares: usize,
+    /// Per route (pipeline order): the Services its works and report
+    /// looked up (kept from its slot when reused: [`services`]).
+    service_reads: Vec<Reads>,
+    /// The Services this call looked up outside any route's recording
+    /// (the pipeline's, from its index).
+    pub(crate) unscoped_service_reads: Option<Reads>,
 }
 
 impl RouteMemo {
@@ -517,6 +578,19 @@ impl RouteMemo {
                 .is_some_and(|slot| slot.tail.is_some())
     }
 
+    /// Adds what the report of the pipeline's route `ri` looked up to its
+    /// Service reads, when its works were built this call (a reused
+    /// route's report looks up what it did when it was built: the same
+    /// object, works and context but for Services it did not read —
+    /// [`services`]).
+    pub(crate) fn report_reads(&mut self, ri: usize, reads: Reads) {
+        if self.rebuilt.get(ri).copied().unwrap_or(false)
+            && let Some(r) = self.service_reads.get_mut(ri)
+        {
+            *r = r.union(&reads);
+        }
+    }
+
     /// The offered slot of the pipeline's route `ri`, if any.
     fn prior_mut(&mut self, ri: usize) -> Option<&mut Slot> {
         let at = *self.order.get(ri)?;
@@ -536,6 +610,7 @@ impl RouteMemo {
         let n = self.order.len();
         let mut works = std::mem::take(&mut self.works).into_iter();
         let mut bindings = std::mem::take(&mut self.bindings).into_iter();
+        let mut reads = std::mem::take(&mut self.service_reads).into_iter();
         let mut tails = tails.map(Vec::into_iter);
         let mut next = std::mem::take(&mut self.prior);
         next.truncate(n);
@@ -543,12 +618,14 @@ impl RouteMemo {
         for &at in &self.order {
             let (w, b) = (works.next(), bindings.next());
             let tail = tails.as_mut().and_then(Iterator::next);
+            let service_reads = reads.next().unwrap_or_default();
             let slot = match (w, b) {
                 (Some(works), Some(bindings)) if !self.ambiguous_at.get(at).copied().unwrap_or(true) => {
                     Some(Slot {
                         works,
                         bindings: Some(bindings),
                         tail,
+                        service_reads,
                     })
                 }
                 _ => None,
@@ -883,17 +960,29 @@ pub(crate) fn build_all<'r>(
     threads: usize,
     build: impl Fn(usize) -> Vec<Work> + Sync,
 ) -> Vec<Vec<Arc<Work>>> {
+    let mut reads: Vec<Reads> = Vec::with_capacity(routes.len());
     let mut out: Vec<Option<Vec<Arc<Work>>>> = (0..routes.len())
-        .map(|ri| memo.prior_mut(ri).map(|slot| std::mem::take(&mut slot.works)))
+        .map(|ri| {
+            // Moved out, as the works are (handed back by `RouteMemo::keep`).
+            reads.push(Reads::default());
+            let slot = memo.prior_mut(ri)?;
+            reads[ri] = std::mem::take(&mut slot.service_reads);
+            Some(std::mem::take(&mut slot.works))
+        })
         .collect();
     let todo: Vec<usize> = (0..routes.len()).filter(|&ri| out[ri].is_none()).collect();
     memo.rebuilt = out.iter().map(Option::is_none).collect();
     memo.reused = routes.len() - todo.len();
     memo.built = todo.len();
-    let built = parallel::map(todo.clone(), threads, PARALLEL_MIN_ROUTES, build);
-    for (ri, works) in todo.into_iter().zip(built) {
+    // Each built route's Service lookups recorded on the thread building it.
+    let built = parallel::map(todo.clone(), threads, PARALLEL_MIN_ROUTES, |ri| {
+        service_reads::scoped(|| build(ri))
+    });
+    for (ri, (works, r)) in todo.into_iter().zip(built) {
         out[ri] = Some(works.into_iter().map(Arc::new).collect());
+        reads[ri] = r;
     }
+    memo.service_reads = reads;
     out.into_iter().map(Option::unwrap_or_default).collect()
 }
 
@@ -999,6 +1088,34 @@ impl Keys {
                 self.by_kind[Self::kind(kind)].remove(ns);
             }
         }
+    }
+}
+
+/// Calls `mark` with each entry of `before` and `after` that may differ
+/// from its counterpart: position by position, both sides of each pair not
+/// `same`, when nothing was added or removed; else every entry between the
+/// common prefix and suffix of the very same objects ([`aligned`]).
+fn each_changed<T>(
+    before: &[api::Sourced<T>],
+    after: &[api::Sourced<T>],
+    same: impl Fn(&api::Sourced<T>, &api::Sourced<T>) -> bool,
+    mut mark: impl FnMut(&api::Sourced<T>),
+) {
+    if before.len() == after.len() {
+        for (b, a) in before.iter().zip(after) {
+            if !same(b, a) {
+                mark(b);
+                mark(a);
+            }
+        }
+        return;
+    }
+    let (prefix, suffix) = aligned(before, after);
+    for s in before[prefix..before.len() - suffix]
+        .iter()
+        .chain(&after[prefix..after.len() - suffix])
+    {
+        mark(s);
     }
 }
 
@@ -1287,8 +1404,8 @@ fn same_settings(a: &Settings, b: &Settings) -> bool {
     a == *b
 }
 
-/// Whether every input other than the routes and the EndpointSlices is
-/// equal. Destructured exhaustively: a new input kind fails to compile
+/// Whether every input other than the routes, the EndpointSlices, the
+/// Services and the HTTPProxies is equal. Destructured exhaustively: a new input kind fails to compile
 /// here until it is placed in the context (or shown to be route-local).
 fn context_eq(a: &Inputs, b: &Inputs) -> bool {
     let Inputs {
@@ -1299,7 +1416,8 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         grpc_routes: _,
         reference_grants,
         namespaces,
-        services,
+        // Judged per Service by who looked it up (`services.rs`).
+        services: _,
         // Read only by the ClusterLoadAssignments (resolved at assembly,
         // `crate::endpoints`) and the endpoint guard's diagnostics (made on
         // every call): an edit of them alone is judged per Service
@@ -1321,7 +1439,6 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         && same_kind(listener_sets, &b.listener_sets)
         && same_kind(reference_grants, &b.reference_grants)
         && same_kind(namespaces, &b.namespaces)
-        && same_kind(services, &b.services)
         && same_kind(secrets, &b.secrets)
         && same_kind(traffic_policies, &b.traffic_policies)
         && same_kind(gateway_extensions, &b.gateway_extensions)
