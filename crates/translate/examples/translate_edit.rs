@@ -38,6 +38,11 @@
 //! in the default shape: the routes that name it are rebuilt
 //! (`translate::incremental` module doc, "Services"); the full translation
 //! beside it is what such an edit cost while Services were context.
+//!
+//! A third argument `policy` (or `policy-inc`) moves one TrafficPolicy (a
+//! response header) to another route per edit, with a new value, in the
+//! default shape: the route it left and the route it reached are rebuilt
+//! (`translate::incremental` module doc, "TrafficPolicies").
 
 /// The allocator of the `portcullis` binary (which runs this library), so
 /// the figures are the product's.
@@ -62,11 +67,12 @@ fn main() {
     let insert_mode = matches!(mode.as_deref(), Some("insert" | "insert-inc"));
     let endpoints_mode = matches!(mode.as_deref(), Some("endpoints" | "endpoints-inc"));
     let service_mode = matches!(mode.as_deref(), Some("service" | "service-inc"));
+    let policy_mode = matches!(mode.as_deref(), Some("policy" | "policy-inc"));
     let add_mode = mode.as_deref() == Some("add");
     let wide = add_mode || mode.as_deref() == Some("wide");
     let only_incremental = matches!(
         mode.as_deref(),
-        Some("inc" | "insert-inc" | "endpoints-inc" | "service-inc")
+        Some("inc" | "insert-inc" | "endpoints-inc" | "service-inc" | "policy-inc")
     ) || (wide && args.next().as_deref() == Some("inc"));
     let copied_mode = mode.as_deref() == Some("copied");
     let text = if wide {
@@ -109,6 +115,23 @@ fn main() {
         } else if insert_mode {
             let ri = (e * 7919) % inputs.http_routes.len();
             insert_route(&mut inputs, ri, e);
+        } else if policy_mode {
+            let meta = &inputs.http_routes[(e * 7919) % inputs.http_routes.len()]
+                .object
+                .metadata;
+            let (ns, name) = (
+                meta.namespace.clone().unwrap_or_default(),
+                meta.name.clone().unwrap_or_default(),
+            );
+            let policy = api::loader::load_str(
+                "policy.yaml",
+                &format!(
+                    "apiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {{name: moving, namespace: {ns}}}\nspec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: {name}}}]\n  headerModifiers: {{response: {{set: [{{name: x-edit, value: \"{e}\"}}]}}}}\n"
+                ),
+            );
+            inputs.traffic_policies = policy.inputs.traffic_policies;
+            // The route it reached last edit and the one it reaches now.
+            expected_built = if e == 0 { 1 } else { 2 };
         } else if service_mode {
             let si = (e * 7919) % inputs.services.len();
             let meta = &mut Arc::make_mut(&mut inputs.services[si].object).metadata;

@@ -228,6 +228,11 @@ pub(crate) fn translate_memo(
         Some(m) => crate::incremental::bind_all(m, &routes, bind),
         None => routes.iter().map(|r| Arc::new(bind(r))).collect(),
     };
+    // After a policy edit, the routes whose policies or Gateways' scopes
+    // changed are built again (`incremental/policies.rs`).
+    if let Some(m) = memo.as_deref_mut() {
+        crate::incremental::policies::judge(m, &attachment.effective, &scopes.gateways, &bindings);
+    }
     out.scoped_policies = policy::scope::in_force(&scopes, &attachment, &routes, &bindings, &gateways);
     // A route counts once per listener: its few (Gateway, listener) pairs
     // in one buffer reused for every route (no set allocated per route).
@@ -1025,7 +1030,7 @@ fn build_all(
     memo: Option<&mut crate::incremental::RouteMemo>,
 ) -> Vec<Vec<Arc<Work>>> {
     if let Some(memo) = memo {
-        return crate::incremental::build_all(memo, routes, threads, |ri| {
+        return crate::incremental::build_all(memo, routes, effective, threads, |ri| {
             build_route(
                 index,
                 ri,

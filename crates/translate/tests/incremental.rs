@@ -499,7 +499,7 @@ impl World {
     }
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 9]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 10]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -544,6 +544,9 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 9]) {
         totals[8] += usize::from(
             stats.full == Some(Full::Context) && what.contains(" service-") && !what.contains(", then"),
         );
+        // A TrafficPolicy edit translated incrementally (the routes and
+        // Gateways it reaches rebuilt).
+        totals[9] += usize::from(stats.full.is_none() && what.contains("policy-"));
     }
 }
 
@@ -561,14 +564,24 @@ fn incremental_equals_full_after_every_edit() {
     // Gateways reused, virtual hosts spliced into a Gateway assembled again,
     // steps with a partial assembly, steps rebuilding a reused Gateway's
     // ClusterLoadAssignments after an EndpointSlice edit, Service edits
-    // translated incrementally, Service edits alone translated in full]
-    let mut totals = [0usize; 9];
+    // translated incrementally, Service edits alone translated in full,
+    // TrafficPolicy edits translated incrementally]
+    let mut totals = [0usize; 10];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}",
-        totals[0], totals[1], totals[2], totals[3], totals[4], totals[5], totals[6], totals[7], totals[8]
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}",
+        totals[0],
+        totals[1],
+        totals[2],
+        totals[3],
+        totals[4],
+        totals[5],
+        totals[6],
+        totals[7],
+        totals[8],
+        totals[9]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

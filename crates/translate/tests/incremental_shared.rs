@@ -517,3 +517,96 @@ fn renumber_ports(svc: &mut api::Sourced<api::k8s_openapi::api::core::v1::Servic
         p.port = to(p.port);
     }
 }
+
+/// A TrafficPolicy targeting `kind` `name` (in `ns`), setting a response
+/// header to `value`.
+fn header_policy(name: &str, ns: &str, target: &str, value: &str) -> api::Inputs {
+    let (kind, target_name) = target.split_once('/').expect("Kind/name");
+    api::loader::load_str(
+        &format!("{name}.yaml"),
+        &format!(
+            "apiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: {kind}, name: {target_name}}}]\n  headerModifiers: {{response: {{set: [{{name: x-policy, value: {value}}}]}}}}\n"
+        ),
+    )
+    .inputs
+}
+
+/// An edit of TrafficPolicies alone rebuilds the routes whose effective
+/// policies changed and the routes and assembly of a Gateway whose scopes
+/// changed (`incremental/policies.rs`); every other route and Gateway is
+/// reused. A Gateway with no route whose policy changes is assembled
+/// again (its route configuration carries its scope).
+#[test]
+fn a_policy_edit_rebuilds_only_what_it_reaches() {
+    let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(200))).inputs;
+    inputs.extend(
+        api::loader::load_str(
+            "lonely.yaml",
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: lonely, namespace: infra}\nspec:\n  gatewayClassName: portcullis\n  listeners: [{name: http, protocol: HTTP, port: 8081}]\n",
+        )
+        .inputs,
+    );
+    let mut run = Run::new();
+    let total = inputs.http_routes.len();
+    let gateways = inputs.gateways.len();
+    run.step("initial", &inputs);
+    let route = &inputs.http_routes[0].object.metadata;
+    let (ns, name) = (
+        route.namespace.clone().expect("namespaced"),
+        route.name.clone().expect("named"),
+    );
+
+    // A policy on one route: that route alone, its Gateway assembled again.
+    inputs.extend(header_policy("p-route", &ns, &format!("HTTPRoute/{name}"), "v1"));
+    let stats = run.step("route policy added", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
+    let at = inputs.traffic_policies.len() - 1;
+    inputs.traffic_policies[at] = header_policy("p-route", &ns, &format!("HTTPRoute/{name}"), "v2")
+        .traffic_policies
+        .remove(0);
+    let stats = run.step("route policy edited", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
+
+    // A policy on the Gateway with no route: no route rebuilt, and that
+    // Gateway alone assembled again.
+    inputs.extend(header_policy("p-lonely", "infra", "Gateway/lonely", "v1"));
+    let stats = run.step("policy on a Gateway with no route", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
+
+    // A policy on gw-1: the routes bound to it, none other.
+    let on_gw1 = inputs
+        .http_routes
+        .iter()
+        .filter(|r| {
+            r.object
+                .spec
+                .parent_refs
+                .iter()
+                .flatten()
+                .any(|p| p.name == "gw-1")
+        })
+        .count();
+    assert!(on_gw1 > 0 && on_gw1 < total, "{on_gw1} of {total} routes on gw-1");
+    let first_on_gw1 = inputs.http_routes[0]
+        .object
+        .spec
+        .parent_refs
+        .iter()
+        .flatten()
+        .any(|p| p.name == "gw-1");
+    assert!(
+        !first_on_gw1,
+        "the first route (its own policy) is on another Gateway"
+    );
+    inputs.extend(header_policy("p-gw1", "infra", "Gateway/gw-1", "v1"));
+    let stats = run.step("Gateway policy added", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, on_gw1), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
+
+    // Every policy removed: each route they reached, once more.
+    inputs.traffic_policies.clear();
+    let stats = run.step("policies removed", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, on_gw1 + 1), "{stats:?}");
+}

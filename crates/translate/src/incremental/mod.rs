@@ -23,8 +23,8 @@
 //!
 //! Invalidation (the soundness argument, per input kind):
 //! - **The context** — every input that is not an HTTPRoute, GRPCRoute,
-//!   EndpointSlice, Service or HTTPProxy (GatewayClasses, Gateways,
-//!   ListenerSets, TrafficPolicies, GatewayExtensions, Secrets,
+//!   EndpointSlice, Service, TrafficPolicy or HTTPProxy (GatewayClasses,
+//!   Gateways, ListenerSets, GatewayExtensions, Secrets,
 //!   ReferenceGrants, Namespaces, TLSCertificateDelegations, extension
 //!   objects) and the [`Settings`]. A route's works read the context
 //!   through the index, the Gateway and listener states, its bindings, its
@@ -40,6 +40,11 @@
 //!   does); a changed Service looked up unscoped since the last full
 //!   translation (an ext_auth provider's, an HTTPProxy's) drops every
 //!   memo, as a context change.
+//! - **TrafficPolicies** are judged by what they reach ([`policies`]): an
+//!   edit of them rebuilds the routes whose effective policies differ from
+//!   those their works were built with (kept in the slot), the routes bound
+//!   to a Gateway whose scopes (Gateway and listener policies) changed, and
+//!   that Gateway's assembly from nothing.
 //! - **EndpointSlices** are read only by ClusterLoadAssignments, resolved
 //!   when a Gateway is assembled (`crate::endpoints`), and by the endpoint
 //!   guard's diagnostics, made again whenever the slices (objects or
@@ -146,6 +151,7 @@
 pub(crate) mod dirty_hosts;
 pub(crate) mod endpoints;
 pub mod httpproxy;
+pub(crate) mod policies;
 pub(crate) mod services;
 
 use std::collections::{HashMap, HashSet};
@@ -220,8 +226,8 @@ pub struct Stats {
 pub enum Full {
     /// The first call (or the one after hooks were configured).
     First,
-    /// Settings or an input other than a route changed (for Services:
-    /// one looked up outside the routes, [`services`]).
+    /// Settings or an input of the context changed, or a Service looked up
+    /// outside the routes ([`services`]).
     Context,
     /// Extension hooks are configured: always a full translation.
     Hooks,
@@ -258,6 +264,8 @@ struct Prev {
     /// The Services looked up outside any route's recording since the last
     /// full translation ([`services`]).
     unscoped_service_reads: Reads,
+    /// Per Gateway (the pipeline's order), its scopes ([`policies`]).
+    scopes: Vec<crate::policy::scope::GatewayScopes>,
 }
 
 /// One route's memo: its works, its bindings and (but under STRICT) its
@@ -273,6 +281,8 @@ pub(crate) struct Slot {
     /// The Services building its works and its report looked up
     /// ([`services`]).
     service_reads: Reads,
+    /// The effective policies its works were built with ([`policies`]).
+    policies: policies::RoutePolicies,
 }
 
 /// Last call's route order and age order, both as input positions (the
@@ -342,6 +352,11 @@ impl Translator {
             .as_ref()
             .filter(|p| !same_kind(&p.inputs.inputs().endpoint_slices, &new.endpoint_slices))
             .map(|p| endpoints::changed_services(&p.inputs.inputs().endpoint_slices, &new.endpoint_slices));
+        // TrafficPolicies changed: the routes and Gateways they reach are
+        // rebuilt ([`policies`]).
+        let policies_changed = prev
+            .as_ref()
+            .is_some_and(|p| !same_kind(&p.inputs.inputs().traffic_policies, &new.traffic_policies));
         // Services changed: their readers are rebuilt ([`services`]).
         let services_changed = prev
             .as_ref()
@@ -354,16 +369,17 @@ impl Translator {
             .as_mut()
             .filter(|_| endpoints_changed.is_none() && services_changed.is_none())
             .map(|p| std::mem::take(&mut p.endpoint_warnings));
-        let (prior, keys, prior_gateways, full, proxies, same_object, unscoped_reads) = match prev {
-            None => (
-                Vec::new(),
-                Keys::of(new),
-                HashMap::new(),
-                Some(Full::First),
-                Default::default(),
-                Vec::new(),
-                Reads::default(),
-            ),
+        let Start {
+            prior,
+            keys,
+            gateways: prior_gateways,
+            full,
+            proxies,
+            same_object,
+            unscoped_reads,
+            scopes: prior_scopes,
+        } = match prev {
+            None => Start::full(new, Full::First),
             Some(p)
                 if !same_settings(&p.settings, settings)
                     || !context_eq(p.inputs.inputs(), new)
@@ -372,18 +388,11 @@ impl Translator {
                         .is_some_and(|c| p.unscoped_service_reads.touches(&c.keys)) =>
             {
                 self.retired = Some(p.inputs);
-                (
-                    Vec::new(),
-                    Keys::of(new),
-                    HashMap::new(),
-                    Some(Full::Context),
-                    Default::default(),
-                    Vec::new(),
-                    Reads::default(),
-                )
+                Start::full(new, Full::Context)
             }
             Some(mut p) => {
                 let unscoped_reads = std::mem::take(&mut p.unscoped_service_reads);
+                let scopes = std::mem::take(&mut p.scopes);
                 let gateways = std::mem::take(&mut p.gateways);
                 let trees = std::mem::take(&mut p.proxy_trees);
                 let proxies = httpproxy::Memo::carry(trees, p.inputs.inputs(), new);
@@ -417,7 +426,16 @@ impl Translator {
                             .extend(changed_names.iter().cloned());
                     }
                 }
-                (prior, keys, gateways, None, proxies, same_object, unscoped_reads)
+                Start {
+                    prior,
+                    keys,
+                    gateways,
+                    full: None,
+                    proxies,
+                    same_object,
+                    unscoped_reads,
+                    scopes,
+                }
             }
         };
         // Per route (input order): whether its key is held by several
@@ -459,6 +477,11 @@ impl Translator {
             order_compares: 0,
             service_reads: Vec::new(),
             unscoped_service_reads: None,
+            policies_changed: policies_changed && full.is_none(),
+            prior_scopes,
+            next_scopes: Vec::new(),
+            scopes_changed: Vec::new(),
+            policies: Vec::new(),
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
@@ -489,8 +512,39 @@ impl Translator {
             // Since the last full translation (parts reused from earlier
             // calls did not look theirs up again).
             unscoped_service_reads: unscoped_reads.union(&memo.unscoped_service_reads.unwrap_or_default()),
+            scopes: memo.next_scopes,
         });
         out
+    }
+}
+
+/// What a call starts from: last call's memos, carried to this call's
+/// inputs (none for a full translation).
+struct Start {
+    prior: Vec<Option<Slot>>,
+    keys: Keys,
+    gateways: HashMap<String, GatewayMemo>,
+    /// Why nothing is reused, if so.
+    full: Option<Full>,
+    proxies: httpproxy::Memo,
+    same_object: Vec<bool>,
+    unscoped_reads: Reads,
+    scopes: Vec<crate::policy::scope::GatewayScopes>,
+}
+
+impl Start {
+    /// Nothing to reuse.
+    fn full(new: &Inputs, why: Full) -> Self {
+        Start {
+            prior: Vec::new(),
+            keys: Keys::of(new),
+            gateways: HashMap::new(),
+            full: Some(why),
+            proxies: Default::default(),
+            same_object: Vec::new(),
+            unscoped_reads: Reads::default(),
+            scopes: Vec::new(),
+        }
     }
 }
 
@@ -551,6 +605,17 @@ pub(crate) struct RouteMemo {
     /// The Services this call looked up outside any route's recording
     /// (the pipeline's, from its index).
     pub(crate) unscoped_service_reads: Option<Reads>,
+    /// Whether TrafficPolicies changed (and nothing else of the context):
+    /// [`policies::judge`] then drops the slots they reach.
+    policies_changed: bool,
+    /// Per Gateway: last call's scopes, this call's (for the next), and
+    /// whether they changed (only judged when policies changed).
+    prior_scopes: Vec<crate::policy::scope::GatewayScopes>,
+    next_scopes: Vec<crate::policy::scope::GatewayScopes>,
+    scopes_changed: Vec<bool>,
+    /// Per route (pipeline order): the effective policies its works were
+    /// built with (kept from its slot when reused).
+    policies: Vec<policies::RoutePolicies>,
 }
 
 impl RouteMemo {
@@ -591,6 +656,16 @@ impl RouteMemo {
         }
     }
 
+    /// Withdraws the offer of route `ri`'s slot (what remains of it: its
+    /// bindings may already have been taken): its works are built again.
+    fn drop_offered(&mut self, ri: usize) {
+        if let Some(&at) = self.order.get(ri)
+            && let Some(slot) = self.prior.get_mut(at)
+        {
+            *slot = None;
+        }
+    }
+
     /// The offered slot of the pipeline's route `ri`, if any.
     fn prior_mut(&mut self, ri: usize) -> Option<&mut Slot> {
         let at = *self.order.get(ri)?;
@@ -611,6 +686,7 @@ impl RouteMemo {
         let mut works = std::mem::take(&mut self.works).into_iter();
         let mut bindings = std::mem::take(&mut self.bindings).into_iter();
         let mut reads = std::mem::take(&mut self.service_reads).into_iter();
+        let mut policies = std::mem::take(&mut self.policies).into_iter();
         let mut tails = tails.map(Vec::into_iter);
         let mut next = std::mem::take(&mut self.prior);
         next.truncate(n);
@@ -619,6 +695,7 @@ impl RouteMemo {
             let (w, b) = (works.next(), bindings.next());
             let tail = tails.as_mut().and_then(Iterator::next);
             let service_reads = reads.next().unwrap_or_default();
+            let route_policies = policies.next().unwrap_or_default();
             let slot = match (w, b) {
                 (Some(works), Some(bindings)) if !self.ambiguous_at.get(at).copied().unwrap_or(true) => {
                     Some(Slot {
@@ -626,6 +703,7 @@ impl RouteMemo {
                         bindings: Some(bindings),
                         tail,
                         service_reads,
+                        policies: route_policies,
                     })
                 }
                 _ => None,
@@ -770,9 +848,14 @@ impl<'m> Gateways<'m> {
             (Some(changed), Some(c)) => endpoints::refresh(&p.built, c, changed, endpoints),
             (Some(_), None) => None,
         };
-        for (gw, works) in gateways.iter().zip(per_gateway) {
+        for (gi, (gw, works)) in gateways.iter().zip(per_gateway).enumerate() {
             let key = gw.key();
-            let prior = memo.prior_gateways.remove(&key);
+            // A Gateway whose scopes changed is assembled from nothing
+            // ([`policies`]).
+            let prior = memo
+                .prior_gateways
+                .remove(&key)
+                .filter(|_| !memo.scopes_changed.get(gi).copied().unwrap_or(false));
             if served.as_deref() == Some(key.as_str()) {
                 keys.push(key);
                 signatures.push(None);
@@ -957,16 +1040,20 @@ impl<'m> Gateways<'m> {
 pub(crate) fn build_all<'r>(
     memo: &mut RouteMemo,
     routes: &[Route<'r>],
+    effective: &[policies::RoutePolicies],
     threads: usize,
     build: impl Fn(usize) -> Vec<Work> + Sync,
 ) -> Vec<Vec<Arc<Work>>> {
     let mut reads: Vec<Reads> = Vec::with_capacity(routes.len());
+    let mut route_policies: Vec<policies::RoutePolicies> = Vec::with_capacity(routes.len());
     let mut out: Vec<Option<Vec<Arc<Work>>>> = (0..routes.len())
         .map(|ri| {
             // Moved out, as the works are (handed back by `RouteMemo::keep`).
             reads.push(Reads::default());
+            route_policies.push(Vec::new());
             let slot = memo.prior_mut(ri)?;
             reads[ri] = std::mem::take(&mut slot.service_reads);
+            route_policies[ri] = std::mem::take(&mut slot.policies);
             Some(std::mem::take(&mut slot.works))
         })
         .collect();
@@ -981,8 +1068,10 @@ pub(crate) fn build_all<'r>(
     for (ri, (works, r)) in todo.into_iter().zip(built) {
         out[ri] = Some(works.into_iter().map(Arc::new).collect());
         reads[ri] = r;
+        route_policies[ri] = effective.get(ri).cloned().unwrap_or_default();
     }
     memo.service_reads = reads;
+    memo.policies = route_policies;
     out.into_iter().map(Option::unwrap_or_default).collect()
 }
 
@@ -1405,7 +1494,7 @@ fn same_settings(a: &Settings, b: &Settings) -> bool {
 }
 
 /// Whether every input other than the routes, the EndpointSlices, the
-/// Services and the HTTPProxies is equal. Destructured exhaustively: a new input kind fails to compile
+/// Services, the TrafficPolicies and the HTTPProxies is equal. Destructured exhaustively: a new input kind fails to compile
 /// here until it is placed in the context (or shown to be route-local).
 fn context_eq(a: &Inputs, b: &Inputs) -> bool {
     let Inputs {
@@ -1424,7 +1513,9 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         // (`endpoints.rs`).
         endpoint_slices: _,
         secrets,
-        traffic_policies,
+        // Judged per route and per Gateway by what they reach
+        // (`policies.rs`).
+        traffic_policies: _,
         gateway_extensions,
         // Judged per tree by the HTTPProxy memo (`httpproxy.rs`); nothing
         // else reads them.
@@ -1440,7 +1531,6 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         && same_kind(reference_grants, &b.reference_grants)
         && same_kind(namespaces, &b.namespaces)
         && same_kind(secrets, &b.secrets)
-        && same_kind(traffic_policies, &b.traffic_policies)
         && same_kind(gateway_extensions, &b.gateway_extensions)
         && same_kind(tls_certificate_delegations, &b.tls_certificate_delegations)
         && same_kind(extension_resources, &b.extension_resources)

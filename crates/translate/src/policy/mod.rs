@@ -233,7 +233,7 @@ fn compile_one<'a>(
 
 /// What reaches one rule: the merged features, which policy each came
 /// from, and the errors (from invalid policies) that replace the rule.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Effective {
     pub features: Features,
     /// `TrafficPolicy ns/name` per feature that is set.

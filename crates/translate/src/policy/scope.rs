@@ -69,7 +69,7 @@ impl Ancestor {
 }
 
 /// What reaches the scopes of one Gateway.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GatewayScopes {
     pub gateway: Option<Effective>,
     /// By listener index (into the Gateway's merged listeners: its own and
