@@ -21,18 +21,16 @@
 //! join [`super::endpoints::Services`]); and the endpoint guard's
 //! diagnostics, made again.
 
-use std::collections::HashSet;
-
 use api::Sourced;
 use api::k8s_openapi::api::core::v1::Service;
 
 use super::endpoints;
-use crate::service_reads::{self, Key};
+use crate::service_reads::{self, Reads};
 
 /// The Services an edit changed: by key (for the read sets) and by
 /// namespace and name (for the ClusterLoadAssignments).
 pub(crate) struct Changed {
-    pub(crate) keys: HashSet<Key>,
+    pub(crate) keys: Reads,
     pub(crate) names: endpoints::Services,
 }
 
@@ -41,21 +39,22 @@ pub(crate) struct Changed {
 /// removed, else the ones between the common prefix and suffix of the very
 /// same objects (`super::aligned`).
 pub(crate) fn changed(before: &[Sourced<Service>], after: &[Sourced<Service>]) -> Changed {
-    let mut out = Changed {
-        keys: HashSet::new(),
-        names: endpoints::Services::new(),
-    };
+    let mut keys = Vec::new();
+    let mut names = endpoints::Services::new();
     super::each_changed(
         before,
         after,
         |b, a| b.source == a.source && b.same(a),
         |s| {
             let (ns, name) = crate::index::ns_name(&s.object.metadata);
-            out.keys.insert(service_reads::key(&ns, &name));
-            out.names.entry(ns).or_default().insert(name);
+            keys.push(service_reads::key(&ns, &name));
+            names.entry(ns).or_default().insert(name);
         },
     );
-    out
+    Changed {
+        keys: Reads::of(keys),
+        names,
+    }
 }
 
 #[cfg(test)]
@@ -82,7 +81,7 @@ mod tests {
             .flat_map(|(ns, names)| names.iter().map(move |n| format!("{ns}/{n}")))
             .collect();
         out.sort();
-        assert_eq!(c.keys.len(), out.len());
+        assert_eq!(c.keys.keys().len(), out.len());
         out
     }
 
