@@ -671,9 +671,9 @@ pub(crate) fn translate_memo(
                         &mut full,
                     )
                 });
-                route_tail(route, bs, &gateways, &full, settings)
+                Box::new(route_tail(route, bs, &gateways, &full, settings))
             }
-            None => route_tail(route, bs, &gateways, report, settings),
+            None => Box::new(route_tail(route, bs, &gateways, report, settings)),
         },
     );
     for t in &tails {

@@ -277,12 +277,14 @@ pub(crate) struct Slot {
     works: Vec<Arc<Work>>,
     /// Taken by the call that reuses them ([`bind_all`]).
     bindings: Option<Arc<Vec<ParentBinding>>>,
-    tail: Option<RouteTail>,
+    /// Boxed: slots are moved every call, and a tail is read only when
+    /// reused.
+    tail: Option<Box<RouteTail>>,
     /// The Services building its works and its report looked up
     /// ([`services`]).
     service_reads: Reads,
     /// The effective policies its works were built with ([`policies`]).
-    policies: policies::RoutePolicies,
+    policies: policies::KeptPolicies,
 }
 
 /// Last call's route order and age order, both as input positions (the
@@ -615,7 +617,7 @@ pub(crate) struct RouteMemo {
     scopes_changed: Vec<bool>,
     /// Per route (pipeline order): the effective policies its works were
     /// built with (kept from its slot when reused).
-    policies: Vec<policies::RoutePolicies>,
+    policies: Vec<policies::KeptPolicies>,
 }
 
 impl RouteMemo {
@@ -681,7 +683,8 @@ impl RouteMemo {
     /// under STRICT, whose tails are never reused), in input order, in
     /// place of the offered ones (`order` is a permutation: every position
     /// is written). Routes of an ambiguous key keep none.
-    pub(crate) fn keep(&mut self, tails: Option<Vec<RouteTail>>) {
+    #[allow(clippy::vec_box, reason = "boxed as the slots keep them: moved, not copied")]
+    pub(crate) fn keep(&mut self, tails: Option<Vec<Box<RouteTail>>>) {
         let n = self.order.len();
         let mut works = std::mem::take(&mut self.works).into_iter();
         let mut bindings = std::mem::take(&mut self.bindings).into_iter();
@@ -939,7 +942,7 @@ impl<'m> Gateways<'m> {
     /// replacements, for the routes whose works were reused — the object,
     /// its bindings (see [`bind_all`]) and its report (read from its works,
     /// and from STRICT and hooks, which run with no reuse) are the same.
-    pub(crate) fn tails(&mut self, n: usize) -> Vec<Option<RouteTail>> {
+    pub(crate) fn tails(&mut self, n: usize) -> Vec<Option<Box<RouteTail>>> {
         let reuse_allowed = self.reuse_allowed;
         let Some(memo) = self.memo.as_deref_mut().filter(|_| reuse_allowed) else {
             return (0..n).map(|_| None).collect();
@@ -958,11 +961,12 @@ impl<'m> Gateways<'m> {
     /// Keeps every route's slot, with its works and bindings (pipeline
     /// order) and its tail, for the next call (see [`RouteMemo::keep`]); under STRICT
     /// without the tail.
+    #[allow(clippy::vec_box, reason = "boxed as the slots keep them: moved, not copied")]
     pub(crate) fn keep_tails(
         &mut self,
         works: Vec<Vec<Arc<Work>>>,
         bindings: Vec<Arc<Vec<ParentBinding>>>,
-        tails: Vec<RouteTail>,
+        tails: Vec<Box<RouteTail>>,
     ) {
         let reuse_allowed = self.reuse_allowed;
         if let Some(memo) = self.memo.as_deref_mut() {
@@ -1045,12 +1049,12 @@ pub(crate) fn build_all<'r>(
     build: impl Fn(usize) -> Vec<Work> + Sync,
 ) -> Vec<Vec<Arc<Work>>> {
     let mut reads: Vec<Reads> = Vec::with_capacity(routes.len());
-    let mut route_policies: Vec<policies::RoutePolicies> = Vec::with_capacity(routes.len());
+    let mut route_policies: Vec<policies::KeptPolicies> = Vec::with_capacity(routes.len());
     let mut out: Vec<Option<Vec<Arc<Work>>>> = (0..routes.len())
         .map(|ri| {
             // Moved out, as the works are (handed back by `RouteMemo::keep`).
             reads.push(Reads::default());
-            route_policies.push(Vec::new());
+            route_policies.push(Box::default());
             let slot = memo.prior_mut(ri)?;
             reads[ri] = std::mem::take(&mut slot.service_reads);
             route_policies[ri] = std::mem::take(&mut slot.policies);
@@ -1068,7 +1072,10 @@ pub(crate) fn build_all<'r>(
     for (ri, (works, r)) in todo.into_iter().zip(built) {
         out[ri] = Some(works.into_iter().map(Arc::new).collect());
         reads[ri] = r;
-        route_policies[ri] = effective.get(ri).cloned().unwrap_or_default();
+        route_policies[ri] = effective
+            .get(ri)
+            .map(|e| e.clone().into_boxed_slice())
+            .unwrap_or_default();
     }
     memo.service_reads = reads;
     memo.policies = route_policies;

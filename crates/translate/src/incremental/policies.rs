@@ -29,8 +29,13 @@ use crate::policy::scope::GatewayScopes;
 
 use super::RouteMemo;
 
-/// A route's effective policies, per rule (empty: none reaches it).
+/// A route's effective policies, per rule (empty: none reaches it), as
+/// `policy::attach` gives them.
 pub(crate) type RoutePolicies = Vec<Option<Box<Effective>>>;
+
+/// The same, as a slot keeps them (boxed: slots are moved every call,
+/// and most routes have none, which allocates nothing).
+pub(crate) type KeptPolicies = Box<[Option<Box<Effective>>]>;
 
 /// Drops the offered slots whose works read a policy that changed (see the
 /// module doc), when policies changed; notes which Gateways' scopes did for
@@ -51,7 +56,7 @@ pub(crate) fn judge(
         for (ri, bs) in bindings.iter().enumerate() {
             let now = effective.get(ri).map_or(&[][..], Vec::as_slice);
             let stale = memo.prior_mut(ri).is_some_and(|slot| {
-                slot.policies != now || bs.iter().any(|b| changed.get(b.gateway).copied().unwrap_or(true))
+                *slot.policies != *now || bs.iter().any(|b| changed.get(b.gateway).copied().unwrap_or(true))
             });
             if stale {
                 memo.drop_offered(ri);
