@@ -8,8 +8,8 @@
 //! note goes to the innermost [`scoped`] recording open on the calling
 //! thread (the pipeline opens one around each route it builds, and
 //! around the report of each route it built), else to the index's
-//! *unscoped* reads (policies' ext_auth providers, HTTPProxy trees,
-//! Gateways: what is not kept per route). Two readers are left out on
+//! *unscoped* reads (today the ext_auth providers and the HTTPProxy
+//! trees: what is not kept per route). Two readers are left out on
 //! purpose and read through [`crate::index::Index::service_untracked`]: the
 //! ClusterLoadAssignments and the endpoint guard, which the incremental
 //! translator rebuilds by their own rule when a Service changes.

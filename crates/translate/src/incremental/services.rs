@@ -2,8 +2,8 @@
 //!
 //! Every Service lookup is noted (`crate::service_reads`): per route, what
 //! building its works and its report looked up (kept in its slot); for the
-//! rest of the call, unscoped (ext_auth providers, HTTPProxy trees,
-//! bindings, Gateways), kept by the translator as the union over the calls
+//! rest of the call, unscoped (today the ext_auth providers and the
+//! HTTPProxy trees), kept by the translator as the union over the calls
 //! since its last full translation (a part reused from an earlier call
 //! does not look its Services up again). An edit whose context changed in
 //! its Services alone is then translated as a route edit ([`super`]), when
