@@ -42,7 +42,11 @@ pub struct Index<'a> {
     /// after most incremental edits.
     endpoint_slices: std::sync::OnceLock<HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>>,
     slices: &'a [api::Sourced<EndpointSlice>],
-    pub secrets: HashMap<(&'a str, &'a str), &'a Secret>,
+    /// Read only through [`Index::secret`], which notes the lookup.
+    secrets: HashMap<(&'a str, &'a str), &'a Secret>,
+    /// Secret lookups, when the incremental translator asks for them
+    /// (`incremental/secrets.rs`).
+    secret_reads: Option<crate::service_reads::Unscoped>,
     pub reference_grants: Vec<&'a ReferenceGrant>,
     /// Which endpoint addresses may be used (from the settings).
     pub endpoint_guard: crate::endpoint_guard::EndpointGuard,
@@ -76,6 +80,7 @@ impl<'a> Index<'a> {
                 inputs.secrets.len(),
                 inputs.secrets.iter().map(|s| (&s.object.metadata, &*s.object)),
             ),
+            secret_reads: None,
             reference_grants: inputs.reference_grants.iter().map(|g| &*g.object).collect(),
             endpoint_guard: Default::default(),
             extensions: None,
@@ -122,9 +127,11 @@ impl<'a> Index<'a> {
         self.services.get(&(ns, name)).copied()
     }
 
-    /// Notes Service lookups from now on (`crate::service_reads`).
+    /// Notes Service and Secret lookups from now on
+    /// (`crate::service_reads`, `incremental/secrets.rs`).
     pub(crate) fn record_service_reads(&mut self) {
         self.unscoped_service_reads = Some(Default::default());
+        self.secret_reads = Some(Default::default());
     }
 
     /// The Service lookups made outside any recording since
@@ -133,8 +140,20 @@ impl<'a> Index<'a> {
         self.unscoped_service_reads.take().map(|u| u.into_reads())
     }
 
+    /// Secret `ns/name`. The lookup is noted (found or not) for the
+    /// incremental translator when [`Index::record_service_reads`] asked
+    /// for it: never per route, always for the whole call
+    /// (`incremental/secrets.rs`).
     pub fn secret(&self, ns: &str, name: &str) -> Option<&'a Secret> {
+        if let Some(reads) = &self.secret_reads {
+            reads.note(crate::service_reads::key(ns, name));
+        }
         self.secrets.get(&(ns, name)).copied()
+    }
+
+    /// The Secret lookups made since [`Index::record_service_reads`].
+    pub(crate) fn secret_reads(&mut self) -> Option<crate::service_reads::Reads> {
+        self.secret_reads.take().map(|u| u.into_reads())
     }
 
     /// Labels of a namespace; a namespace with no manifest still has its

@@ -698,6 +698,7 @@ pub(crate) fn translate_memo(
     if let Some(m) = memo {
         m.models_read = routes.iter().filter(|r| r.read_beyond_head()).count();
         m.unscoped_service_reads = index.unscoped_service_reads();
+        m.secret_reads = index.secret_reads();
     }
     out
 }

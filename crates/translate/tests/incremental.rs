@@ -81,7 +81,9 @@ impl World {
         for s in 0..4 {
             w.service(rng, s);
         }
-        w.secret(rng, 0);
+        for s in 0..3 {
+            w.secret(rng, s);
+        }
         for e in 0..2 {
             w.extension(rng, e);
         }
@@ -124,7 +126,8 @@ impl World {
             };
             let from = if rng.chance(80) { "All" } else { "Same" };
             if rng.chance(25) {
-                let secret = if rng.chance(80) { "tls-0" } else { "tls-missing" };
+                // tls-2 is never named: its edits rebuild nothing.
+                let secret = ["tls-0", "tls-0", "tls-0", "tls-1", "tls-missing"][rng.below(5)];
                 s.push_str(&format!(
                     "  - name: l{l}\n    protocol: HTTPS\n    port: 443\n{hostname}    tls:\n      certificateRefs: [{{name: {secret}}}]\n    allowedRoutes:\n      namespaces:\n        from: {from}\n"
                 ));
@@ -468,7 +471,7 @@ impl World {
             "policy" => (4, "policy"),
             "service" => (5, "service"),
             "endpoints" => (5, "endpoints"),
-            "secret" => (2, "secret"),
+            "secret" => (3, "secret"),
             "extension" => (2, "extension"),
             _ => (2, "grant"),
         };
@@ -499,7 +502,7 @@ impl World {
     }
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 10]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 11]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -547,6 +550,8 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 10]) {
         // A TrafficPolicy edit translated incrementally (the routes and
         // Gateways it reaches rebuilt).
         totals[9] += usize::from(stats.full.is_none() && what.contains("policy-"));
+        // A Secret edit translated incrementally (no listener named it).
+        totals[10] += usize::from(stats.full.is_none() && what.contains("secret-"));
     }
 }
 
@@ -565,13 +570,14 @@ fn incremental_equals_full_after_every_edit() {
     // steps with a partial assembly, steps rebuilding a reused Gateway's
     // ClusterLoadAssignments after an EndpointSlice edit, Service edits
     // translated incrementally, Service edits alone translated in full,
-    // TrafficPolicy edits translated incrementally]
-    let mut totals = [0usize; 10];
+    // TrafficPolicy edits translated incrementally, Secret edits
+    // translated incrementally]
+    let mut totals = [0usize; 11];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}",
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}",
         totals[0],
         totals[1],
         totals[2],
@@ -581,7 +587,8 @@ fn incremental_equals_full_after_every_edit() {
         totals[6],
         totals[7],
         totals[8],
-        totals[9]
+        totals[9],
+        totals[10]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

@@ -539,13 +539,7 @@ fn header_policy(name: &str, ns: &str, target: &str, value: &str) -> api::Inputs
 #[test]
 fn a_policy_edit_rebuilds_only_what_it_reaches() {
     let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(200))).inputs;
-    inputs.extend(
-        api::loader::load_str(
-            "lonely.yaml",
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: lonely, namespace: infra}\nspec:\n  gatewayClassName: portcullis\n  listeners: [{name: http, protocol: HTTP, port: 8081}]\n",
-        )
-        .inputs,
-    );
+    add_gateway(&mut inputs, "lonely", "{name: http, protocol: HTTP, port: 8081}");
     let mut run = Run::new();
     let total = inputs.http_routes.len();
     let gateways = inputs.gateways.len();
@@ -609,4 +603,62 @@ fn a_policy_edit_rebuilds_only_what_it_reaches() {
     inputs.traffic_policies.clear();
     let stats = run.step("policies removed", &inputs);
     assert_eq!((stats.full, stats.routes_built), (None, on_gw1 + 1), "{stats:?}");
+}
+
+/// An edit of Secrets none of which was looked up rebuilds nothing; one a
+/// listener names makes a full translation (`incremental/secrets.rs`).
+#[test]
+fn a_secret_edit_rebuilds_nothing_unless_one_was_looked_up() {
+    let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(200))).inputs;
+    let (crt, key) = random_edits::tls_pair();
+    let secret = |name: &str, crt: &str| {
+        api::loader::load_str(
+            &format!("{name}.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: infra}}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {crt}\n  tls.key: {key}\n"
+            ),
+        )
+        .inputs
+        .secrets
+    };
+    inputs.secrets.extend(secret("named", &crt));
+    inputs.secrets.extend(secret("unnamed", &crt));
+    add_gateway(
+        &mut inputs,
+        "tls",
+        "{name: https, protocol: HTTPS, port: 443, tls: {certificateRefs: [{name: named}]}}",
+    );
+    let mut run = Run::new();
+    run.step("initial", &inputs);
+    let gateways = inputs.gateways.len();
+
+    // A certificate no listener names, rotated (here: made invalid).
+    inputs.secrets[1] = secret("unnamed", "bm90IGEgY2VydA==").remove(0);
+    let stats = run.step("unnamed Secret", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways, "{stats:?}");
+
+    // The listener's: a full translation, which finds it invalid.
+    let before = translate::translate(&inputs, &run.settings);
+    inputs.secrets[0] = secret("named", "bm90IGEgY2VydA==").remove(0);
+    assert_ne!(
+        before.status,
+        translate::translate(&inputs, &run.settings).status,
+        "the listener's certificate matters"
+    );
+    let stats = run.step("named Secret", &inputs);
+    assert_eq!(stats.full, Some(Full::Context), "{stats:?}");
+}
+
+/// Adds Gateway `infra/name` of class `portcullis` with one listener.
+fn add_gateway(inputs: &mut Inputs, name: &str, listener: &str) {
+    inputs.extend(
+        api::loader::load_str(
+            &format!("{name}.yaml"),
+            &format!(
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: infra}}\nspec:\n  gatewayClassName: portcullis\n  listeners: [{listener}]\n"
+            ),
+        )
+        .inputs,
+    );
 }

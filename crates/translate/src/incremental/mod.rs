@@ -23,8 +23,8 @@
 //!
 //! Invalidation (the soundness argument, per input kind):
 //! - **The context** — every input that is not an HTTPRoute, GRPCRoute,
-//!   EndpointSlice, Service, TrafficPolicy or HTTPProxy (GatewayClasses,
-//!   Gateways, ListenerSets, GatewayExtensions, Secrets,
+//!   EndpointSlice, Service, Secret, TrafficPolicy or HTTPProxy
+//!   (GatewayClasses, Gateways, ListenerSets, GatewayExtensions,
 //!   ReferenceGrants, Namespaces, TLSCertificateDelegations, extension
 //!   objects) and the [`Settings`]. A route's works read the context
 //!   through the index, the Gateway and listener states, its bindings, its
@@ -40,6 +40,9 @@
 //!   does); a changed Service looked up unscoped since the last full
 //!   translation (an ext_auth provider's, an HTTPProxy's) drops every
 //!   memo, as a context change.
+//! - **Secrets** are judged by whether a changed one was looked up since
+//!   the last full translation ([`secrets`]): if so, every memo is dropped;
+//!   else nothing is rebuilt.
 //! - **TrafficPolicies** are judged by what they reach ([`policies`]): an
 //!   edit of them rebuilds the routes whose effective policies differ from
 //!   those their works were built with (kept in the slot), the routes bound
@@ -152,6 +155,7 @@ pub(crate) mod dirty_hosts;
 pub(crate) mod endpoints;
 pub mod httpproxy;
 pub(crate) mod policies;
+pub(crate) mod secrets;
 pub(crate) mod services;
 
 use std::collections::{HashMap, HashSet};
@@ -266,6 +270,8 @@ struct Prev {
     unscoped_service_reads: Reads,
     /// Per Gateway (the pipeline's order), its scopes ([`policies`]).
     scopes: Vec<crate::policy::scope::GatewayScopes>,
+    /// The Secrets looked up since the last full translation ([`secrets`]).
+    secret_reads: Reads,
 }
 
 /// One route's memo: its works, its bindings and (but under STRICT) its
@@ -359,6 +365,12 @@ impl Translator {
         let policies_changed = prev
             .as_ref()
             .is_some_and(|p| !same_kind(&p.inputs.inputs().traffic_policies, &new.traffic_policies));
+        // Secrets changed: nothing to rebuild unless one was looked up
+        // ([`secrets`]).
+        let secrets_changed = prev
+            .as_ref()
+            .filter(|p| !same_kind(&p.inputs.inputs().secrets, &new.secrets))
+            .map(|p| secrets::changed(&p.inputs.inputs().secrets, &new.secrets));
         // Services changed: their readers are rebuilt ([`services`]).
         let services_changed = prev
             .as_ref()
@@ -380,6 +392,7 @@ impl Translator {
             same_object,
             unscoped_reads,
             scopes: prior_scopes,
+            secret_reads,
         } = match prev {
             None => Start::full(new, Full::First),
             Some(p)
@@ -387,7 +400,10 @@ impl Translator {
                     || !context_eq(p.inputs.inputs(), new)
                     || services_changed
                         .as_ref()
-                        .is_some_and(|c| p.unscoped_service_reads.touches(&c.keys)) =>
+                        .is_some_and(|c| p.unscoped_service_reads.touches(&c.keys))
+                    || secrets_changed
+                        .as_ref()
+                        .is_some_and(|c| p.secret_reads.touches(c)) =>
             {
                 self.retired = Some(p.inputs);
                 Start::full(new, Full::Context)
@@ -395,6 +411,7 @@ impl Translator {
             Some(mut p) => {
                 let unscoped_reads = std::mem::take(&mut p.unscoped_service_reads);
                 let scopes = std::mem::take(&mut p.scopes);
+                let secret_reads = std::mem::take(&mut p.secret_reads);
                 let gateways = std::mem::take(&mut p.gateways);
                 let trees = std::mem::take(&mut p.proxy_trees);
                 let proxies = httpproxy::Memo::carry(trees, p.inputs.inputs(), new);
@@ -437,6 +454,7 @@ impl Translator {
                     same_object,
                     unscoped_reads,
                     scopes,
+                    secret_reads,
                 }
             }
         };
@@ -479,6 +497,7 @@ impl Translator {
             order_compares: 0,
             service_reads: Vec::new(),
             unscoped_service_reads: None,
+            secret_reads: None,
             policies_changed: policies_changed && full.is_none(),
             prior_scopes,
             next_scopes: Vec::new(),
@@ -515,6 +534,7 @@ impl Translator {
             // calls did not look theirs up again).
             unscoped_service_reads: unscoped_reads.union(&memo.unscoped_service_reads.unwrap_or_default()),
             scopes: memo.next_scopes,
+            secret_reads: secret_reads.union(&memo.secret_reads.unwrap_or_default()),
         });
         out
     }
@@ -532,6 +552,7 @@ struct Start {
     same_object: Vec<bool>,
     unscoped_reads: Reads,
     scopes: Vec<crate::policy::scope::GatewayScopes>,
+    secret_reads: Reads,
 }
 
 impl Start {
@@ -546,6 +567,7 @@ impl Start {
             same_object: Vec::new(),
             unscoped_reads: Reads::default(),
             scopes: Vec::new(),
+            secret_reads: Reads::default(),
         }
     }
 }
@@ -607,6 +629,8 @@ pub(crate) struct RouteMemo {
     /// The Services this call looked up outside any route's recording
     /// (the pipeline's, from its index).
     pub(crate) unscoped_service_reads: Option<Reads>,
+    /// The Secrets this call looked up (the pipeline's, from its index).
+    pub(crate) secret_reads: Option<Reads>,
     /// Whether TrafficPolicies changed (and nothing else of the context):
     /// [`policies::judge`] then drops the slots they reach.
     policies_changed: bool,
@@ -1215,6 +1239,29 @@ fn each_changed<T>(
     }
 }
 
+/// The keys (`service_reads::key` of namespace and name) of the objects
+/// [`each_changed`] finds differing (object, unreadable values or source),
+/// each namespace and name also handed to `each`.
+fn changed_keys<T: PartialEq>(
+    before: &[api::Sourced<T>],
+    after: &[api::Sourced<T>],
+    meta: impl Fn(&T) -> &Meta,
+    mut each: impl FnMut(String, String),
+) -> Reads {
+    let mut keys = Vec::new();
+    each_changed(
+        before,
+        after,
+        |b, a| b.source == a.source && b.same(a),
+        |s| {
+            let (ns, name) = crate::index::ns_name(meta(&s.object));
+            keys.push(service_reads::key(&ns, &name));
+            each(ns, name);
+        },
+    );
+    Reads::of(keys)
+}
+
 /// How many routes at the start and at the end of `old` and `new` are the
 /// very same objects (by pointer), without overlapping: what lies between
 /// is what an edit added, removed, moved or replaced.
@@ -1501,7 +1548,8 @@ fn same_settings(a: &Settings, b: &Settings) -> bool {
 }
 
 /// Whether every input other than the routes, the EndpointSlices, the
-/// Services, the TrafficPolicies and the HTTPProxies is equal. Destructured exhaustively: a new input kind fails to compile
+/// Services, the Secrets, the TrafficPolicies and the HTTPProxies is
+/// equal. Destructured exhaustively: a new input kind fails to compile
 /// here until it is placed in the context (or shown to be route-local).
 fn context_eq(a: &Inputs, b: &Inputs) -> bool {
     let Inputs {
@@ -1519,7 +1567,8 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         // every call): an edit of them alone is judged per Service
         // (`endpoints.rs`).
         endpoint_slices: _,
-        secrets,
+        // Judged by whether any changed one was looked up (`secrets.rs`).
+        secrets: _,
         // Judged per route and per Gateway by what they reach
         // (`policies.rs`).
         traffic_policies: _,
@@ -1537,7 +1586,6 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         && same_kind(listener_sets, &b.listener_sets)
         && same_kind(reference_grants, &b.reference_grants)
         && same_kind(namespaces, &b.namespaces)
-        && same_kind(secrets, &b.secrets)
         && same_kind(gateway_extensions, &b.gateway_extensions)
         && same_kind(tls_certificate_delegations, &b.tls_certificate_delegations)
         && same_kind(extension_resources, &b.extension_resources)

@@ -25,7 +25,7 @@ use api::Sourced;
 use api::k8s_openapi::api::core::v1::Service;
 
 use super::endpoints;
-use crate::service_reads::{self, Reads};
+use crate::service_reads::Reads;
 
 /// The Services an edit changed: by key (for the read sets) and by
 /// namespace and name (for the ClusterLoadAssignments).
@@ -39,22 +39,16 @@ pub(crate) struct Changed {
 /// removed, else the ones between the common prefix and suffix of the very
 /// same objects (`super::aligned`).
 pub(crate) fn changed(before: &[Sourced<Service>], after: &[Sourced<Service>]) -> Changed {
-    let mut keys = Vec::new();
     let mut names = endpoints::Services::new();
-    super::each_changed(
+    let keys = super::changed_keys(
         before,
         after,
-        |b, a| b.source == a.source && b.same(a),
-        |s| {
-            let (ns, name) = crate::index::ns_name(&s.object.metadata);
-            keys.push(service_reads::key(&ns, &name));
+        |s| &s.metadata,
+        |ns, name| {
             names.entry(ns).or_default().insert(name);
         },
     );
-    Changed {
-        keys: Reads::of(keys),
-        names,
-    }
+    Changed { keys, names }
 }
 
 #[cfg(test)]
