@@ -107,7 +107,7 @@ impl<'a> Index<'a> {
 
     /// Service `ns/name`. The lookup is noted (found or not) for the
     /// incremental translator: in the recording open on this thread, else
-    /// as unscoped when [`Index::record_service_reads`] asked for it
+    /// as unscoped when [`Index::record_lookups`] asked for it
     /// (`crate::service_reads`).
     pub fn service(&self, ns: &str, name: &str) -> Option<&'a Service> {
         if let Some(unscoped) = &self.unscoped_service_reads {
@@ -129,19 +129,19 @@ impl<'a> Index<'a> {
 
     /// Notes Service and Secret lookups from now on
     /// (`crate::service_reads`, `incremental/secrets.rs`).
-    pub(crate) fn record_service_reads(&mut self) {
+    pub(crate) fn record_lookups(&mut self) {
         self.unscoped_service_reads = Some(Default::default());
         self.secret_reads = Some(Default::default());
     }
 
     /// The Service lookups made outside any recording since
-    /// [`Index::record_service_reads`].
+    /// [`Index::record_lookups`].
     pub(crate) fn unscoped_service_reads(&mut self) -> Option<crate::service_reads::Reads> {
         self.unscoped_service_reads.take().map(|u| u.into_reads())
     }
 
     /// Secret `ns/name`. The lookup is noted (found or not) for the
-    /// incremental translator when [`Index::record_service_reads`] asked
+    /// incremental translator when [`Index::record_lookups`] asked
     /// for it: never per route, always for the whole call
     /// (`incremental/secrets.rs`).
     pub fn secret(&self, ns: &str, name: &str) -> Option<&'a Secret> {
@@ -151,7 +151,7 @@ impl<'a> Index<'a> {
         self.secrets.get(&(ns, name)).copied()
     }
 
-    /// The Secret lookups made since [`Index::record_service_reads`].
+    /// The Secret lookups made since [`Index::record_lookups`].
     pub(crate) fn secret_reads(&mut self) -> Option<crate::service_reads::Reads> {
         self.secret_reads.take().map(|u| u.into_reads())
     }

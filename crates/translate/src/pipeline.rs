@@ -69,10 +69,10 @@ pub(crate) fn translate_memo(
     };
     let mut index = Index::new(inputs);
     index.endpoint_guard = settings.endpoint_guard.clone();
-    // Which Services each part read, for the incremental translator's
-    // judgement of a Service edit (`crate::service_reads`).
+    // Which Services and Secrets each part read, for the incremental
+    // translator's judgement of their edits (`crate::service_reads`).
     if memo.is_some() {
-        index.record_service_reads();
+        index.record_lookups();
     }
     if let Some(h) = hooks {
         let (extensions, diagnostics) =

@@ -14,6 +14,9 @@
 //! ClusterLoadAssignments and the endpoint guard, which the incremental
 //! translator rebuilds by their own rule when a Service changes.
 //!
+//! Secret lookups are keyed and collected the same way, always unscoped
+//! (`incremental/secrets.rs`).
+//!
 //! Keys are 64-bit hashes of `(namespace, name)`: two Services sharing a
 //! hash only make an edit of one rebuild the other's readers too (a read
 //! set is only ever asked whether it *may* have read a Service).
@@ -42,9 +45,9 @@ impl Reads {
     }
 
     /// These reads and `other`'s.
-    pub(crate) fn union(&self, other: &Reads) -> Reads {
+    pub(crate) fn union(self, other: &Reads) -> Reads {
         if other.0.is_empty() {
-            return self.clone();
+            return self;
         }
         Self::of(self.0.iter().chain(other.0.iter()).copied().collect())
     }

@@ -400,10 +400,10 @@ impl Translator {
                     || !context_eq(p.inputs.inputs(), new)
                     || services_changed
                         .as_ref()
-                        .is_some_and(|c| p.unscoped_service_reads.touches(&c.keys))
+                        .is_some_and(|c| c.forces_full(&p.unscoped_service_reads))
                     || secrets_changed
                         .as_ref()
-                        .is_some_and(|c| p.secret_reads.touches(c)) =>
+                        .is_some_and(|c| secrets::forces_full(c, &p.secret_reads)) =>
             {
                 self.retired = Some(p.inputs);
                 Start::full(new, Full::Context)
@@ -426,24 +426,8 @@ impl Translator {
                 if let Some(moved) = moved {
                     prior_orders = prior_orders.map(|o| o.renumbered(&moved));
                 }
-                // The routes that looked up a changed Service are rebuilt,
-                // and its ClusterLoadAssignments ([`services`]).
                 if let Some(changed) = &services_changed {
-                    for slot in &mut prior {
-                        if slot
-                            .as_ref()
-                            .is_some_and(|s| s.service_reads.touches(&changed.keys))
-                        {
-                            *slot = None;
-                        }
-                    }
-                    let names = endpoints_changed.get_or_insert_with(Default::default);
-                    for (ns, changed_names) in &changed.names {
-                        names
-                            .entry(ns.clone())
-                            .or_default()
-                            .extend(changed_names.iter().cloned());
-                    }
+                    changed.rebuild_readers(&mut prior, &mut endpoints_changed);
                 }
                 Start {
                     prior,
@@ -678,7 +662,7 @@ impl RouteMemo {
         if self.rebuilt.get(ri).copied().unwrap_or(false)
             && let Some(r) = self.service_reads.get_mut(ri)
         {
-            *r = r.union(&reads);
+            *r = std::mem::take(r).union(&reads);
         }
     }
 

@@ -24,3 +24,9 @@ use crate::service_reads::Reads;
 pub(crate) fn changed(before: &[Sourced<Secret>], after: &[Sourced<Secret>]) -> Reads {
     super::changed_keys(before, after, |s| &s.metadata, |_, _| {})
 }
+
+/// Whether a `changed` Secret was looked up since the last full
+/// translation (`looked_up`): then everything is rebuilt, else nothing.
+pub(crate) fn forces_full(changed: &Reads, looked_up: &Reads) -> bool {
+    looked_up.touches(changed)
+}

@@ -51,6 +51,36 @@ pub(crate) fn changed(before: &[Sourced<Service>], after: &[Sourced<Service>]) -
     Changed { keys, names }
 }
 
+impl Changed {
+    /// Whether a changed Service was looked up outside the routes since the
+    /// last full translation (`unscoped`): then everything is rebuilt.
+    pub(crate) fn forces_full(&self, unscoped: &Reads) -> bool {
+        unscoped.touches(&self.keys)
+    }
+
+    /// Withdraws the slots of the routes that looked a changed Service up
+    /// (they are rebuilt as if edited), and adds the changed Services to
+    /// those whose ClusterLoadAssignments are built again.
+    pub(crate) fn rebuild_readers(
+        &self,
+        prior: &mut [Option<super::Slot>],
+        endpoints_changed: &mut Option<endpoints::Services>,
+    ) {
+        for slot in prior.iter_mut() {
+            if slot.as_ref().is_some_and(|s| s.service_reads.touches(&self.keys)) {
+                *slot = None;
+            }
+        }
+        let names = endpoints_changed.get_or_insert_with(Default::default);
+        for (ns, changed) in &self.names {
+            names
+                .entry(ns.clone())
+                .or_default()
+                .extend(changed.iter().cloned());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
