@@ -33,7 +33,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// Most threads a translation uses (and so most workers a pool has).
 pub const MAX_THREADS: usize = 8;
@@ -41,9 +41,16 @@ pub const MAX_THREADS: usize = 8;
 /// Resolved thread count: `Settings::parallelism`, else one per core (at
 /// most [`MAX_THREADS`]).
 pub fn threads(parallelism: Option<usize>) -> usize {
-    parallelism
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, MAX_THREADS)
+    parallelism.unwrap_or_else(cores).clamp(1, MAX_THREADS)
+}
+
+/// The cores this process may use, asked once: the answer reads cgroup
+/// files and the affinity mask (system calls that showed as ~2% of a
+/// one-route edit), and a pool keeps its thread count for the life of the
+/// process anyway.
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Pieces per worker a map is split into at most: small enough that a

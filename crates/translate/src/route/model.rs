@@ -157,12 +157,19 @@ pub struct Route<'a> {
     /// What the rules are built from.
     object: Object<'a>,
     unreadable: &'a [Unreadable],
-    /// The hostnames (lower case) and the problems found reading them,
-    /// once read.
+    /// What is built on first read, allocated only then: the head stays
+    /// small, and every head is built, moved and dropped on every call.
+    read: OnceLock<Box<Read<'a>>>,
+}
+
+/// A [`Route`]'s parts beyond its head, each built on first read.
+#[derive(Clone, Debug, Default)]
+struct Read<'a> {
+    /// The hostnames (lower case) and the problems found reading them.
     hostnames: OnceLock<(Vec<String>, Vec<String>)>,
-    /// `spec.parentRefs` and the default Gateways' claims, once read.
+    /// `spec.parentRefs` and the default Gateways' claims.
     parent_refs: OnceLock<Vec<ParentRef<'a>>>,
-    /// The rules and the problems found converting them, once read.
+    /// The rules and the problems found converting them.
     body: OnceLock<Body<'a>>,
 }
 
@@ -213,8 +220,13 @@ impl<'a> Route<'a> {
         &self.hostnames_read().0
     }
 
+    /// The parts beyond the head (allocated on first call).
+    fn read(&self) -> &Read<'a> {
+        self.read.get_or_init(Box::default)
+    }
+
     fn hostnames_read(&self) -> &(Vec<String>, Vec<String>) {
-        self.hostnames.get_or_init(|| {
+        self.read().hostnames.get_or_init(|| {
             let written = either_kind!(self.object, |r| r.spec.hostnames.as_deref());
             let mut errors = Vec::new();
             (lowercase_hostnames(written, &mut errors), errors)
@@ -223,7 +235,7 @@ impl<'a> Route<'a> {
 
     /// `spec.parentRefs`, then the default Gateways' claims.
     pub fn parent_refs(&self) -> &[ParentRef<'a>] {
-        self.parent_refs.get_or_init(|| {
+        self.read().parent_refs.get_or_init(|| {
             either_kind!(self.object, |r| r
                 .spec
                 .parent_refs
@@ -237,11 +249,13 @@ impl<'a> Route<'a> {
     /// Adds a default Gateway's claim after the parentRefs.
     pub fn claim(&mut self, claim: ParentRef<'a>) {
         self.parent_refs();
-        let mut refs = std::mem::take(&mut self.parent_refs)
+        let mut read = std::mem::take(&mut self.read).into_inner().unwrap_or_default();
+        let mut refs = std::mem::take(&mut read.parent_refs)
             .into_inner()
             .unwrap_or_default();
         refs.push(claim);
-        self.parent_refs = OnceLock::from(refs);
+        read.parent_refs = OnceLock::from(refs);
+        self.read = OnceLock::from(read);
     }
 
     /// How many rules the route has (`rules().len()`, read from the object
@@ -259,11 +273,11 @@ impl<'a> Route<'a> {
     /// Whether anything beyond the head was read, so built: hostnames,
     /// parentRefs or rules (for the incremental translator's count).
     pub fn read_beyond_head(&self) -> bool {
-        self.body.get().is_some() || self.hostnames.get().is_some() || self.parent_refs.get().is_some()
+        self.read.get().is_some()
     }
 
     fn body(&self) -> &Body<'a> {
-        self.body.get_or_init(|| match self.object {
+        self.read().body.get_or_init(|| match self.object {
             Object::Http(r) => http_body(r, self.unreadable),
             Object::Grpc(r) => grpc_body(r, self.unreadable),
         })
@@ -359,9 +373,7 @@ pub fn from_http<'a>(route: &'a HttpRoute, source: &'a Source, unreadable: &'a [
         labels: route.metadata.labels.as_ref(),
         object: Object::Http(route),
         unreadable,
-        hostnames: OnceLock::new(),
-        parent_refs: OnceLock::new(),
-        body: OnceLock::new(),
+        read: OnceLock::new(),
     }
 }
 
@@ -568,9 +580,7 @@ pub fn from_grpc<'a>(route: &'a GrpcRoute, source: &'a Source, unreadable: &'a [
         labels: route.metadata.labels.as_ref(),
         object: Object::Grpc(route),
         unreadable,
-        hostnames: OnceLock::new(),
-        parent_refs: OnceLock::new(),
-        body: OnceLock::new(),
+        read: OnceLock::new(),
     }
 }
 
