@@ -355,17 +355,36 @@ fn is_valid_section_name(name: &str) -> bool {
 /// missing) or one without any requirement is refused rather than read as
 /// Kubernetes' empty selector (every namespace): a typo must not open the
 /// listener to every tenant. An invalid `matchExpressions` entry is refused
-/// as the API server would. `None` when the selector is usable.
+/// as the API server would. The listener is then not accepted, reason
+/// `UnsupportedValue`; each message names its field under the listener.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error(
+        "allowedRoutes.namespaces.selector: from: Selector needs a selector with at least one matchLabels or matchExpressions entry; no namespace is selected"
+    )]
+    Empty,
+    /// Every invalid `matchExpressions` entry, by index.
+    #[error("{}", requirements_text(.0))]
+    Requirements(Vec<(usize, crate::selector::RequirementError)>),
+}
+
+fn requirements_text(problems: &[(usize, crate::selector::RequirementError)]) -> String {
+    problems
+        .iter()
+        .map(|(i, p)| format!("allowedRoutes.namespaces.selector.matchExpressions[{i}]: {p}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The [`SelectorError`] of a listener's selector; `None` when it is usable.
 fn selector_problem(
     match_labels: Option<&BTreeMap<String, String>>,
     expressions: &[(String, String, Vec<String>)],
-) -> Option<String> {
+) -> Option<SelectorError> {
     if match_labels.is_none_or(BTreeMap::is_empty) && expressions.is_empty() {
-        return Some(
-            "allowedRoutes.namespaces.selector: from: Selector needs a selector with at least one matchLabels or matchExpressions entry; no namespace is selected".into(),
-        );
+        return Some(SelectorError::Empty);
     }
-    let problems: Vec<String> = expressions
+    let problems: Vec<_> = expressions
         .iter()
         .enumerate()
         .filter_map(|(i, (key, operator, values))| {
@@ -374,10 +393,10 @@ fn selector_problem(
                 operator,
                 values,
             })
-            .map(|p| format!("allowedRoutes.namespaces.selector.matchExpressions[{i}]: {p}"))
+            .map(|p| (i, p))
         })
         .collect();
-    (!problems.is_empty()).then(|| problems.join("; "))
+    (!problems.is_empty()).then_some(SelectorError::Requirements(problems))
 }
 
 /// Listeners sharing a port must agree on the protocol, and must differ in
@@ -442,6 +461,28 @@ pub fn detect_conflicts(listeners: &mut [Listener]) {
 #[cfg(test)]
 mod tests {
     use super::is_valid_section_name;
+
+    #[test]
+    fn a_selector_error_names_every_invalid_requirement() {
+        use super::{SelectorError, selector_problem};
+        let exprs = vec![
+            ("team".to_string(), "In".to_string(), Vec::new()),
+            ("tier".to_string(), "Exists".to_string(), Vec::new()),
+            ("zone".to_string(), "Near".to_string(), vec!["a".to_string()]),
+        ];
+        let problem = selector_problem(None, &exprs).expect("two entries are invalid");
+        assert!(
+            matches!(&problem, SelectorError::Requirements(p) if p.len() == 2),
+            "{problem:?}"
+        );
+        assert_eq!(
+            problem.to_string(),
+            "allowedRoutes.namespaces.selector.matchExpressions[0]: operator In needs at least one value (key \"team\"); \
+             allowedRoutes.namespaces.selector.matchExpressions[2]: unknown operator \"Near\" (key \"zone\"; allowed: In, NotIn, Exists, DoesNotExist)"
+        );
+        assert_eq!(selector_problem(None, &[]), Some(SelectorError::Empty));
+        assert_eq!(selector_problem(None, &exprs[1..2]), None);
+    }
 
     #[test]
     fn section_names_follow_the_crd_pattern() {
