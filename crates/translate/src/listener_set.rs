@@ -7,7 +7,7 @@
 //! absent or `None` admits nothing, `Same` its own namespace, `All` every
 //! namespace, `Selector` the namespaces whose labels match (a missing or
 //! empty selector selects nothing, as for `allowedRoutes`). An admitted
-//! set's listeners are appended to the Gateway's [`Listener`] list with
+//! set's listeners are appended to the Gateway's [`crate::listener::Listener`] list with
 //! [`Origin::ListenerSet`], so binding, hostname intersection, isolation
 //! (one virtual host per hostname, the most specific wins in Envoy) and
 //! xDS treat them exactly as Gateway listeners. Precedence for conflicts

@@ -18,7 +18,7 @@
 //!
 //! - [`strict`] records STRICT's verdicts on HTTPProxy routes as errors of
 //!   the proxies holding them.
-//! - [`report`] puts status, diagnostics and per-proxy reports into the
+//! - [`mod@report`] puts status, diagnostics and per-proxy reports into the
 //!   output.
 //!
 //! Where each decision lives: ARCHITECTURE.md §3 (rows `httpproxy/*`).

@@ -3,7 +3,7 @@
 //! programmed HTTP listener of that Gateway, and, with `tls`, an SNI filter
 //! chain of its own on every programmed HTTPS listener.
 //!
-//! [`build`] turns every programmed entry of a tree into an Envoy route
+//! [`build_host`] turns every programmed entry of a tree into an Envoy route
 //! (once per translation, encoded); [`install`] puts them into the
 //! Gateway's IR. Nothing that cannot be programmed reaches Envoy:
 //! - a route whose action cannot be built (a Service that does not
