@@ -1,6 +1,6 @@
 //! The example extension server (README "Writing an extension"), built on
 //! the generated server trait. `examples/extension_server.rs` runs it from
-//! the command line; tests run it in-process with [`serve`].
+//! the command line; tests run it in-process with [`serve_tcp`] or [`serve_unix`].
 //!
 //! What it does:
 //! - `PostRouteModify`: adds the response header

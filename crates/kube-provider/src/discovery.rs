@@ -1,7 +1,7 @@
 //! Which resources the apiserver serves, and picking up a kind whose CRD
 //! is installed after the controller started.
 //!
-//! At start every [`Resource`] is discovered once: a built-in [`Kind`] at
+//! At start every [`Resource`] is discovered once: a built-in [`crate::Kind`] at
 //! its pinned version, an extension kind at the version its extension
 //! server registered (never another one the CRD also serves: the hooks
 //! would get objects of a shape their server does not read). A resource

@@ -5,7 +5,7 @@
 //! One [`Extensions`] holds the gRPC client chain (which implements the
 //! translator's `Hooks`) and the loader options that make the registered
 //! kinds loadable. Every entry point builds it the same way
-//! ([`crate::config::ModeArgs::extensions`]): an invalid configuration is a
+//! ([`Extensions::from_config`]): an invalid configuration is a
 //! startup error naming the field.
 
 use std::path::PathBuf;

@@ -108,7 +108,7 @@ fn crashed_on_input(status: &std::process::ExitStatus, stderr: &str) -> bool {
     status.signal().is_some_and(|s| FAULT_SIGNALS.contains(&s)) && stderr.contains("Caught ")
 }
 
-/// Envoy's "Caught <signal>…" line, without the log prefix.
+/// Envoy's "Caught `<signal>`…" line, without the log prefix.
 fn crash_line(stderr: &str) -> &str {
     stderr
         .lines()
