@@ -142,8 +142,8 @@ def main():
     rds = os.path.join(work, "rds.pb")
     admin, listener = free_port(), free_port()
 
-    def write(version, changed, path=rds):
-        tmp = path + ".tmp"
+    def write(version, changed):
+        tmp = rds + ".tmp"
         with open(tmp, "wb") as f:
             f.write(discovery_response(n, version, changed))
         return tmp

@@ -261,10 +261,7 @@ fn one(
                 if let Some(problem) = selector_problem(match_labels.as_ref(), &expressions)
                     && not_accepted.is_none()
                 {
-                    not_accepted = Some((
-                        reason::UNSUPPORTED_VALUE,
-                        format!("spec.listeners[{position}].{problem}"),
-                    ));
+                    not_accepted = Some((problem.reason(), format!("spec.listeners[{position}].{problem}")));
                 }
                 AllowedNamespaces::Selector {
                     match_labels,
@@ -355,8 +352,9 @@ fn is_valid_section_name(name: &str) -> bool {
 /// missing) or one without any requirement is refused rather than read as
 /// Kubernetes' empty selector (every namespace): a typo must not open the
 /// listener to every tenant. An invalid `matchExpressions` entry is refused
-/// as the API server would. The listener is then not accepted, reason
-/// `UnsupportedValue`; each message names its field under the listener.
+/// as the API server would. The listener is then not accepted
+/// ([`SelectorError::reason`]); each message names its field under the
+/// listener.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
     #[error(
@@ -366,6 +364,13 @@ pub enum SelectorError {
     /// Every invalid `matchExpressions` entry, by index.
     #[error("{}", requirements_text(.0))]
     Requirements(Vec<(usize, crate::selector::RequirementError)>),
+}
+
+impl SelectorError {
+    /// The listener's `Accepted=False` reason.
+    pub fn reason(&self) -> &'static str {
+        reason::UNSUPPORTED_VALUE
+    }
 }
 
 fn requirements_text(problems: &[(usize, crate::selector::RequirementError)]) -> String {

@@ -64,13 +64,5 @@ pub(crate) fn judge(
         }
         memo.scopes_changed = changed;
     }
-    // Unchanged policies on an incremental call (the same Gateways): the
-    // scopes are last call's, kept rather than copied. A full call has no
-    // prior scopes.
-    memo.next_scopes = if !memo.policies_changed && prior.len() == scopes.len() {
-        debug_assert!(prior == scopes, "unchanged policies, other scopes");
-        prior
-    } else {
-        scopes.to_vec()
-    };
+    memo.next_scopes = scopes.to_vec();
 }
