@@ -1386,8 +1386,8 @@ fn every_fixture_output_passes_the_reply_checks() {
                     .iter()
                     .map(|r| (r.name.clone(), check(r))),
             );
-            results.extend(gw.clusters.iter().map(|c| (c.name.clone(), check(c))));
-            results.extend(gw.endpoints.iter().map(|e| (e.cluster_name.clone(), check(e))));
+            results.extend(gw.clusters.iter().map(|c| (c.name.clone(), check(&**c))));
+            results.extend(gw.endpoints.iter().map(|e| (e.cluster_name.clone(), check(&**e))));
             results.extend(gw.secrets.iter().map(|s| (s.name.clone(), check(s))));
             for (name, r) in results {
                 if let Err(e) = r {

@@ -141,10 +141,14 @@ fn empty_gateway_is_a_valid_bootstrap() {
 fn eds_service_name_selects_the_assignment() {
     let mut gw = sample();
     // The cluster's EDS service name differs from its own name.
-    if let Some(eds) = gw.clusters[0].eds_cluster_config.as_mut() {
+    if let Some(eds) = std::sync::Arc::make_mut(&mut gw.clusters[0])
+        .eds_cluster_config
+        .as_mut()
+    {
         eds.service_name = "svc-a".into();
     }
-    gw.endpoints.push(assignment("svc-a", &[("127.0.0.2", 9999)]));
+    gw.endpoints
+        .push(assignment("svc-a", &[("127.0.0.2", 9999)]).into());
     let b = static_bootstrap(&gw, "default/gw", &BootstrapOptions::default());
     let la = &cluster(&b, BACKEND)["load_assignment"];
     assert_eq!(la["cluster_name"], BACKEND);
@@ -173,7 +177,7 @@ fn upstream_tls_sds_references_become_static() {
         }),
         ..Default::default()
     };
-    gw.clusters[0].transport_socket = Some(TransportSocket {
+    std::sync::Arc::make_mut(&mut gw.clusters[0]).transport_socket = Some(TransportSocket {
         name: "envoy.transport_sockets.tls".into(),
         config_type: Some(transport_socket::ConfigType::TypedConfig(pack_any(tls))),
     });

@@ -131,7 +131,7 @@ fn route_cluster_endpoints_secret_render() {
         json!({ "name": "api", "match": { "prefix": "/api" }, "route": { "cluster": BACKEND } })
     );
 
-    let c = output::message_to_json(&gw.clusters[0]).expect("cluster");
+    let c = output::message_to_json(&*gw.clusters[0]).expect("cluster");
     assert_eq!(c["type"], "EDS");
     assert_eq!(c["connect_timeout"], "10s");
     assert_eq!(
@@ -139,7 +139,7 @@ fn route_cluster_endpoints_secret_render() {
         json!({ "eds_config": { "ads": {}, "resource_api_version": "V3" }, "service_name": BACKEND })
     );
 
-    let e = output::message_to_json(&gw.endpoints[0]).expect("cla");
+    let e = output::message_to_json(&*gw.endpoints[0]).expect("cla");
     assert_eq!(e["cluster_name"], BACKEND);
     assert_eq!(
         e["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"],
@@ -188,8 +188,10 @@ fn json_round_trips_to_the_same_messages() {
     gw.route_configurations()
         .iter()
         .for_each(round_trip::<RouteConfiguration>);
-    gw.clusters.iter().for_each(round_trip::<Cluster>);
-    gw.endpoints.iter().for_each(round_trip::<ClusterLoadAssignment>);
+    gw.clusters.iter().for_each(|c| round_trip::<Cluster>(c));
+    gw.endpoints
+        .iter()
+        .for_each(|e| round_trip::<ClusterLoadAssignment>(e));
     gw.secrets.iter().for_each(round_trip::<Secret>);
 }
 

@@ -91,7 +91,7 @@ fn a_resource_that_cannot_be_rendered_is_reported_in_the_streamed_document() {
     out.gateways.insert(
         "infra/gw".into(),
         std::sync::Arc::new(translate::GatewayXds {
-            clusters: vec![cluster],
+            clusters: vec![cluster.into()],
             ..Default::default()
         }),
     );

@@ -193,7 +193,7 @@ fn streamed_yaml_keeps_awkward_strings_and_render_errors_as_the_whole_document()
     out.gateways.insert(
         "infra/gw".into(),
         std::sync::Arc::new(translate::GatewayXds {
-            clusters: vec![cluster],
+            clusters: vec![cluster.into()],
             routes: vec![(&rc).into(), (&RouteConfiguration::default()).into()],
             ..Default::default()
         }),

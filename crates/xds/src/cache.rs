@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 use tokio::sync::watch;
@@ -37,6 +39,11 @@ pub struct Snapshot {
     /// (the incremental translator shares the bytes of what it did not
     /// rebuild), which is sound only while this one keeps them alive.
     route_sources: BTreeMap<String, EncodedRouteConfiguration>,
+    /// The same for clusters and their endpoints: the translator shares
+    /// each one it did not rebuild (`GatewayXds::clusters`), so an edit
+    /// encodes and hashes only the clusters it changed.
+    cluster_sources: BTreeMap<String, Arc<Cluster>>,
+    endpoint_sources: BTreeMap<String, Arc<ClusterLoadAssignment>>,
 }
 
 /// Equal resources: what a push compares (the sources are how the
@@ -98,11 +105,49 @@ impl Snapshot {
             let same = std::ptr::eq(source.bytes(), r.bytes()) || entry.any.value == r.bytes();
             same.then(|| Arc::clone(entry))
         };
+        // A cluster (or its endpoints) that is the very one the previous
+        // entry was made from (alive, held by `previous`) keeps that entry.
+        fn kept<M>(
+            previous: Option<&Snapshot>,
+            type_url: &'static str,
+            name: &str,
+            m: &Arc<M>,
+            sources: impl Fn(&Snapshot) -> Option<&Arc<M>>,
+        ) -> Option<Arc<Entry>> {
+            let previous = previous?;
+            let source = sources(previous)?;
+            Arc::ptr_eq(source, m)
+                .then(|| previous.types.get(type_url)?.get(name).cloned())
+                .flatten()
+        }
         for c in &gw.clusters {
-            put(&mut s, types::CLUSTER, &c.name, c);
+            match kept(previous, types::CLUSTER, &c.name, c, |p| {
+                p.cluster_sources.get(&c.name)
+            }) {
+                Some(entry) => {
+                    s.types
+                        .entry(types::CLUSTER)
+                        .or_default()
+                        .insert(c.name.clone(), entry);
+                }
+                None => put(&mut s, types::CLUSTER, &c.name, &**c),
+            }
+            s.cluster_sources.insert(c.name.clone(), Arc::clone(c));
         }
         for e in &gw.endpoints {
-            put(&mut s, types::ENDPOINT, &e.cluster_name, e);
+            let name = &e.cluster_name;
+            match kept(previous, types::ENDPOINT, name, e, |p| {
+                p.endpoint_sources.get(name)
+            }) {
+                Some(entry) => {
+                    s.types
+                        .entry(types::ENDPOINT)
+                        .or_default()
+                        .insert(name.clone(), entry);
+                }
+                None => put(&mut s, types::ENDPOINT, name, &**e),
+            }
+            s.endpoint_sources.insert(name.clone(), Arc::clone(e));
         }
         for x in &gw.secrets {
             put(&mut s, types::SECRET, &x.name, x);

@@ -111,6 +111,18 @@ fn assert_only(cache: &SnapshotCache, after: &translate::Output, expected: &str)
     assert_eq!(changed_routes, [expected], "only its route configuration changed");
 }
 
+/// A translator that has translated `inputs`, and a cache holding its
+/// snapshots (built with `set_gateway`, as `serve` does).
+fn published(inputs: &api::Inputs, settings: &translate::Settings) -> (Translator, SnapshotCache) {
+    let mut translator = Translator::new();
+    let before = translator.translate(Arc::new(inputs.clone()), settings, translate::Seams::default());
+    let cache = SnapshotCache::new();
+    for (node, gw) in &before.gateways {
+        assert!(cache.set_gateway(node, gw));
+    }
+    (translator, cache)
+}
+
 /// An edit publishes new entries only for what it changed: the other route
 /// configurations of the node keep their very entries (`Arc`), neither
 /// copied nor hashed again (megabytes per configuration at 10,000 routes),
@@ -119,12 +131,7 @@ fn assert_only(cache: &SnapshotCache, after: &translate::Output, expected: &str)
 fn unchanged_route_configurations_keep_their_entries() {
     let mut inputs = two_configurations_per_gateway();
     let settings = translate::Settings::default();
-    let mut translator = Translator::new();
-    let before = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
-    let cache = SnapshotCache::new();
-    for (node, gw) in &before.gateways {
-        assert!(cache.set_gateway(node, gw));
-    }
+    let (mut translator, cache) = published(&inputs, &settings);
     let old = cache.get("infra/gw-1").expect("published");
     // Route 17: gw-1's configuration for port 80 (see above).
     set_first_path(&mut inputs, 17, "/edited");
@@ -147,5 +154,78 @@ fn unchanged_route_configurations_keep_their_entries() {
         *new,
         Snapshot::from_gateway(&after.gateways["infra/gw-1"]),
         "the same snapshot as one built from scratch"
+    );
+}
+
+/// Clusters and their endpoints likewise: an edit that leaves a cluster as
+/// it was keeps its very entry (the translator shares the cluster, the
+/// snapshot recognises it by address), and an EndpointSlice edit makes a
+/// new entry for the one assignment it changed and no other.
+#[test]
+fn unchanged_clusters_keep_their_entries() {
+    let mut inputs = two_configurations_per_gateway();
+    let settings = translate::Settings::default();
+    let (mut translator, cache) = published(&inputs, &settings);
+    let entries = |node: &str, t: &str| cache.get(node).expect("published").types[t].clone();
+    let old_clusters = entries("infra/gw-1", types::CLUSTER);
+    let old_endpoints = entries("infra/gw-1", types::ENDPOINT);
+    assert!(
+        old_clusters.len() > 10 && old_endpoints.len() > 10,
+        "a real claim"
+    );
+
+    // A route edit: no cluster changes.
+    set_first_path(&mut inputs, 17, "/edited");
+    let after = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+    assert!(cache.set_gateway("infra/gw-1", &after.gateways["infra/gw-1"]));
+    for (t, old) in [(types::CLUSTER, &old_clusters), (types::ENDPOINT, &old_endpoints)] {
+        let new = entries("infra/gw-1", t);
+        assert_eq!(new.len(), old.len());
+        for (name, entry) in &new {
+            assert!(Arc::ptr_eq(entry, &old[name]), "{t} {name}: kept");
+        }
+    }
+
+    // An EndpointSlice edit: its Service's assignment alone is new.
+    let slice = Arc::make_mut(&mut inputs.endpoint_slices[0].object);
+    let service = slice
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("kubernetes.io/service-name"))
+        .map(|name| {
+            format!(
+                "{}/{name}/",
+                slice.metadata.namespace.as_deref().unwrap_or("default")
+            )
+        })
+        .expect("a generated slice names its Service");
+    let first = slice
+        .endpoints
+        .as_mut()
+        .and_then(|e| e.first_mut())
+        .expect("an endpoint");
+    first.addresses = vec!["127.9.9.9".into()];
+    let edited = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
+    let mut changed = Vec::new();
+    for (node, gw) in &edited.gateways {
+        let old = entries(node, types::ENDPOINT);
+        cache.set_gateway(node, gw);
+        let new = entries(node, types::ENDPOINT);
+        for (name, entry) in &new {
+            if !Arc::ptr_eq(entry, &old[name]) {
+                changed.push(name.clone());
+            }
+        }
+        assert_eq!(
+            *cache.get(node).expect("published"),
+            Snapshot::from_gateway(gw),
+            "{node}: the same snapshot as one built from scratch"
+        );
+    }
+    assert!(!changed.is_empty(), "the edited slice's assignment is new");
+    assert!(
+        changed.iter().all(|name| name.starts_with(&service)),
+        "only {service}'s assignments are new: {changed:?}"
     );
 }

@@ -427,7 +427,7 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
                 }
                 Some(c) => {
                     let mut gw = translate::GatewayXds::clone(gw);
-                    gw.clusters.push(c.clone());
+                    gw.clusters.push(std::sync::Arc::new(c.clone()));
                     cache.set_gateway(key, &gw);
                 }
             }

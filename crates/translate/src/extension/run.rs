@@ -27,6 +27,7 @@
 //! Gateway ([`super::Hooks`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
 use envoy_types::pb::envoy::config::route::v3::{Route, RouteConfiguration, VirtualHost, route};
@@ -233,7 +234,7 @@ pub fn post_cluster(
     let calls: Vec<ClusterCall> = at
         .iter()
         .map(|&i| ClusterCall {
-            cluster: built.clusters[i].clone(),
+            cluster: (*built.clusters[i]).clone(),
             backend_extension_resources: clusters.get(&built.clusters[i].name).cloned().unwrap_or_default(),
         })
         .collect();
@@ -260,7 +261,7 @@ pub fn post_cluster(
         });
         match reply {
             Ok(None) => {}
-            Ok(Some(r)) => built.clusters[i] = r,
+            Ok(Some(r)) => built.clusters[i] = Arc::new(r),
             Err(e) => {
                 if fail(findings, &name, e) {
                     dropped.insert(name);
@@ -278,7 +279,7 @@ pub fn post_cluster(
         let calls: Vec<EndpointsCall> = at
             .iter()
             .map(|&i| EndpointsCall {
-                load_assignment: built.endpoints[i].clone(),
+                load_assignment: (*built.endpoints[i]).clone(),
             })
             .collect();
         let replies = padded(hooks.post_endpoints_modify(calls), at.len(), Hook::Endpoints);
@@ -304,7 +305,7 @@ pub fn post_cluster(
             });
             match reply {
                 Ok(None) => {}
-                Ok(Some(r)) => built.endpoints[i] = r,
+                Ok(Some(r)) => built.endpoints[i] = Arc::new(r),
                 Err(e) => {
                     if fail(findings, &name, e) {
                         dropped.insert(name);
@@ -575,7 +576,7 @@ pub fn post_translate(
     let call = TranslateCall {
         extension_resources: policies,
         clusters: if includes.clusters {
-            built.clusters.clone()
+            built.clusters.iter().map(|c| (**c).clone()).collect()
         } else {
             Vec::new()
         },
@@ -606,7 +607,7 @@ pub fn post_translate(
         Ok(None) => {}
         Ok(Some(r)) => {
             if includes.clusters {
-                built.clusters = r.clusters;
+                built.clusters = r.clusters.into_iter().map(Arc::new).collect();
             }
             if includes.secrets {
                 built.secrets = r.secrets;

@@ -79,8 +79,8 @@ pub(crate) fn refresh(
         }
         rebuilt += 1;
         let assignment = cluster::assignment(spec, &endpoints.of(spec));
-        if assignment != built.endpoints[i] {
-            next.get_or_insert_with(|| (**built).clone()).endpoints[i] = assignment;
+        if assignment != *built.endpoints[i] {
+            next.get_or_insert_with(|| (**built).clone()).endpoints[i] = Arc::new(assignment);
         }
     }
     Some((next.map_or_else(|| Arc::clone(built), Arc::new), rebuilt))

@@ -175,7 +175,7 @@ impl<'a> Inliner<'a> {
         }
         let mut assignments = HashMap::new();
         for a in &gw.endpoints {
-            assignments.entry(a.cluster_name.as_str()).or_insert(a);
+            assignments.entry(a.cluster_name.as_str()).or_insert(&**a);
         }
         Self { routes, assignments }
     }
@@ -275,7 +275,7 @@ pub fn static_bootstrap_proto(gw: &GatewayXds, node_id: &str, options: &Bootstra
     for l in &mut listeners {
         inliner.listener(l);
     }
-    let mut clusters = gw.clusters.clone();
+    let mut clusters: Vec<_> = gw.clusters.iter().map(|c| (**c).clone()).collect();
     for c in &mut clusters {
         inliner.cluster(c);
     }

@@ -189,6 +189,23 @@ macro_rules! resource {
     };
 }
 
+// Shared resources (`GatewayXds::clusters`) render as what they share.
+impl<T: Resource> Resource for std::sync::Arc<T> {
+    const NAME: &'static str = T::NAME;
+    fn type_name() -> String {
+        T::type_name()
+    }
+    fn resource_name(&self) -> &str {
+        T::resource_name(self)
+    }
+    fn to_json(&self) -> Result<Value, OutputError> {
+        T::to_json(self)
+    }
+    fn encoded(&self) -> std::borrow::Cow<'_, [u8]> {
+        T::encoded(self)
+    }
+}
+
 // Rendered from its bytes: no decode into the prost message on the way.
 impl Resource for crate::xds::encoded::EncodedRouteConfiguration {
     const NAME: &'static str = <envoy_types::pb::envoy::config::route::v3::RouteConfiguration as Name>::NAME;

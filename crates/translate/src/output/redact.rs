@@ -26,7 +26,7 @@
 //! the xDS served to Envoy and `translate -o json|bootstrap` keep the keys,
 //! which Envoy needs.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use prost::Message;
 use prost_reflect::ReflectMessage;
@@ -54,8 +54,8 @@ pub fn gateway(gw: &GatewayXds) -> GatewayXds {
             .iter()
             .map(|r| EncodedRouteConfiguration::new(&message(&r.decode())))
             .collect(),
-        clusters: gw.clusters.iter().map(message).collect(),
-        endpoints: gw.endpoints.iter().map(message).collect(),
+        clusters: gw.clusters.iter().map(|c| Arc::new(message(&**c))).collect(),
+        endpoints: gw.endpoints.iter().map(|e| Arc::new(message(&**e))).collect(),
         secrets: gw.secrets.iter().map(message).collect(),
     }
 }

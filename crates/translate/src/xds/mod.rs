@@ -121,7 +121,10 @@ pub fn build_memo(
                 && !changed.is_some_and(|changed| crate::incremental::endpoints::touches(changed, c));
             unchanged.then(|| (cluster.clone(), assignment.clone()))
         });
-        let (cluster, assignment) = same.unwrap_or_else(|| cluster::build(c, &endpoints.of(c)));
+        let (cluster, assignment) = same.unwrap_or_else(|| {
+            let (cluster, assignment) = cluster::build(c, &endpoints.of(c));
+            (std::sync::Arc::new(cluster), std::sync::Arc::new(assignment))
+        });
         out.clusters.push(cluster);
         out.endpoints.push(assignment);
     }

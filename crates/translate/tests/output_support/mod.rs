@@ -304,13 +304,13 @@ pub fn sample_with_ports(http_port: u32, https_port: u32, backend_port: u32) -> 
         .map(Into::into)
         .collect(),
         clusters: vec![
-            eds_cluster(BACKEND),
-            eds_cluster(NO_ENDPOINTS),
-            eds_cluster(BY_NAME),
+            eds_cluster(BACKEND).into(),
+            eds_cluster(NO_ENDPOINTS).into(),
+            eds_cluster(BY_NAME).into(),
         ],
         endpoints: vec![
-            assignment(BACKEND, &[("127.0.0.1", backend_port)]),
-            assignment(BY_NAME, &[("localhost", backend_port)]),
+            assignment(BACKEND, &[("127.0.0.1", backend_port)]).into(),
+            assignment(BY_NAME, &[("localhost", backend_port)]).into(),
         ],
         secrets: vec![tls_secret("default/www-cert"), tls_secret("default/api-cert")],
     }
