@@ -676,6 +676,7 @@ pub(crate) fn translate_memo(
             None => Box::new(route_tail(route, bs, &gateways, report, settings)),
         },
     );
+    out.status.reserve(tails.len());
     for t in &tails {
         out.diagnostics.extend(t.diagnostics.iter().cloned());
         out.replacements.extend(t.replacements.iter().cloned());

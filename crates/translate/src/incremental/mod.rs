@@ -151,6 +151,7 @@
 //!   translation and nothing is kept (a hook's reply may depend on anything,
 //!   and `PostRouteModify` rewrites built routes).
 
+mod dense_ranks;
 pub(crate) mod dirty_hosts;
 pub(crate) mod endpoints;
 pub mod httpproxy;
@@ -851,6 +852,7 @@ impl<'m> Gateways<'m> {
         let mut reuse = Vec::with_capacity(n);
         let mut clusters = Vec::with_capacity(n);
         let changed = memo.endpoints_changed.take();
+        let mut dense = dense_ranks::DenseRanks::default();
         // After an EndpointSlice edit, a Gateway reused whole gets the
         // changed Services' ClusterLoadAssignments built again; if its memo
         // cannot say which those are, it is assembled again.
@@ -874,10 +876,10 @@ impl<'m> Gateways<'m> {
                 clusters.push(None);
                 continue;
             }
-            let mut ages: Vec<usize> = works.iter().map(|(ri, _)| age_rank[*ri]).collect();
-            ages.sort_unstable();
-            ages.dedup();
-            let age_of = |ri: usize| ages.binary_search(&age_rank[ri]).unwrap_or(usize::MAX);
+            // A work's age among this Gateway's: the rank of its route's
+            // age rank among the distinct ones its works have.
+            dense.rank(works.iter().map(|(ri, _)| age_rank[*ri]));
+            let age_of = |ri: usize| dense.of(age_rank[ri]);
             // The same works (by identity) in the same relative age order
             // as last call's: compared without taking a reference to any.
             let same = prior.as_ref().is_some_and(|p| {
