@@ -18,6 +18,7 @@
 
 pub mod admin;
 pub mod admin_auth;
+pub mod diagnostic_log;
 pub mod envoy;
 pub mod fault;
 pub mod metrics;
@@ -362,6 +363,7 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
     let refuse_loopback = config.refuse_loopback_endpoints();
 
     let mut translator = translate::incremental::Translator::new();
+    let mut diagnostic_log = diagnostic_log::DiagnosticLog::default();
     let mut apply = |snapshot: &Arc<provider::Snapshot>, supervisor: &mut Option<envoy::Supervisor>| {
         let started = Instant::now();
         settings.transition_time = now_rfc3339();
@@ -448,13 +450,23 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
             .filter(|d| d.severity == api::Severity::Error)
             .count();
         state.metrics.input_errors.set(errors as i64);
-        for d in &out.diagnostics {
+        // Only what changed: every standing diagnostic is in the admin API
+        // and status (`diagnostic_log.rs`).
+        let (new, resolved) = diagnostic_log.changes(&out.diagnostics);
+        for d in new {
             tracing::warn!(
                 severity = ?d.severity,
                 object = d.object.as_deref().unwrap_or(""),
                 file = d.file.as_deref().unwrap_or(""),
                 "{}",
                 d.message
+            );
+        }
+        if resolved > 0 {
+            tracing::info!(
+                resolved,
+                standing = out.diagnostics.len(),
+                "diagnostics of the previous translation no longer reported"
             );
         }
         tracing::info!(
