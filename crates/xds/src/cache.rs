@@ -78,6 +78,12 @@ impl Snapshot {
     /// `from_gateway(gw)`.
     pub fn from_gateway_after(gw: &GatewayXds, previous: Option<&Snapshot>) -> Self {
         let mut s = Snapshot::default();
+        fn insert(s: &mut Snapshot, type_url: &'static str, name: &str, entry: Arc<Entry>) {
+            s.types
+                .entry(type_url)
+                .or_default()
+                .insert(name.to_string(), entry);
+        }
         fn put<M: Message + prost::Name>(s: &mut Snapshot, type_url: &'static str, name: &str, m: &M) {
             put_bytes(s, type_url, name, m.encode_to_vec());
         }
@@ -89,10 +95,26 @@ impl Snapshot {
                     value,
                 },
             };
-            s.types
-                .entry(type_url)
-                .or_default()
-                .insert(name.to_string(), Arc::new(entry));
+            insert(s, type_url, name, Arc::new(entry));
+        }
+        // A cluster (or its endpoints) that is the very one the previous
+        // entry was made from (alive, held by `previous`, so the address is
+        // not another's) keeps that entry; else it is encoded and hashed.
+        fn put_shared<M: Message + prost::Name>(
+            s: &mut Snapshot,
+            previous: Option<&Snapshot>,
+            type_url: &'static str,
+            name: &str,
+            m: &Arc<M>,
+            sources: fn(&Snapshot) -> &BTreeMap<String, Arc<M>>,
+        ) {
+            let kept = previous
+                .filter(|p| sources(p).get(name).is_some_and(|source| Arc::ptr_eq(source, m)))
+                .and_then(|p| p.types.get(type_url)?.get(name).cloned());
+            match kept {
+                Some(entry) => insert(s, type_url, name, entry),
+                None => put(s, type_url, name, &**m),
+            }
         }
         // The previous entry of a route configuration, if its content is
         // `r`'s: the same allocation (alive, held by `previous`, so the
@@ -105,49 +127,17 @@ impl Snapshot {
             let same = std::ptr::eq(source.bytes(), r.bytes()) || entry.any.value == r.bytes();
             same.then(|| Arc::clone(entry))
         };
-        // A cluster (or its endpoints) that is the very one the previous
-        // entry was made from (alive, held by `previous`) keeps that entry.
-        fn kept<M>(
-            previous: Option<&Snapshot>,
-            type_url: &'static str,
-            name: &str,
-            m: &Arc<M>,
-            sources: impl Fn(&Snapshot) -> Option<&Arc<M>>,
-        ) -> Option<Arc<Entry>> {
-            let previous = previous?;
-            let source = sources(previous)?;
-            Arc::ptr_eq(source, m)
-                .then(|| previous.types.get(type_url)?.get(name).cloned())
-                .flatten()
-        }
         for c in &gw.clusters {
-            match kept(previous, types::CLUSTER, &c.name, c, |p| {
-                p.cluster_sources.get(&c.name)
-            }) {
-                Some(entry) => {
-                    s.types
-                        .entry(types::CLUSTER)
-                        .or_default()
-                        .insert(c.name.clone(), entry);
-                }
-                None => put(&mut s, types::CLUSTER, &c.name, &**c),
-            }
+            put_shared(&mut s, previous, types::CLUSTER, &c.name, c, |p| {
+                &p.cluster_sources
+            });
             s.cluster_sources.insert(c.name.clone(), Arc::clone(c));
         }
         for e in &gw.endpoints {
-            let name = &e.cluster_name;
-            match kept(previous, types::ENDPOINT, name, e, |p| {
-                p.endpoint_sources.get(name)
-            }) {
-                Some(entry) => {
-                    s.types
-                        .entry(types::ENDPOINT)
-                        .or_default()
-                        .insert(name.clone(), entry);
-                }
-                None => put(&mut s, types::ENDPOINT, name, &**e),
-            }
-            s.endpoint_sources.insert(name.clone(), Arc::clone(e));
+            put_shared(&mut s, previous, types::ENDPOINT, &e.cluster_name, e, |p| {
+                &p.endpoint_sources
+            });
+            s.endpoint_sources.insert(e.cluster_name.clone(), Arc::clone(e));
         }
         for x in &gw.secrets {
             put(&mut s, types::SECRET, &x.name, x);
@@ -157,12 +147,7 @@ impl Snapshot {
         }
         for r in &gw.routes {
             match unchanged(r) {
-                Some(entry) => {
-                    s.types
-                        .entry(types::ROUTE)
-                        .or_default()
-                        .insert(r.name.clone(), entry);
-                }
+                Some(entry) => insert(&mut s, types::ROUTE, &r.name, entry),
                 // Already canonically encoded (maps in key order), as sent.
                 None => put_bytes(&mut s, types::ROUTE, &r.name, r.bytes().to_vec()),
             }

@@ -28,12 +28,13 @@ impl DiagnosticLog {
         let mut next: HashSet<Diagnostic> = HashSet::with_capacity(now.len());
         let mut new = Vec::new();
         for d in now {
-            if !self.last.contains(d) && !next.contains(d) {
+            if next.contains(d) {
+                continue;
+            }
+            if !self.last.contains(d) {
                 new.push(d);
             }
-            if !next.contains(d) {
-                next.insert(d.clone());
-            }
+            next.insert(d.clone());
         }
         let resolved = self.last.iter().filter(|d| !next.contains(*d)).count();
         self.last = next;
