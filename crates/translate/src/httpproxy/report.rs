@@ -40,7 +40,13 @@ pub fn report(
         let id = ProxyId::of(&p.object);
         let label = Some(format!("HTTPProxy {id}"));
         let found = statuses.proxies.get(&id);
+        // The loader has reported a spec it could not read, at its field.
+        let loaded: Vec<super::ProxyError> =
+            p.object.load_errors.iter().map(|e| tree::unreadable(e)).collect();
         for e in found.into_iter().flat_map(|f| &f.errors) {
+            if loaded.contains(e) {
+                continue;
+            }
             out.diagnostics.push(api::Diagnostic::error(
                 label.clone(),
                 Some(&p.source),

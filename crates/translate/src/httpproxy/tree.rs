@@ -167,15 +167,7 @@ pub fn roots<'a>(
         // Every proxy gets a status, even one nothing refers to.
         statuses.proxies.entry(id.clone()).or_default();
         for e in &p.object.load_errors {
-            statuses.error(
-                id,
-                ProxyError::structural(
-                    type_::SPEC_ERROR,
-                    reason::SPEC_NOT_VALID,
-                    "spec",
-                    format!("HTTPProxy.Spec cannot be read: {e}"),
-                ),
-            );
+            statuses.error(id, unreadable(e));
         }
     }
 
@@ -629,4 +621,16 @@ fn include_fence(inherited: &[&MatchCondition], conds: &[MatchCondition]) -> Opt
     }
     let all: Vec<&MatchCondition> = inherited.iter().copied().chain(&owned).collect();
     Some(conditions::merge(&all))
+}
+
+/// The status error of a spec the loader could not read (`load_error` as
+/// the loader words it). The loader has already reported it as a
+/// diagnostic at its field's `file:line`, so the report does not repeat it.
+pub(super) fn unreadable(load_error: &str) -> ProxyError {
+    ProxyError::structural(
+        type_::SPEC_ERROR,
+        reason::SPEC_NOT_VALID,
+        "spec",
+        format!("HTTPProxy.Spec cannot be read: {load_error}"),
+    )
 }

@@ -36,6 +36,9 @@ pub struct Provider {
     /// The filter config and the cluster of its auth server, or why the
     /// extension cannot be used.
     pub built: Result<(ExtAuthz, ClusterSpec), PolicyError>,
+    /// `built` failed because the loader could not read the spec; the
+    /// loader has reported that at its field's `file:line`.
+    pub loader_reported: bool,
 }
 
 /// What a policy's `extAuth` does to a route.
@@ -80,6 +83,7 @@ pub fn compile_all(
                 namespace: namespace.clone(),
                 name: name.clone(),
                 built,
+                loader_reported: !e.object.load_errors.is_empty(),
             };
             ((namespace, name), p)
         })

@@ -44,7 +44,15 @@ pub fn report(
         } else {
             (crate::status::reason::INVALID, &p.errors)
         };
-        for e in &p.errors {
+        // The loader has reported a spec it could not read, at its field.
+        let loaded: Vec<super::PolicyError> = p
+            .policy
+            .object
+            .load_errors
+            .iter()
+            .map(|e| super::load_error(e))
+            .collect();
+        for e in p.errors.iter().filter(|e| !loaded.contains(e)) {
             out.diagnostics.push(Diagnostic::error(
                 object.clone(),
                 source,
@@ -94,12 +102,14 @@ pub fn report(
     }
     for p in providers.values() {
         if let Err(err) = &p.built {
-            let object = Some(format!("{} {}/{}", super::ext_auth::KIND, p.namespace, p.name));
-            out.diagnostics.push(Diagnostic::error(
-                object,
-                Some(&p.source),
-                format!("{err} [{}]", err.class),
-            ));
+            if !p.loader_reported {
+                let object = Some(format!("{} {}/{}", super::ext_auth::KIND, p.namespace, p.name));
+                out.diagnostics.push(Diagnostic::error(
+                    object,
+                    Some(&p.source),
+                    format!("{err} [{}]", err.class),
+                ));
+            }
             out.policy_failures.push(crate::PolicyFailure {
                 policy_kind: super::ext_auth::KIND.into(),
                 namespace: p.namespace.clone(),
