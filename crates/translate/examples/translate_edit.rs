@@ -43,6 +43,14 @@
 //! response header) to another route per edit, with a new value, in the
 //! default shape: the route it left and the route it reached are rebuilt
 //! (`translate::incremental` module doc, "TrafficPolicies").
+//!
+//! A third argument `gateway` (or `gateway-inc`) edits one Gateway per
+//! edit, in the default shape: a listener `extra` on a new port replaces
+//! the one it had (a platform team adding a listener to a shared
+//! Gateway); the routes naming that Gateway are rebuilt
+//! (`translate::incremental` module doc, "Gateways and ListenerSets"); the
+//! full translation beside it is what such an edit cost while Gateways
+//! were context.
 
 /// The allocator of the `portcullis` binary (which runs this library), so
 /// the figures are the product's.
@@ -68,11 +76,12 @@ fn main() {
     let endpoints_mode = matches!(mode.as_deref(), Some("endpoints" | "endpoints-inc"));
     let service_mode = matches!(mode.as_deref(), Some("service" | "service-inc"));
     let policy_mode = matches!(mode.as_deref(), Some("policy" | "policy-inc"));
+    let gateway_mode = matches!(mode.as_deref(), Some("gateway" | "gateway-inc"));
     let add_mode = mode.as_deref() == Some("add");
     let wide = add_mode || mode.as_deref() == Some("wide");
     let only_incremental = matches!(
         mode.as_deref(),
-        Some("inc" | "insert-inc" | "endpoints-inc" | "service-inc" | "policy-inc")
+        Some("inc" | "insert-inc" | "endpoints-inc" | "service-inc" | "policy-inc" | "gateway-inc")
     ) || (wide && args.next().as_deref() == Some("inc"));
     let copied_mode = mode.as_deref() == Some("copied");
     let text = if wide {
@@ -132,6 +141,19 @@ fn main() {
             inputs.traffic_policies = policy.inputs.traffic_policies;
             // The route it reached last edit and the one it reaches now.
             expected_built = if e == 0 { 1 } else { 2 };
+        } else if gateway_mode {
+            let gi = e % inputs.gateways.len();
+            let gw = Arc::make_mut(&mut inputs.gateways[gi].object);
+            gw.spec.listeners.retain(|l| l.name != "extra");
+            let mut extra = gw.spec.listeners[0].clone();
+            extra.name = "extra".into();
+            extra.port = 9000 + i32::try_from(e).unwrap_or(0);
+            gw.spec.listeners.push(extra);
+            let (ns, name) = (
+                gw.metadata.namespace.clone().unwrap_or_default(),
+                gw.metadata.name.clone().unwrap_or_default(),
+            );
+            expected_built = testkit::generate::routes_on_gateway(&inputs, &ns, &name);
         } else if service_mode {
             let si = (e * 7919) % inputs.services.len();
             let meta = &mut Arc::make_mut(&mut inputs.services[si].object).metadata;

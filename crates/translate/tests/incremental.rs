@@ -1,6 +1,6 @@
 //! Property test of incremental translation (ARCHITECTURE.md §7): random
 //! edit sequences — add, modify and delete of HTTPRoutes, GRPCRoutes,
-//! Gateways, TrafficPolicies, Services, EndpointSlices (with their Service
+//! Gateways, ListenerSets, TrafficPolicies, Services, EndpointSlices (with their Service
 //! or alone), Secrets, ReferenceGrants and GatewayExtensions (ext_auth, a
 //! Service looked up outside the routes), valid and invalid — applied one
 //! at a time;
@@ -78,6 +78,9 @@ impl World {
         for g in 0..2 {
             w.gateway(rng, g);
         }
+        for l in 0..2 {
+            w.listener_set(rng, l);
+        }
         for s in 0..4 {
             w.service(rng, s);
         }
@@ -115,8 +118,13 @@ impl World {
 
     fn gateway(&mut self, rng: &mut Rng, g: usize) {
         let mut s = format!(
-            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: gw-{g}\n  namespace: infra\nspec:\n  gatewayClassName: portcullis\n  listeners:\n"
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: gw-{g}\n  namespace: infra\nspec:\n  gatewayClassName: portcullis\n"
         );
+        // Most admit ListenerSets.
+        if rng.chance(70) {
+            s.push_str("  allowedListeners: {namespaces: {from: All}}\n");
+        }
+        s.push_str("  listeners:\n");
         for l in 0..1 + rng.below(3) {
             let hostname = match rng.below(5) {
                 0 => String::new(),
@@ -139,6 +147,28 @@ impl World {
             }
         }
         self.files.insert(format!("gateway-{g}.yaml"), s);
+    }
+
+    /// ListenerSet `ls-{i}`, on one of the Gateways (gw-2 is added and
+    /// deleted by edits): its listeners merge into the Gateway's, one of
+    /// them now and then on the Gateway's own port and hostname (a
+    /// conflict the Gateway's listener wins).
+    fn listener_set(&mut self, rng: &mut Rng, i: usize) {
+        let mut s = format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: ListenerSet\nmetadata:\n  name: ls-{i}\n  namespace: infra\nspec:\n  parentRef: {{name: gw-{}}}\n  listeners:\n",
+            rng.below(3)
+        );
+        for l in 0..1 + rng.below(2) {
+            let hostname = match rng.below(4) {
+                0 => format!("*.l{l}.example.com"),
+                _ => format!("*.s{i}.example.com"),
+            };
+            s.push_str(&format!(
+                "  - {{name: s{l}, protocol: HTTP, port: {}, hostname: \"{hostname}\", allowedRoutes: {{namespaces: {{from: All}}}}}}\n",
+                80 + rng.below(2)
+            ));
+        }
+        self.files.insert(format!("listenerset-{i}.yaml"), s);
     }
 
     /// A Service and its EndpointSlices (each its own file).
@@ -299,8 +329,13 @@ impl World {
         let grpc = r % 7 == 6;
         let mut parents = String::new();
         for _ in 0..1 + rng.below(2) {
-            let g = rng.below(3); // gw-2 never exists: an unresolved parent.
-            if rng.chance(40) {
+            let g = rng.below(3); // gw-2 only once an edit adds it.
+            if rng.chance(15) {
+                parents.push_str(&format!(
+                    "  - {{kind: ListenerSet, name: ls-{}, namespace: infra}}\n",
+                    rng.below(3)
+                ));
+            } else if rng.chance(40) {
                 parents.push_str(&format!(
                     "  - {{name: gw-{g}, namespace: infra, sectionName: l{}}}\n",
                     rng.below(3)
@@ -447,6 +482,7 @@ impl World {
             "tweak",
             "swap",
             "gateway",
+            "listenerset",
             "policy",
             "service",
             "endpoints",
@@ -454,7 +490,7 @@ impl World {
             "secret",
             "grant",
             "extension",
-        ][rng.below(16)];
+        ][rng.below(17)];
         if kind == "tweak"
             && let Some(what) = self.tweak(rng)
         {
@@ -468,6 +504,7 @@ impl World {
         let (max, file) = match kind {
             "route" | "tweak" | "swap" => (14, "route"),
             "gateway" => (3, "gateway"),
+            "listenerset" => (3, "listenerset"),
             "policy" => (4, "policy"),
             "service" => (5, "service"),
             "endpoints" => (5, "endpoints"),
@@ -489,6 +526,7 @@ impl World {
         match kind {
             "route" | "tweak" | "swap" => self.route(rng, i),
             "gateway" => self.gateway(rng, i),
+            "listenerset" => self.listener_set(rng, i),
             "policy" => self.policy(rng, i),
             // Half the time the Service alone, its slices unchanged.
             "service" if rng.chance(50) => self.service_object(rng, i),
@@ -502,7 +540,7 @@ impl World {
     }
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 11]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 14]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -552,6 +590,21 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 11]) {
         totals[9] += usize::from(stats.full.is_none() && what.contains("policy-"));
         // A Secret edit translated incrementally (no listener named it).
         totals[10] += usize::from(stats.full.is_none() && what.contains("secret-"));
+        // A Gateway edit translated incrementally (the routes naming it
+        // rebuilt, it assembled again).
+        totals[11] += usize::from(stats.full.is_none() && what.contains("gateway-"));
+        // A ListenerSet edit translated incrementally (as its parent's).
+        totals[12] += usize::from(stats.full.is_none() && what.contains("listenerset-"));
+        // A route accepted through a ListenerSet (so such edits matter).
+        totals[13] += usize::from(full.status.iter().any(|s| match &s.status {
+            translate::status::StatusBody::Route { parents } => parents.iter().any(|p| {
+                p.parent_ref.kind == "ListenerSet"
+                    && p.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Accepted" && c.status == "True")
+            }),
+            _ => false,
+        }));
     }
 }
 
@@ -571,13 +624,15 @@ fn incremental_equals_full_after_every_edit() {
     // ClusterLoadAssignments after an EndpointSlice edit, Service edits
     // translated incrementally, Service edits alone translated in full,
     // TrafficPolicy edits translated incrementally, Secret edits
-    // translated incrementally]
-    let mut totals = [0usize; 11];
+    // translated incrementally, Gateway edits and ListenerSet edits
+    // translated incrementally, steps with a route accepted through a
+    // ListenerSet]
+    let mut totals = [0usize; 14];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}",
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}, incremental Gateway edits {}, incremental ListenerSet edits {}, steps with a route on a ListenerSet {}",
         totals[0],
         totals[1],
         totals[2],
@@ -588,7 +643,10 @@ fn incremental_equals_full_after_every_edit() {
         totals[7],
         totals[8],
         totals[9],
-        totals[10]
+        totals[10],
+        totals[11],
+        totals[12],
+        totals[13]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

@@ -570,18 +570,7 @@ fn a_policy_edit_rebuilds_only_what_it_reaches() {
     assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
 
     // A policy on gw-1: the routes bound to it, none other.
-    let on_gw1 = inputs
-        .http_routes
-        .iter()
-        .filter(|r| {
-            r.object
-                .spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .any(|p| p.name == "gw-1")
-        })
-        .count();
+    let on_gw1 = naming(&inputs, "gw-1");
     assert!(on_gw1 > 0 && on_gw1 < total, "{on_gw1} of {total} routes on gw-1");
     let first_on_gw1 = inputs.http_routes[0]
         .object
@@ -661,4 +650,132 @@ fn add_gateway(inputs: &mut Inputs, name: &str, listener: &str) {
         )
         .inputs,
     );
+}
+
+/// Routes naming `infra/gateway` (as a Gateway) among `inputs`'.
+fn naming(inputs: &Inputs, gateway: &str) -> usize {
+    inputs
+        .http_routes
+        .iter()
+        .filter(|r| {
+            r.object
+                .spec
+                .parent_refs
+                .iter()
+                .flatten()
+                .any(|p| p.name == gateway)
+        })
+        .count()
+}
+
+/// An edit of a Gateway or a ListenerSet in place rebuilds the routes
+/// naming the Gateway (directly or through a ListenerSet attached to it)
+/// and assembles it again; every other route and Gateway is reused
+/// (`incremental/gateway_edits.rs`). A Gateway added, or given another
+/// class or the default scope, is a full translation.
+#[test]
+fn a_gateway_edit_rebuilds_only_the_routes_naming_it() {
+    let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(200))).inputs;
+    inputs.extend(
+        api::loader::load_str(
+            "listener-set.yaml",
+            "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: parent, namespace: infra}
+spec:
+  gatewayClassName: portcullis
+  allowedListeners: {namespaces: {from: All}}
+  listeners:
+  - {name: http, protocol: HTTP, port: 8082, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: ls, namespace: infra}
+spec:
+  parentRef: {name: parent}
+  listeners:
+  - {name: foo, protocol: HTTP, port: 8082, hostname: \"*.foo.example.com\", allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: on-ls, namespace: infra}
+spec:
+  parentRefs: [{kind: ListenerSet, name: ls}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /ls}}]
+",
+        )
+        .inputs,
+    );
+    let mut run = Run::new();
+    let gateways = inputs.gateways.len();
+    run.step("initial", &inputs);
+    let on_gw1 = naming(&inputs, "gw-1");
+    assert!(
+        on_gw1 > 0 && on_gw1 < inputs.http_routes.len(),
+        "{on_gw1} routes on gw-1"
+    );
+    let at = |inputs: &Inputs, name: &str| {
+        inputs
+            .gateways
+            .iter()
+            .position(|g| g.object.metadata.name.as_deref() == Some(name))
+            .expect("the Gateway")
+    };
+
+    // gw-1's first listener given a hostname none of its routes has (they
+    // are refused: the comparison with a full translation sees a stale
+    // route), and a listener added: its routes, gw-1 assembled again.
+    let gw1 = at(&inputs, "gw-1");
+    let gw = Arc::make_mut(&mut inputs.gateways[gw1].object);
+    let mut extra = gw.spec.listeners[0].clone();
+    extra.name = "extra".into();
+    extra.port = 8099;
+    gw.spec.listeners.push(extra);
+    gw.spec.listeners[0].hostname = Some("*.elsewhere.example.com".into());
+    let stats = run.step("gw-1's listeners edited", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, on_gw1), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
+
+    // The ListenerSet's listener edited: the route on it, none other.
+    let ls = Arc::make_mut(&mut inputs.listener_sets[0].object);
+    ls.spec.listeners[0].hostname = Some("*.bar.example.com".into());
+    let stats = run.step("ListenerSet's listener edited", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
+
+    // The ListenerSet's parent stops admitting it: the route on the
+    // ListenerSet (found refused by the comparison with a full
+    // translation), none other.
+    let parent = at(&inputs, "parent");
+    Arc::make_mut(&mut inputs.gateways[parent].object)
+        .spec
+        .allowed_listeners = None;
+    let stats = run.step("parent admits no ListenerSet", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
+
+    // Only a Gateway's file line moved: its routes again (sound, coarse).
+    inputs.gateways[gw1].source = api::Source::new("scale.yaml", 9999);
+    let stats = run.step("gw-1 moved in its file", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, on_gw1), "{stats:?}");
+
+    // Another class, the default scope, a Gateway added: full translations.
+    let gw0 = at(&inputs, "gw-0");
+    Arc::make_mut(&mut inputs.gateways[gw0].object)
+        .spec
+        .gateway_class_name = "other".into();
+    let stats = run.step("gw-0 given another class", &inputs);
+    assert_eq!(stats.full, Some(Full::Context), "{stats:?}");
+    Arc::make_mut(&mut inputs.gateways[gw0].object)
+        .spec
+        .gateway_class_name = "portcullis".into();
+    run.step("gw-0 back to its class", &inputs);
+    Arc::make_mut(&mut inputs.gateways[gw1].object).spec.default_scope =
+        Some(api::gateway_api::experimental::gateways::GatewayDefaultScope::All);
+    let stats = run.step("gw-1 made a default Gateway", &inputs);
+    assert_eq!(stats.full, Some(Full::Context), "{stats:?}");
+    add_gateway(&mut inputs, "new", "{name: http, protocol: HTTP, port: 8083}");
+    let stats = run.step("Gateway added", &inputs);
+    assert_eq!(stats.full, Some(Full::Context), "{stats:?}");
 }

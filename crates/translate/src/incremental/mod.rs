@@ -23,15 +23,21 @@
 //!
 //! Invalidation (the soundness argument, per input kind):
 //! - **The context** — every input that is not an HTTPRoute, GRPCRoute,
-//!   EndpointSlice, Service, Secret, TrafficPolicy or HTTPProxy
-//!   (GatewayClasses, Gateways, ListenerSets, GatewayExtensions,
-//!   ReferenceGrants, Namespaces, TLSCertificateDelegations, extension
-//!   objects) and the [`Settings`]. A route's works read the context
+//!   EndpointSlice, Service, Secret, TrafficPolicy, HTTPProxy, Gateway or
+//!   ListenerSet (GatewayClasses, GatewayExtensions, ReferenceGrants,
+//!   Namespaces, TLSCertificateDelegations, extension objects) and the
+//!   [`Settings`]. A route's works read the context
 //!   through the index, the Gateway and listener states, its bindings, its
 //!   effective policies and the scopes above it. Any change to the context
 //!   — compared exactly (`PartialEq`), kind by kind through an exhaustive
 //!   destructuring of [`api::Inputs`], so a new input kind cannot be
 //!   forgotten — drops every memo: everything is rebuilt.
+//! - **Gateways and ListenerSets** are judged by what names them
+//!   ([`gateway_edits`]): one edited in place rebuilds the routes whose
+//!   parentRefs name it (or a ListenerSet attached to it), as if they were
+//!   edited, and its assembly from nothing; one added, removed, renamed,
+//!   moved, given another class, or a default Gateway or the one serving
+//!   HTTPProxies drops every memo, as a context change.
 //! - **Services** are judged by who looked them up ([`services`]): every
 //!   lookup is noted, per route (its works and report) or unscoped (the
 //!   rest of the call). An edit of Services alone rebuilds the routes that
@@ -154,6 +160,7 @@
 mod dense_ranks;
 pub(crate) mod dirty_hosts;
 pub(crate) mod endpoints;
+pub(crate) mod gateway_edits;
 pub mod httpproxy;
 pub(crate) mod policies;
 pub(crate) mod secrets;
@@ -231,8 +238,9 @@ pub struct Stats {
 pub enum Full {
     /// The first call (or the one after hooks were configured).
     First,
-    /// Settings or an input of the context changed, or a Service looked up
-    /// outside the routes ([`services`]).
+    /// Settings or an input of the context changed, a Service looked up
+    /// outside the routes ([`services`]), or Gateways or ListenerSets in a
+    /// way only a full translation handles ([`gateway_edits`]).
     Context,
     /// Extension hooks are configured: always a full translation.
     Hooks,
@@ -377,6 +385,11 @@ impl Translator {
             .as_ref()
             .filter(|p| !same_kind(&p.inputs.inputs().services, &new.services))
             .map(|p| services::changed(&p.inputs.inputs().services, &new.services));
+        // Gateways changed: the routes naming them are rebuilt, unless
+        // only a full translation is sound ([`gateway_edits`]).
+        let gateway_edit = prev
+            .as_ref()
+            .map(|p| gateway_edits::judge(p.inputs.inputs(), new, settings));
         // The endpoint guard's diagnostics read the EndpointSlices (with
         // their sources), their Services and the settings: reused when none
         // of them changed.
@@ -399,6 +412,7 @@ impl Translator {
             Some(p)
                 if !same_settings(&p.settings, settings)
                     || !context_eq(p.inputs.inputs(), new)
+                    || matches!(gateway_edit, Some(gateway_edits::Judgement::Full))
                     || services_changed
                         .as_ref()
                         .is_some_and(|c| c.forces_full(&p.unscoped_service_reads))
@@ -413,7 +427,7 @@ impl Translator {
                 let unscoped_reads = std::mem::take(&mut p.unscoped_service_reads);
                 let scopes = std::mem::take(&mut p.scopes);
                 let secret_reads = std::mem::take(&mut p.secret_reads);
-                let gateways = std::mem::take(&mut p.gateways);
+                let mut gateways = std::mem::take(&mut p.gateways);
                 let trees = std::mem::take(&mut p.proxy_trees);
                 let proxies = httpproxy::Memo::carry(trees, p.inputs.inputs(), new);
                 let Carried {
@@ -429,6 +443,11 @@ impl Translator {
                 }
                 if let Some(changed) = &services_changed {
                     changed.rebuild_readers(&mut prior, &mut endpoints_changed);
+                }
+                if let Some(gateway_edits::Judgement::Scoped(changed)) = &gateway_edit {
+                    changed.rebuild_routes(new, &mut prior);
+                    // Assembled from nothing.
+                    gateways.retain(|key, _| !changed.gateways.contains(key));
                 }
                 Start {
                     prior,
@@ -1534,14 +1553,16 @@ fn same_settings(a: &Settings, b: &Settings) -> bool {
 }
 
 /// Whether every input other than the routes, the EndpointSlices, the
-/// Services, the Secrets, the TrafficPolicies and the HTTPProxies is
-/// equal. Destructured exhaustively: a new input kind fails to compile
+/// Services, the Secrets, the TrafficPolicies, the HTTPProxies, the
+/// Gateways and the ListenerSets is equal. Destructured exhaustively: a new input kind fails to compile
 /// here until it is placed in the context (or shown to be route-local).
 fn context_eq(a: &Inputs, b: &Inputs) -> bool {
     let Inputs {
         gateway_classes,
-        gateways,
-        listener_sets,
+        // Judged per Gateway and ListenerSet by what names them
+        // (`gateway_edits.rs`).
+        gateways: _,
+        listener_sets: _,
         http_routes: _,
         grpc_routes: _,
         reference_grants,
@@ -1568,8 +1589,6 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         provisioned_addresses,
     } = a;
     same_kind(gateway_classes, &b.gateway_classes)
-        && same_kind(gateways, &b.gateways)
-        && same_kind(listener_sets, &b.listener_sets)
         && same_kind(reference_grants, &b.reference_grants)
         && same_kind(namespaces, &b.namespaces)
         && same_kind(gateway_extensions, &b.gateway_extensions)

@@ -1,0 +1,219 @@
+//! Gateway and ListenerSet edits: which routes and Gateways they rebuild,
+//! and when they rebuild all.
+//!
+//! A Gateway is read, besides its own status and assembly, only through
+//! the Gateway states (`gateway::GatewayState`, one per Gateway of ours,
+//! in namespace/name order):
+//! - binding reads the states of the Gateways a route's parentRefs name
+//!   (directly, or through a ListenerSet attached to one), and a route's
+//!   works read its bindings and the listeners it is bound to;
+//! - ListenerSets are admitted by their parent Gateway (`allowedListeners`)
+//!   and merge their listeners into its state (conflicts among them and
+//!   with the Gateway's own listeners are settled there);
+//! - default Gateways (GEP-3793) claim every route that asks for one;
+//! - the Gateway serving HTTPProxies is read by the HTTPProxy trees;
+//! - policies' Gateway and listener scopes, judged per Gateway already
+//!   ([`super::policies`]), and the Gateway's own assembly.
+//!
+//! So when Gateways changed in place — the same Gateways (namespace, name)
+//! at the same input positions with the same GatewayClass, so the Gateway
+//! states keep their order and indices — and none of the changed ones is
+//! (or was) a default Gateway or the one serving HTTPProxies, a route
+//! whose parentRefs name none of the changed Gateways and none of the
+//! ListenerSets whose parentRef names one reads nothing that changed: its
+//! works, bindings and tail are reused as after a route edit. The routes
+//! that do name one are rebuilt as if edited, and each changed Gateway is
+//! assembled from nothing (its listeners, filter chains and virtual hosts
+//! read the object directly). A ListenerSet edited in place changes the
+//! Gateways its parentRef names before and after: it counts as an edit of
+//! them (and of itself, for a parent that is none of ours). Everything
+//! else they feed (Gateway, ListenerSet and policy status, attached-route
+//! counts) is made on every call. Any other edit of them — one added,
+//! removed, renamed or moved, a Gateway given another class, or touching
+//! a default or the HTTPProxy Gateway — is a change of the context:
+//! everything is rebuilt.
+
+use std::collections::HashSet;
+
+use api::gateway_api::experimental::gateways::{Gateway, GatewayDefaultScope};
+use api::gateway_api::experimental::listenersets::ListenerSet;
+use api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use api::{Inputs, Sourced};
+
+use crate::Settings;
+use crate::route::model::namespace_name;
+
+/// What the Gateways' edit means for the memo.
+pub(crate) enum Judgement {
+    /// No Gateway changed.
+    Unchanged,
+    /// Some changed in place: the routes naming them are rebuilt.
+    Scoped(Changed),
+    /// Only a full translation is sound.
+    Full,
+}
+
+/// The Gateways an edit changed in place.
+pub(crate) struct Changed {
+    /// Their keys (`naming::gateway`): assembled from nothing.
+    pub(crate) gateways: HashSet<String>,
+    /// What a route's parentRef may name to be rebuilt, as (namespace,
+    /// name): the changed Gateways and the ListenerSets whose parentRef
+    /// names one (a few: scanned, not hashed).
+    parents: Vec<(String, String)>,
+}
+
+/// Compares the Gateways and ListenerSets of `before` and `after` (see
+/// the module doc).
+pub(crate) fn judge(before: &Inputs, after: &Inputs, settings: &Settings) -> Judgement {
+    let served = settings.http_proxy.gateway.as_ref();
+    // A Gateway that may change: neither default nor serving HTTPProxies,
+    // before or after.
+    let plain = |gw: &Gateway| {
+        !is_default(gw)
+            && served.is_none_or(|(ns, name)| (ns.as_str(), name.as_str()) != namespace_name(&gw.metadata))
+    };
+    let mut changed = Changed {
+        gateways: HashSet::new(),
+        parents: Vec::new(),
+    };
+    let Some(gateways) = edited_in_place(&before.gateways, &after.gateways, |g| &g.metadata) else {
+        return Judgement::Full;
+    };
+    for (key, a, b) in gateways {
+        if a.object.spec.gateway_class_name != b.object.spec.gateway_class_name
+            || !plain(&a.object)
+            || !plain(&b.object)
+        {
+            return Judgement::Full;
+        }
+        changed.gateway(key);
+    }
+    // A ListenerSet edited in place changes the listeners of its parent
+    // Gateway (before and after): as if that Gateway were edited.
+    let Some(sets) = edited_in_place(&before.listener_sets, &after.listener_sets, |s| &s.metadata) else {
+        return Judgement::Full;
+    };
+    for (key, a, b) in sets {
+        changed.parent(key);
+        for set in [a, b] {
+            let parent = listener_set_parent(set);
+            if let Some(gw) = after
+                .gateways
+                .iter()
+                .find(|g| namespace_name(&g.object.metadata) == parent)
+            {
+                if !plain(&gw.object) {
+                    return Judgement::Full;
+                }
+                changed.gateway(parent);
+            }
+        }
+    }
+    if changed.gateways.is_empty() && changed.parents.is_empty() {
+        return Judgement::Unchanged;
+    }
+    // The ListenerSets attached to a changed Gateway.
+    for set in &after.listener_sets {
+        let parent = listener_set_parent(set);
+        let key = namespace_name(&set.object.metadata);
+        if changed.names(parent) && !changed.names(key) {
+            changed.parent(key);
+        }
+    }
+    Judgement::Scoped(changed)
+}
+
+/// An object edited in place: its (namespace, name), before and after.
+type Edited<'a, T> = ((&'a str, &'a str), &'a Sourced<T>, &'a Sourced<T>);
+
+/// The objects edited in place, with their (namespace, name): each pair
+/// at one input position that differs (object, unreadable values or
+/// source). `None` when one was added, removed, renamed or moved.
+fn edited_in_place<'a, T: PartialEq>(
+    before: &'a [Sourced<T>],
+    after: &'a [Sourced<T>],
+    meta: impl Fn(&T) -> &ObjectMeta,
+) -> Option<Vec<Edited<'a, T>>> {
+    if before.len() != after.len() {
+        return None;
+    }
+    let mut edited = Vec::new();
+    for (a, b) in before.iter().zip(after) {
+        if a.source == b.source && a.same(b) {
+            continue;
+        }
+        let key = namespace_name(meta(&a.object));
+        if key != namespace_name(meta(&b.object)) {
+            return None;
+        }
+        edited.push((key, a, b));
+    }
+    Some(edited)
+}
+
+/// The (namespace, name) a ListenerSet's parentRef names (whatever its
+/// kind: naming more is only slower).
+fn listener_set_parent(set: &Sourced<ListenerSet>) -> (&str, &str) {
+    let (ns, _) = namespace_name(&set.object.metadata);
+    let p = &set.object.spec.parent_ref;
+    (p.namespace.as_deref().unwrap_or(ns), p.name.as_str())
+}
+
+fn is_default(gw: &Gateway) -> bool {
+    matches!(gw.spec.default_scope, Some(GatewayDefaultScope::All))
+}
+
+impl Changed {
+    fn gateway(&mut self, key: (&str, &str)) {
+        self.gateways.insert(crate::naming::gateway(key.0, key.1));
+        self.parent(key);
+    }
+
+    fn parent(&mut self, key: (&str, &str)) {
+        if !self.names(key) {
+            self.parents.push((key.0.to_string(), key.1.to_string()));
+        }
+    }
+
+    fn names(&self, (ns, name): (&str, &str)) -> bool {
+        self.parents.iter().any(|(n, m)| n == ns && m == name)
+    }
+
+    /// Whether a route's parentRefs, as (namespace, name), name a parent
+    /// (an unset namespace is the route's).
+    fn named_by<'p>(
+        &self,
+        route: &ObjectMeta,
+        mut refs: impl Iterator<Item = (Option<&'p str>, &'p str)>,
+    ) -> bool {
+        let (ns, _) = namespace_name(route);
+        refs.any(|(p_ns, name)| self.names((p_ns.unwrap_or(ns), name)))
+    }
+
+    /// Withdraws the slots (input positions of `inputs`) of the routes
+    /// whose parentRefs name a changed Gateway or a ListenerSet attached
+    /// to one, whatever their kind or group (naming more is only slower):
+    /// they are rebuilt as if edited.
+    pub(crate) fn rebuild_routes(&self, inputs: &Inputs, prior: &mut [Option<super::Slot>]) {
+        let http = inputs.http_routes.iter().map(|r| {
+            let refs = r.object.spec.parent_refs.iter().flatten();
+            self.named_by(
+                &r.object.metadata,
+                refs.map(|p| (p.namespace.as_deref(), p.name.as_str())),
+            )
+        });
+        let grpc = inputs.grpc_routes.iter().map(|r| {
+            let refs = r.object.spec.parent_refs.iter().flatten();
+            self.named_by(
+                &r.object.metadata,
+                refs.map(|p| (p.namespace.as_deref(), p.name.as_str())),
+            )
+        });
+        for (slot, names) in prior.iter_mut().zip(http.chain(grpc)) {
+            if names {
+                *slot = None;
+            }
+        }
+    }
+}
