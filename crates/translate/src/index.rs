@@ -47,7 +47,9 @@ pub struct Index<'a> {
     /// Secret lookups, when the incremental translator asks for them
     /// (`incremental/secrets.rs`).
     secret_reads: Option<crate::service_reads::Unscoped>,
-    pub reference_grants: Vec<&'a ReferenceGrant>,
+    /// Read only through [`Index::reference_grants_in`], which notes the
+    /// lookup.
+    reference_grants: Vec<&'a ReferenceGrant>,
     /// Which endpoint addresses may be used (from the settings).
     pub endpoint_guard: crate::endpoint_guard::EndpointGuard,
     /// Registered extension kinds and their objects (set when hooks are
@@ -117,6 +119,25 @@ impl<'a> Index<'a> {
             }
         }
         self.service_untracked(ns, name)
+    }
+
+    /// The ReferenceGrants of namespace `ns` (where a grant for a
+    /// reference into `ns` must live). The lookup is noted as a Service
+    /// lookup is ([`Index::service`]), under the namespace's grants key
+    /// (`service_reads::grants_key`): an edit of ReferenceGrants then
+    /// rebuilds only the routes that looked into a changed grant's
+    /// namespace (`incremental/reference_grants.rs`).
+    pub fn reference_grants_in<'s>(&'s self, ns: &'s str) -> impl Iterator<Item = &'a ReferenceGrant> + 's {
+        if let Some(unscoped) = &self.unscoped_service_reads {
+            let key = crate::service_reads::grants_key(ns);
+            if !crate::service_reads::note(key) {
+                unscoped.note(key);
+            }
+        }
+        self.reference_grants
+            .iter()
+            .copied()
+            .filter(move |g| g.metadata.namespace.as_deref().unwrap_or("default") == ns)
     }
 
     /// Service `ns/name`, the lookup not noted: only for the readers the

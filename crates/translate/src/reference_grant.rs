@@ -23,13 +23,12 @@ pub fn permitted(index: &Index<'_>, from: &From<'_>, to: &To<'_>) -> bool {
     if from.namespace == to.namespace {
         return true;
     }
-    index.reference_grants.iter().any(|grant| {
-        grant.metadata.namespace.as_deref().unwrap_or("default") == to.namespace
-            && grant
-                .spec
-                .from
-                .iter()
-                .any(|f| f.group == from.group && f.kind == from.kind && f.namespace == from.namespace)
+    index.reference_grants_in(to.namespace).any(|grant| {
+        grant
+            .spec
+            .from
+            .iter()
+            .any(|f| f.group == from.group && f.kind == from.kind && f.namespace == from.namespace)
             && grant.spec.to.iter().any(|t| {
                 t.group == to.group && t.kind == to.kind && t.name.as_deref().is_none_or(|n| n == to.name)
             })

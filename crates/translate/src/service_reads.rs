@@ -14,8 +14,10 @@
 //! ClusterLoadAssignments and the endpoint guard, which the incremental
 //! translator rebuilds by their own rule when a Service changes.
 //!
-//! Secret lookups are keyed and collected the same way, always unscoped
-//! (`incremental/secrets.rs`).
+//! ReferenceGrant lookups are noted the same way, in the same reads, by
+//! the namespace they look into ([`grants_key`]:
+//! `incremental/reference_grants.rs`). Secret lookups are keyed and
+//! collected the same way, always unscoped (`incremental/secrets.rs`).
 //!
 //! Keys are 64-bit hashes of `(namespace, name)`: two Services sharing a
 //! hash only make an edit of one rebuild the other's readers too (a read
@@ -31,6 +33,12 @@ pub(crate) type Key = u64;
 pub(crate) fn key(ns: &str, name: &str) -> Key {
     // A fixed seed: keys are compared across translations.
     foldhash::fast::FixedState::with_seed(0x5e41_1ce5).hash_one((ns, name))
+}
+
+/// The key of the ReferenceGrants of namespace `ns`: as a Service's, under
+/// a name no Service can have (names are DNS labels).
+pub(crate) fn grants_key(ns: &str) -> Key {
+    key(ns, "\0ReferenceGrants")
 }
 
 /// The Services one recording read, sorted, each once.

@@ -540,7 +540,7 @@ impl World {
     }
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 14]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 15]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -595,6 +595,9 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 14]) {
         totals[11] += usize::from(stats.full.is_none() && what.contains("gateway-"));
         // A ListenerSet edit translated incrementally (as its parent's).
         totals[12] += usize::from(stats.full.is_none() && what.contains("listenerset-"));
+        // A ReferenceGrant edit translated incrementally (the routes that
+        // looked into its namespace rebuilt).
+        totals[14] += usize::from(stats.full.is_none() && what.contains("grant-"));
         // A route accepted through a ListenerSet (so such edits matter).
         totals[13] += usize::from(full.status.iter().any(|s| match &s.status {
             translate::status::StatusBody::Route { parents } => parents.iter().any(|p| {
@@ -626,13 +629,13 @@ fn incremental_equals_full_after_every_edit() {
     // TrafficPolicy edits translated incrementally, Secret edits
     // translated incrementally, Gateway edits and ListenerSet edits
     // translated incrementally, steps with a route accepted through a
-    // ListenerSet]
-    let mut totals = [0usize; 14];
+    // ListenerSet, ReferenceGrant edits translated incrementally]
+    let mut totals = [0usize; 15];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}, incremental Gateway edits {}, incremental ListenerSet edits {}, steps with a route on a ListenerSet {}",
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}, incremental Gateway edits {}, incremental ListenerSet edits {}, steps with a route on a ListenerSet {}, incremental ReferenceGrant edits {}",
         totals[0],
         totals[1],
         totals[2],
@@ -646,7 +649,8 @@ fn incremental_equals_full_after_every_edit() {
         totals[10],
         totals[11],
         totals[12],
-        totals[13]
+        totals[13],
+        totals[14]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

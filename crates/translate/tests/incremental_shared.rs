@@ -779,3 +779,83 @@ spec:
     let stats = run.step("Gateway added", &inputs);
     assert_eq!(stats.full, Some(Full::Context), "{stats:?}");
 }
+
+fn grant(name: &str, ns: &str, from_ns: &str, to_kind: &str) -> Inputs {
+    api::loader::load_str(
+        &format!("{name}.yaml"),
+        &format!(
+            "apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  from: [{{group: gateway.networking.k8s.io, kind: {from}, namespace: {from_ns}}}]
+  to: [{{group: \"\", kind: {to_kind}}}]
+",
+            from = if to_kind == "Secret" {
+                "Gateway"
+            } else {
+                "HTTPRoute"
+            },
+        ),
+    )
+    .inputs
+}
+
+/// An edit of ReferenceGrants rebuilds the routes that looked into a
+/// changed grant's namespace, and no other
+/// (`incremental/reference_grants.rs`); a namespace a listener's
+/// certificateRef looked into makes a full translation.
+#[test]
+fn a_reference_grant_edit_rebuilds_only_the_routes_that_looked_into_its_namespace() {
+    let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(200))).inputs;
+    inputs.extend(
+        api::loader::load_str(
+            "crossing.yaml",
+            "apiVersion: v1
+kind: Service
+metadata: {name: far, namespace: far}
+spec:
+  ports: [{name: http, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: crossing, namespace: ns-0}
+spec:
+  parentRefs: [{name: gw-0, namespace: infra, sectionName: l0}]
+  hostnames: [crossing.l0.example.com]
+  rules:
+  - backendRefs: [{name: far, namespace: far, port: 80}]
+",
+        )
+        .inputs,
+    );
+    inputs.extend(grant("let-in", "far", "ns-0", "Service"));
+    add_gateway(
+        &mut inputs,
+        "tls",
+        "{name: https, protocol: HTTPS, port: 443, tls: {certificateRefs: [{name: cert, namespace: certs}]}}",
+    );
+    let mut run = Run::new();
+    run.step("initial", &inputs);
+
+    // A grant in a namespace nothing looked into: nothing rebuilt.
+    inputs.extend(grant("idle", "elsewhere", "ns-0", "Service"));
+    let stats = run.step("grant nobody looks into", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
+
+    // The crossing route's grant removed: that route alone (its backend
+    // now refused, which the comparison with a full translation sees).
+    let at = inputs
+        .reference_grants
+        .iter()
+        .position(|g| g.object.metadata.name.as_deref() == Some("let-in"))
+        .expect("the grant");
+    inputs.reference_grants.remove(at);
+    let stats = run.step("the crossing route's grant removed", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
+
+    // A grant where the listener's certificate lives: a full translation.
+    inputs.extend(grant("certs", "certs", "infra", "Secret"));
+    let stats = run.step("grant for the listener's certificate", &inputs);
+    assert_eq!(stats.full, Some(Full::Context), "{stats:?}");
+}

@@ -23,8 +23,8 @@
 //!
 //! Invalidation (the soundness argument, per input kind):
 //! - **The context** — every input that is not an HTTPRoute, GRPCRoute,
-//!   EndpointSlice, Service, Secret, TrafficPolicy, HTTPProxy, Gateway or
-//!   ListenerSet (GatewayClasses, GatewayExtensions, ReferenceGrants,
+//!   EndpointSlice, Service, Secret, TrafficPolicy, HTTPProxy, Gateway,
+//!   ListenerSet or ReferenceGrant (GatewayClasses, GatewayExtensions,
 //!   Namespaces, TLSCertificateDelegations, extension objects) and the
 //!   [`Settings`]. A route's works read the context
 //!   through the index, the Gateway and listener states, its bindings, its
@@ -38,6 +38,11 @@
 //!   edited, and its assembly from nothing; one added, removed, renamed,
 //!   moved, given another class, or a default Gateway or the one serving
 //!   HTTPProxies drops every memo, as a context change.
+//! - **ReferenceGrants** are judged by who looked into their namespace
+//!   ([`reference_grants`]), noted as Service lookups are: an edit of
+//!   them rebuilds the routes that looked into a changed grant's
+//!   namespace; one looked into outside the routes (a listener's
+//!   certificate) drops every memo.
 //! - **Services** are judged by who looked them up ([`services`]): every
 //!   lookup is noted, per route (its works and report) or unscoped (the
 //!   rest of the call). An edit of Services alone rebuilds the routes that
@@ -163,6 +168,7 @@ pub(crate) mod endpoints;
 pub(crate) mod gateway_edits;
 pub mod httpproxy;
 pub(crate) mod policies;
+pub(crate) mod reference_grants;
 pub(crate) mod secrets;
 pub(crate) mod services;
 
@@ -239,8 +245,10 @@ pub enum Full {
     /// The first call (or the one after hooks were configured).
     First,
     /// Settings or an input of the context changed, a Service looked up
-    /// outside the routes ([`services`]), or Gateways or ListenerSets in a
-    /// way only a full translation handles ([`gateway_edits`]).
+    /// outside the routes ([`services`]), a ReferenceGrant namespace looked
+    /// into outside them ([`reference_grants`]), or Gateways or
+    /// ListenerSets in a way only a full translation handles
+    /// ([`gateway_edits`]).
     Context,
     /// Extension hooks are configured: always a full translation.
     Hooks,
@@ -385,6 +393,12 @@ impl Translator {
             .as_ref()
             .filter(|p| !same_kind(&p.inputs.inputs().services, &new.services))
             .map(|p| services::changed(&p.inputs.inputs().services, &new.services));
+        // ReferenceGrants changed: the routes that looked into a changed
+        // grant's namespace are rebuilt ([`reference_grants`]).
+        let grants_changed = prev
+            .as_ref()
+            .filter(|p| !same_kind(&p.inputs.inputs().reference_grants, &new.reference_grants))
+            .map(|p| reference_grants::changed(&p.inputs.inputs().reference_grants, &new.reference_grants));
         // Gateways changed: the routes naming them are rebuilt, unless
         // only a full translation is sound ([`gateway_edits`]).
         let gateway_edit = prev
@@ -413,6 +427,9 @@ impl Translator {
                 if !same_settings(&p.settings, settings)
                     || !context_eq(p.inputs.inputs(), new)
                     || matches!(gateway_edit, Some(gateway_edits::Judgement::Full))
+                    || grants_changed
+                        .as_ref()
+                        .is_some_and(|c| p.unscoped_service_reads.touches(c))
                     || services_changed
                         .as_ref()
                         .is_some_and(|c| c.forces_full(&p.unscoped_service_reads))
@@ -443,6 +460,9 @@ impl Translator {
                 }
                 if let Some(changed) = &services_changed {
                     changed.rebuild_readers(&mut prior, &mut endpoints_changed);
+                }
+                if let Some(changed) = &grants_changed {
+                    reference_grants::rebuild_readers(changed, &mut prior);
                 }
                 if let Some(gateway_edits::Judgement::Scoped(changed)) = &gateway_edit {
                     changed.rebuild_routes(new, &mut prior);
@@ -1554,7 +1574,7 @@ fn same_settings(a: &Settings, b: &Settings) -> bool {
 
 /// Whether every input other than the routes, the EndpointSlices, the
 /// Services, the Secrets, the TrafficPolicies, the HTTPProxies, the
-/// Gateways and the ListenerSets is equal. Destructured exhaustively: a new input kind fails to compile
+/// Gateways, the ListenerSets and the ReferenceGrants is equal. Destructured exhaustively: a new input kind fails to compile
 /// here until it is placed in the context (or shown to be route-local).
 fn context_eq(a: &Inputs, b: &Inputs) -> bool {
     let Inputs {
@@ -1565,7 +1585,9 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         listener_sets: _,
         http_routes: _,
         grpc_routes: _,
-        reference_grants,
+        // Judged per namespace by who looked into it
+        // (`reference_grants.rs`).
+        reference_grants: _,
         namespaces,
         // Judged per Service by who looked it up (`services.rs`).
         services: _,
@@ -1589,7 +1611,6 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         provisioned_addresses,
     } = a;
     same_kind(gateway_classes, &b.gateway_classes)
-        && same_kind(reference_grants, &b.reference_grants)
         && same_kind(namespaces, &b.namespaces)
         && same_kind(gateway_extensions, &b.gateway_extensions)
         && same_kind(tls_certificate_delegations, &b.tls_certificate_delegations)
