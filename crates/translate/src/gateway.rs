@@ -65,9 +65,12 @@ impl GatewayState<'_> {
     }
 
     /// Why listeners are refused (Accepted=False), one line each, for the
-    /// diagnostics: a refused listener must not only show in status.
+    /// diagnostics: a refused listener must not only show in status. One
+    /// refused for a value the loader could not read is left out: the
+    /// loader reported it, at the value.
     pub fn listener_problems(&self) -> Vec<String> {
         self.own_listeners()
+            .filter(|l| !l.loader_reported)
             .filter_map(|l| {
                 l.not_accepted
                     .as_ref()

@@ -86,6 +86,10 @@ pub struct Listener {
     /// Whether an HTTPS listener lacks usable certificates (cannot be programmed).
     pub missing_certificates: bool,
     pub attached_routes: i32,
+    /// Refused for a value the loader could not read: the loader reported
+    /// it at the value's `file:line`, so the Gateway's and ListenerSet's
+    /// diagnostics do not repeat it (its status says it).
+    pub loader_reported: bool,
 }
 
 impl Listener {
@@ -140,6 +144,7 @@ pub fn process(
                 // Its references were not read: none is claimed missing.
                 l.unresolved = None;
                 l.conflicted = None;
+                l.loader_reported = true;
             }
             l.origin = origin;
             l.key = format!("{key_prefix}{}", l.name);
@@ -329,6 +334,7 @@ fn one(
         conflicted: None,
         missing_certificates,
         attached_routes: 0,
+        loader_reported: false,
     }
 }
 

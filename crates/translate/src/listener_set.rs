@@ -282,12 +282,15 @@ impl ListenerSetState<'_> {
         })
     }
 
-    /// Why listeners are refused, one line each, for the diagnostics.
+    /// Why listeners are refused, one line each, for the diagnostics (but
+    /// those refused for a value the loader could not read: it reported
+    /// them, at the value).
     pub fn problems(&self, gw: &GatewayState<'_>, si: usize) -> Vec<String> {
         if let Some((r, m)) = &self.refused {
             return vec![format!("Accepted=False ({r}): {m}")];
         }
         self.listeners(gw, si)
+            .filter(|l| !l.loader_reported)
             .filter_map(|l| {
                 let (r, m) = l.conflicted.as_ref().or(l.not_accepted.as_ref())?;
                 Some(format!("listener {}: Accepted=False ({r}): {m}", l.name))
