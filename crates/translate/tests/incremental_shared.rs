@@ -626,6 +626,12 @@ fn a_secret_edit_rebuilds_nothing_unless_one_was_looked_up() {
     let stats = run.step("unnamed Secret", &inputs);
     assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
     assert_eq!(stats.gateways_reused, gateways, "{stats:?}");
+    // So is a Service that only moved in its file (the index keeps no
+    // Service's source).
+    inputs.services[0].source = api::Source::new("scale.yaml", 9998);
+    let stats = run.step("a Service moved in its file", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways, "{stats:?}");
 
     // The listener's: a full translation, which finds it invalid.
     let before = translate::translate(&inputs, &run.settings);
@@ -731,6 +737,8 @@ spec:
     let mut extra = gw.spec.listeners[0].clone();
     extra.name = "extra".into();
     extra.port = 8099;
+    // Refused, so gw-1 has a diagnostic stamped with its source.
+    extra.protocol = "UDP".into();
     gw.spec.listeners.push(extra);
     gw.spec.listeners[0].hostname = Some("*.elsewhere.example.com".into());
     let stats = run.step("gw-1's listeners edited", &inputs);
@@ -755,10 +763,19 @@ spec:
     assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
     assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
 
-    // Only a Gateway's file line moved: its routes again (sound, coarse).
+    // Only a Gateway's file line moved (a listener added above it in the
+    // same file): nothing rebuilt, its diagnostics restamped (the
+    // comparison with a full translation sees them).
     inputs.gateways[gw1].source = api::Source::new("scale.yaml", 9999);
     let stats = run.step("gw-1 moved in its file", &inputs);
-    assert_eq!((stats.full, stats.routes_built), (None, on_gw1), "{stats:?}");
+    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways, "{stats:?}");
+    // So is a Service that only moved in its file (the index keeps no
+    // Service's source).
+    inputs.services[0].source = api::Source::new("scale.yaml", 9998);
+    let stats = run.step("a Service moved in its file", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways, "{stats:?}");
 
     // Another class, the default scope, a Gateway added: full translations.
     let gw0 = at(&inputs, "gw-0");

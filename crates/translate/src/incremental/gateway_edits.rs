@@ -128,8 +128,11 @@ pub(crate) fn judge(before: &Inputs, after: &Inputs, settings: &Settings) -> Jud
 type Edited<'a, T> = ((&'a str, &'a str), &'a Sourced<T>, &'a Sourced<T>);
 
 /// The objects edited in place, with their (namespace, name): each pair
-/// at one input position that differs (object, unreadable values or
-/// source). `None` when one was added, removed, renamed or moved.
+/// at one input position that differs (object or unreadable values: a
+/// Gateway's or ListenerSet's source is read only by its own diagnostics,
+/// stamped with the current one on every call, so one that only moved in
+/// its file is unchanged). `None` when one was added, removed, renamed or
+/// moved in the input order.
 fn edited_in_place<'a, T: PartialEq>(
     before: &'a [Sourced<T>],
     after: &'a [Sourced<T>],
@@ -140,7 +143,7 @@ fn edited_in_place<'a, T: PartialEq>(
     }
     let mut edited = Vec::new();
     for (a, b) in before.iter().zip(after) {
-        if a.source == b.source && a.same(b) {
+        if a.same(b) {
             continue;
         }
         let key = namespace_name(meta(&a.object));

@@ -1265,8 +1265,10 @@ fn each_changed<T>(
 }
 
 /// The keys (`service_reads::key` of namespace and name) of the objects
-/// [`each_changed`] finds differing (object, unreadable values or source),
-/// each namespace and name also handed to `each`.
+/// [`each_changed`] finds differing (object or unreadable values: the
+/// index keeps no Service's or Secret's source, so one that only moved in
+/// its file reads the same), each namespace and name also handed to
+/// `each`.
 fn changed_keys<T: PartialEq>(
     before: &[api::Sourced<T>],
     after: &[api::Sourced<T>],
@@ -1274,16 +1276,11 @@ fn changed_keys<T: PartialEq>(
     mut each: impl FnMut(String, String),
 ) -> Reads {
     let mut keys = Vec::new();
-    each_changed(
-        before,
-        after,
-        |b, a| b.source == a.source && b.same(a),
-        |s| {
-            let (ns, name) = crate::index::ns_name(meta(&s.object));
-            keys.push(service_reads::key(&ns, &name));
-            each(ns, name);
-        },
-    );
+    each_changed(before, after, api::Sourced::same, |s| {
+        let (ns, name) = crate::index::ns_name(meta(&s.object));
+        keys.push(service_reads::key(&ns, &name));
+        each(ns, name);
+    });
     Reads::of(keys)
 }
 

@@ -25,18 +25,14 @@ use api::gateway_api::experimental::referencegrants::ReferenceGrant;
 use crate::service_reads::{self, Reads};
 
 /// The grants keys of the namespaces holding a ReferenceGrant that differs
-/// between `before` and `after` (object, unreadable values or source).
+/// between `before` and `after` (object or unreadable values; not a source
+/// alone, which the index does not keep).
 pub(crate) fn changed(before: &[Sourced<ReferenceGrant>], after: &[Sourced<ReferenceGrant>]) -> Reads {
     let mut keys = Vec::new();
-    super::each_changed(
-        before,
-        after,
-        |b, a| b.source == a.source && b.same(a),
-        |g| {
-            let ns = g.object.metadata.namespace.as_deref().unwrap_or("default");
-            keys.push(service_reads::grants_key(ns));
-        },
-    );
+    super::each_changed(before, after, Sourced::same, |g| {
+        let ns = g.object.metadata.namespace.as_deref().unwrap_or("default");
+        keys.push(service_reads::grants_key(ns));
+    });
     Reads::of(keys)
 }
 

@@ -20,7 +20,8 @@ use api::k8s_openapi::api::core::v1::Secret;
 use crate::service_reads::Reads;
 
 /// The keys of the Secrets that differ between `before` and `after`
-/// (object, unreadable values or source).
+/// (object or unreadable values; not a source alone, which the index does
+/// not keep).
 pub(crate) fn changed(before: &[Sourced<Secret>], after: &[Sourced<Secret>]) -> Reads {
     super::changed_keys(before, after, |s| &s.metadata, |_, _| {})
 }
