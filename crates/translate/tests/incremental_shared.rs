@@ -626,12 +626,6 @@ fn a_secret_edit_rebuilds_nothing_unless_one_was_looked_up() {
     let stats = run.step("unnamed Secret", &inputs);
     assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
     assert_eq!(stats.gateways_reused, gateways, "{stats:?}");
-    // So is a Service that only moved in its file (the index keeps no
-    // Service's source).
-    inputs.services[0].source = api::Source::new("scale.yaml", 9998);
-    let stats = run.step("a Service moved in its file", &inputs);
-    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
-    assert_eq!(stats.gateways_reused, gateways, "{stats:?}");
 
     // The listener's: a full translation, which finds it invalid.
     let before = translate::translate(&inputs, &run.settings);
