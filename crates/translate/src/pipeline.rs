@@ -228,6 +228,11 @@ pub(crate) fn translate_memo(
         Some(m) => crate::incremental::bind_all(m, &routes, bind),
         None => routes.iter().map(|r| Arc::new(bind(r))).collect(),
     };
+    if memo.is_some() {
+        // Tests only: an incremental call that fails here, its memo half
+        // used (`incremental/recovery.rs`).
+        crate::incremental::recovery::fault_point();
+    }
     // After a policy edit, the routes whose policies or Gateways' scopes
     // changed are built again (`incremental/policies.rs`).
     if let Some(m) = memo.as_deref_mut() {

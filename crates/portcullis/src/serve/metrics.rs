@@ -82,6 +82,9 @@ pub struct Metrics {
     pub registry: Mutex<Registry>,
     pub translation_seconds: Histogram,
     pub translations: Counter,
+    /// Incremental translations that panicked and were made again in full
+    /// (`translate::incremental::Full::Recovered`).
+    pub incremental_recoveries: Counter,
     pub xds_pushes: Family<XdsLabels, Counter>,
     pub xds_acks: Family<XdsLabels, Counter>,
     pub xds_nacks: Family<XdsLabels, Counter>,
@@ -174,6 +177,12 @@ impl Metrics {
         );
         let translations = Counter::default();
         registry.register("translations", "Input snapshots translated", translations.clone());
+        let incremental_recoveries = Counter::default();
+        registry.register(
+            "incremental_recoveries",
+            "Incremental translations that failed internally and were made again in full (a bug: please report it)",
+            incremental_recoveries.clone(),
+        );
         let xds_pushes = Family::<XdsLabels, Counter>::default();
         registry.register(
             "xds_pushes",
@@ -336,6 +345,7 @@ impl Metrics {
             registry: Mutex::new(registry),
             translation_seconds,
             translations,
+            incremental_recoveries,
             xds_pushes,
             xds_acks,
             xds_nacks,
@@ -521,6 +531,26 @@ mod tests {
         assert!(
             metrics.contains("portcullis_allocator_decay_milliseconds{kind=\"dirty\"} 1000"),
             "{metrics}"
+        );
+    }
+
+    #[test]
+    fn incremental_recoveries_are_exported_as_a_counter() {
+        let metrics = Metrics::new();
+        assert!(
+            metrics
+                .encode()
+                .contains("portcullis_incremental_recoveries_total 0")
+        );
+        metrics.incremental_recoveries.inc();
+        let text = metrics.encode();
+        assert!(
+            text.contains("portcullis_incremental_recoveries_total 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE portcullis_incremental_recoveries counter"),
+            "{text}"
         );
     }
 }

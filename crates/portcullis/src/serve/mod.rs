@@ -407,6 +407,14 @@ async fn run_with_state<F: std::future::Future<Output = anyhow::Result<Source>>>
         });
         let translate_time = translate_started.elapsed();
         let reuse = translator.stats();
+        if reuse.full == Some(translate::incremental::Full::Recovered) {
+            // Its warning is among the diagnostics; this makes it count.
+            state.metrics.incremental_recoveries.inc();
+            tracing::error!(
+                generation = snapshot.generation,
+                "the incremental translator failed; this snapshot was translated in full"
+            );
+        }
         let mut diagnostics = snapshot.loaded.diagnostics.clone();
         diagnostics.append(&mut out.diagnostics);
         // A hook that failed at its deadline or found no server may succeed

@@ -168,6 +168,7 @@ pub(crate) mod endpoints;
 pub(crate) mod gateway_edits;
 pub mod httpproxy;
 pub(crate) mod policies;
+pub(crate) mod recovery;
 pub(crate) mod reference_grants;
 pub(crate) mod secrets;
 pub(crate) mod services;
@@ -252,6 +253,9 @@ pub enum Full {
     Context,
     /// Extension hooks are configured: always a full translation.
     Hooks,
+    /// The incremental call panicked and was made again in full from no
+    /// memo ([`recovery`]).
+    Recovered,
 }
 
 /// The incremental translator (see the module doc). Holds the previous
@@ -352,8 +356,31 @@ impl Translator {
     }
 
     /// Translates `inputs` as [`crate::translate_seams`] would, reusing the
-    /// works of routes unchanged since the previous call.
+    /// works of routes unchanged since the previous call. Should reusing
+    /// them panic, the call is made again in full from no memo
+    /// ([`recovery`]).
     pub fn translate(&mut self, inputs: Arc<dyn Held>, settings: &Settings, seams: Seams<'_>) -> Output {
+        if self.prev.is_none() {
+            return self.translate_once(inputs, settings, seams);
+        }
+        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.translate_once(inputs.clone(), settings, seams)
+        }));
+        match attempt {
+            Ok(out) => out,
+            Err(payload) => {
+                // Whatever the failed call left half-built is dropped.
+                self.prev = None;
+                self.retired = None;
+                let mut out = self.translate_once(inputs, settings, seams);
+                self.stats.full = Some(Full::Recovered);
+                out.diagnostics.push(recovery::diagnostic(payload.as_ref()));
+                out
+            }
+        }
+    }
+
+    fn translate_once(&mut self, inputs: Arc<dyn Held>, settings: &Settings, seams: Seams<'_>) -> Output {
         let mut prev = self.prev.take();
         // Dropped here only if the caller did not take it after last call.
         self.retired = None;
