@@ -270,7 +270,7 @@ impl Tree {
                     .unwrap_or_default(),
                 Some(rejected) => {
                     let mut diagnostics = rejected.clone();
-                    diagnostics.push(self.not_applied(rel, state.good.as_ref()));
+                    diagnostics.push(self.not_applied(rel, state.good.as_ref(), &state.fail_closed));
                     diagnostics
                 }
             };
@@ -279,8 +279,13 @@ impl Tree {
         loader::merge(parts)
     }
 
-    fn not_applied(&self, rel: &Path, good: Option<&Loaded>) -> Diagnostic {
-        let message = match good {
+    fn not_applied(
+        &self,
+        rel: &Path,
+        good: Option<&Loaded>,
+        fail_closed: &[api::Sourced<api::policy::TrafficPolicy>],
+    ) -> Diagnostic {
+        let mut message = match good {
             Some(good) => format!(
                 "this version of the file is not applied because it has errors; \
                  its last version without errors ({} objects) stays in force",
@@ -290,6 +295,25 @@ impl Tree {
                      and no earlier version without errors was read"
                 .to_string(),
         };
+        // Not "nothing of it": a broken policy still fences its targets.
+        if !fail_closed.is_empty() {
+            let names: Vec<String> = fail_closed
+                .iter()
+                .map(|p| {
+                    let m = &p.object.metadata;
+                    format!(
+                        "{}/{}",
+                        m.namespace.as_deref().unwrap_or("default"),
+                        m.name.as_deref().unwrap_or("")
+                    )
+                })
+                .collect();
+            message.push_str(&format!(
+                "; except its TrafficPolicies that could not be read ({}), which are applied \
+                 so that what they target answers 500 rather than serving without them",
+                names.join(", ")
+            ));
+        }
         Diagnostic {
             severity: api::Severity::Warning,
             object: None,

@@ -566,6 +566,19 @@ async fn a_broken_new_policy_is_published_to_fail_closed() {
     let s = until(&mut rx, "the broken policy", |s| !policies(s).is_empty()).await;
     assert_eq!(policies(&s), [("guard".to_string(), false)]);
     assert!(!errors(&s).is_empty(), "the error is reported");
+    // The file's note does not say that nothing of it is applied.
+    let note = s
+        .loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.message.contains("not applied"))
+        .expect("the file's note");
+    assert!(
+        note.message
+            .contains("except its TrafficPolicies that could not be read (app/guard)"),
+        "{}",
+        note.message
+    );
 
     // A good version, then a broken one: the good one stays.
     dir.write("p.yaml", policy("guard", "  rbac: {matchExpressions: ['true']}"));
