@@ -141,21 +141,125 @@ fn generated_gateway() -> (String, translate::GatewayXds) {
     (key, std::sync::Arc::unwrap_or_clone(gw))
 }
 
-#[test]
-fn a_rejected_match_fences_only_its_virtual_host() {
+/// Sets the match of route `ri` of the first virtual host: a path regex
+/// and, optionally, one exact header condition.
+fn set_match(gw: &mut translate::GatewayXds, ri: usize, regex: &str, header: Option<&str>) {
+    use envoy_types::pb::envoy::config::route::v3::HeaderMatcher;
+    use envoy_types::pb::envoy::config::route::v3::header_matcher::HeaderMatchSpecifier;
     use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
-    use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
-    let (key, mut gw) = generated_gateway();
-    let before = gw.routes[0].decode();
-    // A backreference: the replacement keeps the match, so the route alone
-    // cannot be fixed; its virtual host becomes a catch-all 500.
+    use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
     gw.routes[0].edit(|rc| {
-        if let Some(m) = rc.virtual_hosts[0].routes[0].r#match.as_mut() {
+        if let Some(m) = rc.virtual_hosts[0].routes[ri].r#match.as_mut() {
             m.path_specifier = Some(PathSpecifier::SafeRegex(RegexMatcher {
-                regex: "(a)\\1".into(),
+                regex: regex.into(),
                 ..Default::default()
             }));
+            m.headers = header
+                .map(|name| HeaderMatcher {
+                    name: name.into(),
+                    header_match_specifier: Some(HeaderMatchSpecifier::StringMatch(StringMatcher {
+                        match_pattern: Some(string_matcher::MatchPattern::Exact("1".into())),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                })
+                .into_iter()
+                .collect();
         }
+    });
+}
+
+fn path_prefix(r: &envoy_types::pb::envoy::config::route::v3::Route) -> Option<&str> {
+    use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
+    match r.r#match.as_ref()?.path_specifier.as_ref()? {
+        PathSpecifier::Prefix(p) => Some(p),
+        _ => None,
+    }
+}
+
+fn is_500(r: &envoy_types::pb::envoy::config::route::v3::Route) -> bool {
+    matches!(&r.action, Some(Action::DirectResponse(d)) if d.status == 500)
+}
+
+#[test]
+fn a_rejected_match_is_widened_in_place_and_its_host_keeps_serving() {
+    let (key, mut gw) = generated_gateway();
+    let before = gw.routes[0].decode();
+    assert!(
+        before.virtual_hosts[0].routes.len() >= 3,
+        "{:?}",
+        before.virtual_hosts[0]
+    );
+    // A backreference (RE2 has none: the real Envoy refuses it). The 500
+    // keeping that match is still refused; the route keeps its place with
+    // the prefix every path it matched starts with.
+    set_match(&mut gw, 1, "/r/(a)\\1", None);
+    let envoy = RealEnvoy::default();
+    let findings = check_gateway(&key, &mut gw, &envoy);
+    assert!(findings.replaced_configs.is_empty(), "{findings:?}");
+    assert!(findings.replaced_virtual_hosts.is_empty(), "{findings:?}");
+    let after = gw.routes[0].decode();
+    let (vh, was) = (&after.virtual_hosts[0], &before.virtual_hosts[0]);
+    assert_eq!(
+        findings
+            .rejected_routes
+            .iter()
+            .map(|r| r.route_name.as_str())
+            .collect::<Vec<_>>(),
+        [vh.routes[1].name.as_str()]
+    );
+    assert_eq!(vh.routes.len(), was.routes.len());
+    assert_eq!(path_prefix(&vh.routes[1]), Some("/r/"));
+    assert!(is_500(&vh.routes[1]));
+    assert_eq!(vh.routes[0], was.routes[0], "the routes before it are untouched");
+    assert_eq!(vh.routes[2..], was.routes[2..], "and those after it");
+    assert_eq!(
+        after.virtual_hosts[1..],
+        before.virtual_hosts[1..],
+        "the other hosts are untouched"
+    );
+    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
+    testkit::envoy::validate(&bootstrap).expect("the guarded configuration is accepted by Envoy");
+}
+
+#[test]
+fn a_rejected_condition_beside_no_regex_widens_the_match_to_its_path_prefix() {
+    let (key, mut gw) = generated_gateway();
+    let before = gw.routes[0].decode();
+    // A header name Envoy refuses (a line break): dropping regexes keeps
+    // it, so the second step drops every condition but the path prefix.
+    set_match(&mut gw, 1, "/s/(a)\\1", Some("x-bad\nname"));
+    let envoy = RealEnvoy::default();
+    let findings = check_gateway(&key, &mut gw, &envoy);
+    assert!(findings.replaced_virtual_hosts.is_empty(), "{findings:?}");
+    let after = gw.routes[0].decode();
+    let vh = &after.virtual_hosts[0];
+    assert_eq!(path_prefix(&vh.routes[1]), Some("/s/"));
+    assert!(
+        vh.routes[1]
+            .r#match
+            .as_ref()
+            .is_some_and(|m| m.headers.is_empty())
+    );
+    assert!(is_500(&vh.routes[1]));
+    assert_eq!(vh.routes[2..], before.virtual_hosts[0].routes[2..]);
+    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
+    testkit::envoy::validate(&bootstrap).expect("the guarded configuration is accepted by Envoy");
+}
+
+#[test]
+fn a_route_no_widening_fixes_fences_only_its_virtual_host() {
+    use envoy_types::pb::envoy::config::route::v3::Decorator;
+    let (key, mut gw) = generated_gateway();
+    let before = gw.routes[0].decode();
+    // An empty decorator operation (Envoy requires one): the 500 keeps the
+    // route's decorator and no match widening removes it, so its virtual
+    // host becomes a catch-all 500.
+    gw.routes[0].edit(|rc| {
+        rc.virtual_hosts[0].routes[0].decorator = Some(Decorator {
+            operation: String::new(),
+            ..Default::default()
+        });
     });
     let envoy = RealEnvoy::default();
     let findings = check_gateway(&key, &mut gw, &envoy);
@@ -173,7 +277,7 @@ fn a_rejected_match_fences_only_its_virtual_host() {
         "the fenced host keeps its domains"
     );
     assert_eq!(vh.routes.len(), 1);
-    assert!(matches!(&vh.routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
+    assert!(is_500(&vh.routes[0]));
     assert_eq!(
         after.virtual_hosts[1..],
         before.virtual_hosts[1..],
@@ -240,7 +344,7 @@ fn a_bad_domain_beside_good_ones_is_dropped_and_its_host_keeps_serving() {
 }
 
 #[test]
-fn a_bad_domain_on_a_host_with_a_bad_route_fences_that_host_only() {
+fn a_bad_domain_on_a_host_with_a_bad_route_drops_the_domain_and_guards_the_route() {
     use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
     use envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher;
     let (key, mut gw) = generated_gateway();
@@ -266,9 +370,13 @@ fn a_bad_domain_on_a_host_with_a_bad_route_fences_that_host_only() {
     assert_eq!(dropped, ["x\ry.example.com"]);
     let after = gw.routes[0].decode();
     let vh = &after.virtual_hosts[0];
-    assert_eq!(vh.domains, [good], "the valid domain stays, fenced");
-    assert_eq!(vh.routes.len(), 1);
-    assert!(matches!(&vh.routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
+    assert_eq!(vh.domains, [good], "the valid domain stays");
+    // The route's regex has no literal prefix: its guard is `/`, at its
+    // place (the first), so the host answers 500 but keeps its routes.
+    assert_eq!(vh.routes.len(), before.virtual_hosts[0].routes.len());
+    assert_eq!(path_prefix(&vh.routes[0]), Some("/"));
+    assert!(is_500(&vh.routes[0]));
+    assert!(findings.replaced_virtual_hosts.is_empty(), "{findings:?}");
     assert_eq!(after.virtual_hosts[1..], before.virtual_hosts[1..]);
     let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
     testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");

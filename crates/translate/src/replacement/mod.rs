@@ -50,6 +50,7 @@ pub fn disable_filters(
     }
 }
 
+pub(crate) mod guard_match;
 pub mod rule;
 pub mod scope;
 pub mod strict;

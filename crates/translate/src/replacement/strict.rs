@@ -9,13 +9,15 @@
 //! there ([`scope_first`]: replaced at its scope, never bisected); domains
 //! Envoy refuses on their own ([`drop_rejected_domains`]); routes, by
 //! bisection, each rejected one answering 500 with its match
-//! ([`isolate`]); virtual hosts rejected on their own
+//! ([`isolate`]), its match widened in place if that is still rejected
+//! (`guard_match.rs`); virtual hosts rejected on their own
 //! ([`fence_virtual_hosts`]); and, when hosts only fail together, the whole
 //! route configuration.
 
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 
 use crate::GatewayXds;
+use crate::replacement::guard_match::{Widening, widen};
 use crate::strict::{
     Candidate, DroppedDomain, GatewayFindings, RejectedRoute, ScopeRejection, Validator, Verdict, candidate,
     encoded_candidate,
@@ -310,6 +312,13 @@ pub(crate) fn isolate(
     match recheck.first() {
         Some(Verdict::Accepted) => *target = fixed,
         Some(Verdict::Rejected(m)) => {
+            // A rejected route's match may be what Envoy refuses: widened
+            // in place, it stays fenced without its host
+            // (`guard_match.rs`).
+            if let Some(guarded) = guard_matches(gw, &fixed, &offenders, validator) {
+                *target = guarded;
+                return;
+            }
             // Not (only) routes: fence the virtual hosts Envoy rejects on
             // their own, then, if that is not enough, the whole
             // configuration.
@@ -339,6 +348,41 @@ pub(crate) fn isolate(
         }
         None => *target = fixed,
     }
+}
+
+/// `fixed` (its offenders replaced, still rejected) with the offenders'
+/// matches widened step by step ([`Widening`]), the first the validator
+/// accepts; `None` if none is (or it could not answer: the host fencing
+/// after it reports that).
+fn guard_matches(
+    gw: &GatewayXds,
+    fixed: &RouteConfiguration,
+    offenders: &[(usize, String)],
+    validator: &dyn Validator,
+) -> Option<RouteConfiguration> {
+    if offenders.is_empty() {
+        return None;
+    }
+    let mut guarded = fixed.clone();
+    for how in [Widening::Regexes, Widening::Everything] {
+        let mut changed = false;
+        for (pos, _) in offenders {
+            if let Some((_, route)) = route_at(&mut guarded, *pos) {
+                changed |= widen(route.r#match.get_or_insert_with(Default::default), how);
+            }
+        }
+        if !changed {
+            continue;
+        }
+        let label = format!("{} offenders' matches widened ({how:?})", fixed.name);
+        if let Some(Verdict::Accepted) = validator
+            .validate(&[candidate(gw, vec![guarded.clone()], label)])
+            .first()
+        {
+            return Some(guarded);
+        }
+    }
+    None
 }
 
 /// What checking a route configuration's virtual hosts without routes

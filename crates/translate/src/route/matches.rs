@@ -325,7 +325,7 @@ fn exact_path_before_query(kind: HttpRouteRulesMatchesPathType, value: &str) -> 
 /// first slash of a `//`: a request path with merged slashes (`/a//b` sent
 /// as `/a/b`, or normalized so) must still meet the guard, and a shorter
 /// prefix only widens it.
-fn sanitize_guard_prefix(p: &str) -> String {
+pub(crate) fn sanitize_guard_prefix(p: &str) -> String {
     let mut cut: String = p
         .chars()
         .take_while(|c| !c.is_ascii_control() && *c != '?' && *c != '#' && *c != ' ')

@@ -1,0 +1,180 @@
+//! What a route's match becomes when the real Envoy rejects the match
+//! itself (STRICT: the route, replaced with a 500 but keeping its match,
+//! is still rejected). Rather than fencing its whole virtual host, the
+//! route keeps its position with a wider match Envoy can load: every
+//! request it matched still meets the 500 (none reaches another route,
+//! failing open), a request it did not match may meet it too (the
+//! routes after it on that host lose those), and the host's other routes
+//! keep serving. The same bargain as STANDARD's guard
+//! (`route/matches.rs`), made without knowing which part Envoy refused,
+//! so in two steps, each checked by the validator before the next
+//! (`strict.rs` [`super::strict::isolate`]); if neither is accepted the
+//! virtual host is fenced as before.
+
+use envoy_types::pb::envoy::config::route::v3::query_parameter_matcher::QueryParameterMatchSpecifier;
+use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
+use envoy_types::pb::envoy::config::route::v3::{
+    HeaderMatcher, QueryParameterMatcher, RouteMatch, header_matcher,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher};
+
+use crate::envoy::regex;
+use crate::route::matches::sanitize_guard_prefix;
+
+/// How far a rejected match is widened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Widening {
+    /// Only its regular expressions go (what Envoy most often refuses
+    /// that STANDARD cannot know: an RE2 program over Envoy's limits, a
+    /// construct this build refuses): a regex path becomes the prefix
+    /// every path it matches starts with, a regex header or query
+    /// condition is dropped. Every other condition stays.
+    Regexes,
+    /// Every condition goes but a path prefix (the literal one of its
+    /// path, whatever the kind).
+    Everything,
+}
+
+/// Widens `m` in place (see [`Widening`]); `false` if that changed
+/// nothing (then there is nothing new to check).
+pub(crate) fn widen(m: &mut RouteMatch, how: Widening) -> bool {
+    let before = m.clone();
+    let prefix_of = |p: &PathSpecifier| -> String {
+        match p {
+            PathSpecifier::Prefix(s) | PathSpecifier::Path(s) | PathSpecifier::PathSeparatedPrefix(s) => {
+                s.clone()
+            }
+            PathSpecifier::SafeRegex(r) => regex::literal_prefix(&r.regex),
+            // A URI template or CONNECT: no literal prefix known.
+            _ => String::new(),
+        }
+    };
+    match how {
+        Widening::Regexes => {
+            if let Some(p) = &m.path_specifier
+                && !matches!(
+                    p,
+                    PathSpecifier::Prefix(_) | PathSpecifier::Path(_) | PathSpecifier::PathSeparatedPrefix(_)
+                )
+            {
+                m.path_specifier = Some(PathSpecifier::Prefix(sanitize_guard_prefix(&prefix_of(p))));
+            }
+            m.headers.retain(|h| !header_regex(h));
+            m.query_parameters.retain(|q| !query_regex(q));
+        }
+        Widening::Everything => {
+            let prefix = m.path_specifier.as_ref().map(prefix_of).unwrap_or_default();
+            *m = RouteMatch {
+                path_specifier: Some(PathSpecifier::Prefix(sanitize_guard_prefix(&prefix))),
+                // Kept: case-insensitive matching only ever matches more.
+                case_sensitive: m.case_sensitive,
+                ..Default::default()
+            };
+        }
+    }
+    *m != before
+}
+
+fn string_regex(s: &StringMatcher) -> bool {
+    matches!(s.match_pattern, Some(string_matcher::MatchPattern::SafeRegex(_)))
+}
+
+// The deprecated variant too: an extension's hook may write it.
+#[allow(deprecated)]
+fn header_regex(h: &HeaderMatcher) -> bool {
+    match &h.header_match_specifier {
+        Some(header_matcher::HeaderMatchSpecifier::SafeRegexMatch(_)) => true,
+        Some(header_matcher::HeaderMatchSpecifier::StringMatch(s)) => string_regex(s),
+        _ => false,
+    }
+}
+
+fn query_regex(q: &QueryParameterMatcher) -> bool {
+    matches!(&q.query_parameter_match_specifier, Some(QueryParameterMatchSpecifier::StringMatch(s)) if string_regex(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
+    use envoy_types::pb::envoy::config::route::v3::{HeaderMatcher, RouteMatch, header_matcher};
+    use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
+
+    use super::{Widening, widen};
+
+    fn exact_header(name: &str, value: &str) -> HeaderMatcher {
+        HeaderMatcher {
+            name: name.into(),
+            header_match_specifier: Some(header_matcher::HeaderMatchSpecifier::StringMatch(StringMatcher {
+                match_pattern: Some(string_matcher::MatchPattern::Exact(value.into())),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+    }
+
+    fn regex_header(name: &str, re: &str) -> HeaderMatcher {
+        HeaderMatcher {
+            name: name.into(),
+            header_match_specifier: Some(header_matcher::HeaderMatchSpecifier::StringMatch(StringMatcher {
+                match_pattern: Some(string_matcher::MatchPattern::SafeRegex(RegexMatcher {
+                    regex: re.into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn regexes_go_first_and_every_other_condition_stays() {
+        let mut m = RouteMatch {
+            path_specifier: Some(PathSpecifier::SafeRegex(RegexMatcher {
+                regex: "/api/v[0-9]+/(a)\\1".into(),
+                ..Default::default()
+            })),
+            headers: vec![exact_header("x-tenant", "a"), regex_header("x-b", "(b)\\1")],
+            ..Default::default()
+        };
+        assert!(widen(&mut m, Widening::Regexes));
+        assert_eq!(m.path_specifier, Some(PathSpecifier::Prefix("/api/v".into())));
+        assert_eq!(m.headers, [exact_header("x-tenant", "a")]);
+        // Nothing left to widen at this step.
+        assert!(!widen(&mut m, Widening::Regexes));
+
+        assert!(widen(&mut m, Widening::Everything));
+        assert_eq!(
+            m,
+            RouteMatch {
+                path_specifier: Some(PathSpecifier::Prefix("/api/v".into())),
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_regex_without_a_literal_prefix_widens_to_every_path() {
+        let mut m = RouteMatch {
+            path_specifier: Some(PathSpecifier::SafeRegex(RegexMatcher {
+                regex: "(a)\\1".into(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        assert!(widen(&mut m, Widening::Regexes));
+        assert_eq!(m.path_specifier, Some(PathSpecifier::Prefix("/".into())));
+    }
+
+    #[test]
+    fn an_exact_path_keeps_its_text_as_a_prefix_when_everything_goes() {
+        let mut m = RouteMatch {
+            path_specifier: Some(PathSpecifier::Path("/login".into())),
+            headers: vec![exact_header("x-a", "1")],
+            ..Default::default()
+        };
+        assert!(!widen(&mut m, Widening::Regexes), "no regex: nothing to widen");
+        assert!(widen(&mut m, Widening::Everything));
+        assert_eq!(m.path_specifier, Some(PathSpecifier::Prefix("/login".into())));
+        assert!(m.headers.is_empty());
+    }
+}
