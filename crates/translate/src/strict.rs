@@ -197,6 +197,19 @@ pub struct GatewayFindings {
     /// route configuration or virtual host) Envoy rejects on its own: that
     /// scope was replaced whole, its routes not bisected.
     pub scope_rejections: Vec<ScopeRejection>,
+    /// Rejected routes whose 500 kept its place on a widened match
+    /// (`replacement/guard_match.rs`): it may shadow the routes after it.
+    pub widened_matches: Vec<WidenedMatch>,
+}
+
+/// A rejected route answering 500 on a wider match than it had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WidenedMatch {
+    pub route_name: String,
+    /// The path prefix it now answers on.
+    pub prefix: String,
+    /// Whether every condition but that prefix went (else only regexes).
+    pub everything: bool,
 }
 
 /// A route configuration (`virtual_host` None) or virtual host whose own

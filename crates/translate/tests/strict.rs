@@ -208,6 +208,14 @@ fn a_rejected_match_is_widened_in_place_and_its_host_keeps_serving() {
             .collect::<Vec<_>>(),
         [vh.routes[1].name.as_str()]
     );
+    assert_eq!(
+        findings.widened_matches,
+        [translate::strict::WidenedMatch {
+            route_name: vh.routes[1].name.clone(),
+            prefix: "/r/".into(),
+            everything: false,
+        }]
+    );
     assert_eq!(vh.routes.len(), was.routes.len());
     assert_eq!(path_prefix(&vh.routes[1]), Some("/r/"));
     assert!(is_500(&vh.routes[1]));
@@ -235,6 +243,15 @@ fn a_rejected_condition_beside_no_regex_widens_the_match_to_its_path_prefix() {
     let after = gw.routes[0].decode();
     let vh = &after.virtual_hosts[0];
     assert_eq!(path_prefix(&vh.routes[1]), Some("/s/"));
+    assert_eq!(
+        findings
+            .widened_matches
+            .iter()
+            .map(|w| w.everything)
+            .collect::<Vec<_>>(),
+        [true],
+        "widened in the second step"
+    );
     assert!(
         vh.routes[1]
             .r#match
@@ -245,6 +262,115 @@ fn a_rejected_condition_beside_no_regex_widens_the_match_to_its_path_prefix() {
     assert_eq!(vh.routes[2..], before.virtual_hosts[0].routes[2..]);
     let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
     testkit::envoy::validate(&bootstrap).expect("the guarded configuration is accepted by Envoy");
+}
+
+/// Stands for an Envoy that refuses a path regex containing `refused`
+/// (as the real one refuses constructs STANDARD cannot know of); a prefix
+/// with that text is fine.
+struct RefusesRegexPaths;
+
+impl Validator for RefusesRegexPaths {
+    fn validate(&self, batch: &[Candidate]) -> Vec<Verdict> {
+        use envoy_types::pb::envoy::config::route::v3::route_match::PathSpecifier;
+        batch
+            .iter()
+            .map(|c| {
+                let Some(xds) = &c.xds else {
+                    return Verdict::Unavailable("no xDS".into());
+                };
+                let refused = xds.route_configurations().iter().any(|rc| {
+                    rc.virtual_hosts.iter().flat_map(|vh| &vh.routes).any(|r| {
+                        matches!(
+                            r.r#match.as_ref().and_then(|m| m.path_specifier.as_ref()),
+                            Some(PathSpecifier::SafeRegex(re)) if re.regex.contains("refused")
+                        )
+                    })
+                });
+                if refused {
+                    Verdict::Rejected("fake Envoy: this regex is refused".into())
+                } else {
+                    Verdict::Accepted
+                }
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn a_widened_match_is_reported_on_its_gateway_and_its_rule_replaced() {
+    let inputs = api::loader::load_str(
+        "widened.yaml",
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: portcullis}
+spec: {controllerName: portcullis.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: infra}
+spec:
+  gatewayClassName: portcullis
+  listeners:
+  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: app}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  hostnames: [a.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /a}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 302, hostname: x.example.com}}]
+  - matches: [{path: {type: RegularExpression, value: "/b/refused-[0-9]+"}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 302, hostname: y.example.com}}]
+"#,
+    )
+    .inputs;
+    let settings = translate::Settings::default();
+    let out = translate::translate_with(&inputs, &settings, Some(&RefusesRegexPaths));
+    let widened: Vec<&str> = out
+        .diagnostics
+        .iter()
+        .filter(|d| d.message.contains("was rejected for its match"))
+        .map(|d| d.message.as_str())
+        .collect();
+    assert_eq!(widened.len(), 1, "{:#?}", out.diagnostics);
+    assert!(
+        widened[0].contains("under path prefix \"/b/refused-\" (its regular expressions dropped)"),
+        "{}",
+        widened[0]
+    );
+    let route = out
+        .status
+        .iter()
+        .find(|s| s.kind == "HTTPRoute" && s.metadata.name == "r")
+        .expect("the route's status");
+    let status = translate::status::Timed::new(&route.status, &out.transition_time)
+        .to_json()
+        .to_string();
+    assert!(
+        status.contains(
+            "Replaced Rule (1): spec.rules[1]: rejected by Envoy: fake Envoy: this regex is refused"
+        ),
+        "{status}"
+    );
+    let (key, gw) = out.gateways.iter().next().expect("the Gateway");
+    let routes = all_routes(gw);
+    assert_eq!(routes.len(), 2, "{routes:#?}");
+    assert!(
+        routes
+            .iter()
+            .any(|r| path_prefix(r) == Some("/b/refused-") && is_500(r))
+    );
+    assert_eq!(
+        routes.iter().filter(|r| !is_500(r)).count(),
+        1,
+        "the other rule serves: {routes:#?}"
+    );
+    let bootstrap = translate::output::bootstrap::static_bootstrap(gw, key, &Default::default());
+    testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");
 }
 
 #[test]

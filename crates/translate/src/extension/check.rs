@@ -24,7 +24,7 @@
 //!   virtual host names and domains.
 //!
 //! What these checks cannot reach, STRICT's real Envoy does, and its
-//! verdict is attributed to the hook (`pipeline::absorb_strict`).
+//! verdict is attributed to the hook (`replacement::strict_report::absorb`).
 
 use std::collections::BTreeSet;
 

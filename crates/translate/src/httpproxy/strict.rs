@@ -2,7 +2,7 @@
 //! (and STRICT replaced with its 500) is an error on the proxy that holds
 //! it, in Contour's status shape, like every other route that cannot be
 //! programmed (`routes.rs`, reason `RouteNotProgrammable`). Gateway API
-//! routes get theirs in `pipeline.rs` (`absorb_strict`); the Envoy route
+//! routes get theirs in `replacement/strict_report.rs`; the Envoy route
 //! names tell the two apart (`httpproxy/<ns>/<name>/routes/<i>`, see
 //! `routes::entry_route`).
 

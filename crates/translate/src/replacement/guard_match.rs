@@ -75,6 +75,17 @@ pub(crate) fn widen(m: &mut RouteMatch, how: Widening) -> bool {
     *m != before
 }
 
+/// The path a widened match answers on, for its report.
+pub(crate) fn guard_prefix(m: Option<&RouteMatch>) -> String {
+    match m.and_then(|m| m.path_specifier.as_ref()) {
+        Some(PathSpecifier::Prefix(p) | PathSpecifier::Path(p) | PathSpecifier::PathSeparatedPrefix(p)) => {
+            p.clone()
+        }
+        Some(PathSpecifier::SafeRegex(r)) => r.regex.clone(),
+        _ => "/".into(),
+    }
+}
+
 fn string_regex(s: &StringMatcher) -> bool {
     matches!(s.match_pattern, Some(string_matcher::MatchPattern::SafeRegex(_)))
 }

@@ -54,4 +54,5 @@ pub(crate) mod guard_match;
 pub mod rule;
 pub mod scope;
 pub mod strict;
+pub(crate) mod strict_report;
 pub mod unreadable;

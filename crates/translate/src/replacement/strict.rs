@@ -17,10 +17,10 @@
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
 
 use crate::GatewayXds;
-use crate::replacement::guard_match::{Widening, widen};
+use crate::replacement::guard_match::{Widening, guard_prefix, widen};
 use crate::strict::{
-    Candidate, DroppedDomain, GatewayFindings, RejectedRoute, ScopeRejection, Validator, Verdict, candidate,
-    encoded_candidate,
+    Candidate, DroppedDomain, GatewayFindings, RejectedRoute, ScopeRejection, Validator, Verdict,
+    WidenedMatch, candidate, encoded_candidate,
 };
 use crate::xds::encoded::EncodedRouteConfiguration;
 
@@ -315,7 +315,7 @@ pub(crate) fn isolate(
             // A rejected route's match may be what Envoy refuses: widened
             // in place, it stays fenced without its host
             // (`guard_match.rs`).
-            if let Some(guarded) = guard_matches(gw, &fixed, &offenders, validator) {
+            if let Some(guarded) = guard_matches(gw, &fixed, &offenders, validator, findings) {
                 *target = guarded;
                 return;
             }
@@ -359,6 +359,7 @@ fn guard_matches(
     fixed: &RouteConfiguration,
     offenders: &[(usize, String)],
     validator: &dyn Validator,
+    findings: &mut GatewayFindings,
 ) -> Option<RouteConfiguration> {
     if offenders.is_empty() {
         return None;
@@ -379,6 +380,15 @@ fn guard_matches(
             .validate(&[candidate(gw, vec![guarded.clone()], label)])
             .first()
         {
+            for (pos, _) in offenders {
+                if let Some((_, route)) = route_at(&mut guarded, *pos) {
+                    findings.widened_matches.push(WidenedMatch {
+                        route_name: route.name.clone(),
+                        prefix: guard_prefix(route.r#match.as_ref()),
+                        everything: how == Widening::Everything,
+                    });
+                }
+            }
             return Some(guarded);
         }
     }
