@@ -56,7 +56,8 @@ fn status(port: u16, host: &str) -> Option<u16> {
 /// the provider's burst (`wait` = debounce, `apply` = read and parse,
 /// `merge` = the snapshot of all files), the translation, the xDS
 /// snapshots, and push to ACK of the route configuration (Envoy applying
-/// it: the floor). Median and p99 of each.
+/// it: the floor); and per edit the control plane's share, file write to
+/// push (provider + serve). Median and p99 of each.
 fn stages(existing: usize, log: &std::path::Path, edits: usize) {
     let Ok(text) = std::fs::read_to_string(log) else {
         return;
@@ -91,6 +92,10 @@ fn stages(existing: usize, log: &std::path::Path, edits: usize) {
         ("serve", "edit stages", "total_ms", Vec::new()),
         ("push->ack(RDS)", "type_url=\"RDS\"", "push_to_ack_ms", Vec::new()),
     ];
+    // The control plane's share of an edit, file write to the xDS push:
+    // the provider's burst (from the first event) plus serve's stages, per
+    // edit (the push follows the xDS stage at once).
+    let mut control_plane = Vec::new();
     for line in plain.lines() {
         for (_, msg, key, values) in &mut table {
             if line.contains(*msg)
@@ -99,7 +104,13 @@ fn stages(existing: usize, log: &std::path::Path, edits: usize) {
                 values.push(v);
             }
         }
+        if line.contains("edit stages")
+            && let (Some(p), Some(t)) = (field(line, "provider_ms"), field(line, "total_ms"))
+        {
+            control_plane.push(p + t);
+        }
     }
+    table.push(("control-plane(write->push)", "", "", control_plane));
     let mut out = format!("propagation existing_routes={existing} stages (last {edits} edits, ms):");
     for (name, _, _, values) in &mut table {
         let tail = values.len().saturating_sub(edits);
