@@ -113,10 +113,10 @@ pub(crate) struct Tree {
     rechecks: Vec<(PathBuf, Instant)>,
     /// What a load accepts beyond the built-in kinds.
     loader: loader::Options,
-    /// Visible entries (files or directories) that are symbolic links, by
-    /// relative path: the only way the content of a hidden path reaches a
-    /// file that is read (Kubernetes' ConfigMap volumes: `a.yaml ->
-    /// ..data/a.yaml`). An event on a hidden path re-checks these, not the
+    /// Visible entries (files or directories) that are symbolic links, or
+    /// files with several names (hard links), by relative path: the only
+    /// ways the content of a hidden path reaches a file that is read
+    /// (Kubernetes' ConfigMap volumes: `a.yaml -> ..data/a.yaml`). An event on a hidden path re-checks these, not the
     /// whole tree: an editor's `.a.yaml.tmp` then costs nothing.
     links: BTreeSet<PathBuf>,
     /// Files read and versions parsed since the tree was made (an edit
@@ -783,8 +783,13 @@ enum Version {
 }
 
 /// Whether `path` itself is a symbolic link.
+/// Whether a visible entry can show a change made under a hidden path: a
+/// symbolic link, or a regular file with another name (a hard link: `a.yaml`
+/// and `.a.yaml` the same file, written through the hidden one, gives an
+/// event on the hidden name only).
 fn is_link(path: &Path) -> bool {
-    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+    use std::os::unix::fs::MetadataExt as _;
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink() || (m.is_file() && m.nlink() > 1))
 }
 
 /// The keys of `map` equal to `rel` or below it (all keys for `""`).
@@ -955,6 +960,31 @@ mod tests {
         let loaded = tree.loaded();
         assert!(format!("{:?}", loaded.inputs.http_routes[0].object.spec.rules).contains("/v2"));
         // Both links name r0: the second is a duplicate, as a full load says.
+        assert_eq!(loaded, loader::load_path(&dir).expect("full load"));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A visible file hard-linked to a hidden name, written through the
+    /// hidden one: the only event names the hidden path, and the visible
+    /// file is read again (it is re-checked as a link is).
+    #[test]
+    fn a_write_through_a_hidden_hard_link_is_seen() {
+        let dir = std::env::temp_dir().join(format!("provider-hard-link-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("temp dir");
+        fs::write(dir.join("a.yaml"), route(0, "/before")).expect("write");
+        fs::write(dir.join("b.yaml"), route(1, "/plain")).expect("write");
+        fs::hard_link(dir.join("a.yaml"), dir.join(".a.yaml")).expect("hard link");
+        let mut tree =
+            Tree::new(dir.clone(), Duration::from_secs(1), loader::Options::default()).expect("tree");
+        assert!(tree.rescan().expect("rescan"));
+        let before = tree.counts();
+        // In place (same inode), through the hidden name.
+        fs::write(dir.join(".a.yaml"), route(0, "/after")).expect("write");
+        assert!(tree.apply(&batch(&tree, &[".a.yaml"])), "the change is seen");
+        assert_eq!(tree.counts().0 - before.0, 1, "a.yaml read again, not b.yaml");
+        let loaded = tree.loaded();
+        assert!(format!("{:?}", loaded.inputs.http_routes[0].object.spec.rules).contains("/after"));
         assert_eq!(loaded, loader::load_path(&dir).expect("full load"));
         let _ = fs::remove_dir_all(&dir);
     }
