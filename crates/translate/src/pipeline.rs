@@ -483,11 +483,13 @@ pub(crate) fn translate_memo(
                 ir,
                 bind,
                 &mut store,
-                prior_configs,
-                dirty.as_ref(),
                 &endpoints,
-                prior_clusters.as_ref(),
-                endpoints_changed,
+                xds::Prior {
+                    configs: prior_configs,
+                    dirty: dirty.as_ref(),
+                    clusters: prior_clusters.as_ref(),
+                    changed_endpoints: endpoints_changed,
+                },
             );
             // What portcullis made, for STRICT's check of what hooks replaced.
             let before = validator.and(hooks).map(|_| built.clone());

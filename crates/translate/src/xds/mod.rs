@@ -57,30 +57,40 @@ pub struct Built {
     pub clusters: Option<std::sync::Arc<Clusters>>,
 }
 
-/// A Gateway's xDS, its clusters' endpoints resolved by `endpoints`. For
-/// the incremental translator, each route configuration
-/// splices the unchanged virtual hosts of its memo in `prior` (when given;
-/// consumed: the memos are updated into this assembly's), and this
-/// assembly's memos and clusters are returned (when `prior` is given).
-///
-/// With `dirty` (a partial assembly: `incremental::dirty_hosts`), `gw`'s
-/// chains hold only the dirty hosts; the others are spliced from `prior`.
-///
-/// With `prior_clusters`, a cluster whose spec equals last call's and whose
-/// Service is not among the `changed` ones (whose EndpointSlices changed)
-/// keeps last call's Cluster and ClusterLoadAssignment: its endpoints are
-/// not resolved again.
-#[allow(clippy::too_many_arguments)]
+/// What the incremental translator offers an assembly from last call
+/// (all empty for a full translation).
+#[derive(Default)]
+pub struct Prior<'a> {
+    /// Each route configuration's memo: its unchanged virtual hosts are
+    /// spliced (consumed: the memos are updated into this assembly's), and
+    /// this assembly's memos and clusters are returned.
+    pub configs: Option<ConfigMemos>,
+    /// A partial assembly (`incremental::dirty_hosts`): the Gateway's
+    /// chains hold only these hosts; the others are spliced from `configs`.
+    pub dirty: Option<&'a crate::incremental::dirty_hosts::DirtyHosts>,
+    /// Last call's clusters: one whose spec is unchanged and whose Service
+    /// is not among `changed_endpoints` keeps last call's Cluster and
+    /// ClusterLoadAssignment (its endpoints are not resolved again).
+    pub clusters: Option<&'a PriorClusters>,
+    /// The Services whose EndpointSlices changed since last call.
+    pub changed_endpoints: Option<&'a crate::incremental::endpoints::Services>,
+}
+
+/// A Gateway's xDS, its clusters' endpoints resolved by `endpoints`,
+/// reusing what `prior` offers.
 pub fn build_memo(
     mut gw: ir::Gateway,
     listener_address: &str,
     store: &mut ir::RouteStore,
-    mut prior: Option<ConfigMemos>,
-    dirty: Option<&crate::incremental::dirty_hosts::DirtyHosts>,
     endpoints: &Resolver<'_, '_>,
-    prior_clusters: Option<&PriorClusters>,
-    changed: Option<&crate::incremental::endpoints::Services>,
+    prior: Prior<'_>,
 ) -> Built {
+    let Prior {
+        configs: mut prior,
+        dirty,
+        clusters: prior_clusters,
+        changed_endpoints: changed,
+    } = prior;
     let mut out = GatewayXds::default();
     let mut memos = prior.as_ref().map(|_| ConfigMemos::new());
     let ports = std::mem::take(&mut gw.ports);
