@@ -30,6 +30,13 @@ fn fixture(name: &str) -> api::Inputs {
     api::loader::load_str(&path, input).inputs
 }
 
+/// The real Envoy accepts `gw` as a static bootstrap (the check every
+/// STRICT outcome ends with).
+fn assert_envoy_accepts(gw: &translate::GatewayXds, key: &str, what: &str) {
+    let bootstrap = translate::output::bootstrap::static_bootstrap(gw, key, &Default::default());
+    testkit::envoy::validate(&bootstrap).expect(what);
+}
+
 fn all_routes(gw: &translate::GatewayXds) -> Vec<envoy_types::pb::envoy::config::route::v3::Route> {
     gw.route_configurations()
         .into_iter()
@@ -120,8 +127,7 @@ fn a_route_envoy_rejects_is_isolated_and_replaced() {
             assert!(r.request_headers_to_add.is_empty());
         }
     }
-    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, key, &Default::default());
-    testkit::envoy::validate(&bootstrap).expect("the replaced configuration is accepted by Envoy");
+    assert_envoy_accepts(&gw, key, "the replaced configuration is accepted by Envoy");
 }
 
 /// A Gateway of a generated configuration with several virtual hosts.
@@ -226,8 +232,7 @@ fn a_rejected_match_is_widened_in_place_and_its_host_keeps_serving() {
         before.virtual_hosts[1..],
         "the other hosts are untouched"
     );
-    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
-    testkit::envoy::validate(&bootstrap).expect("the guarded configuration is accepted by Envoy");
+    assert_envoy_accepts(&gw, &key, "the guarded configuration is accepted by Envoy");
 }
 
 #[test]
@@ -260,8 +265,7 @@ fn a_rejected_condition_beside_no_regex_widens_the_match_to_its_path_prefix() {
     );
     assert!(is_500(&vh.routes[1]));
     assert_eq!(vh.routes[2..], before.virtual_hosts[0].routes[2..]);
-    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
-    testkit::envoy::validate(&bootstrap).expect("the guarded configuration is accepted by Envoy");
+    assert_envoy_accepts(&gw, &key, "the guarded configuration is accepted by Envoy");
 }
 
 /// Stands for an Envoy that refuses a path regex containing `refused`
@@ -369,8 +373,7 @@ spec:
         1,
         "the other rule serves: {routes:#?}"
     );
-    let bootstrap = translate::output::bootstrap::static_bootstrap(gw, key, &Default::default());
-    testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");
+    assert_envoy_accepts(gw, key, "the result is accepted by Envoy");
 }
 
 #[test]
@@ -409,8 +412,7 @@ fn a_route_no_widening_fixes_fences_only_its_virtual_host() {
         before.virtual_hosts[1..],
         "the other hosts are untouched"
     );
-    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
-    testkit::envoy::validate(&bootstrap).expect("the fenced configuration is accepted by Envoy");
+    assert_envoy_accepts(&gw, &key, "the fenced configuration is accepted by Envoy");
 }
 
 #[test]
@@ -438,8 +440,7 @@ fn a_domain_envoy_rejects_drops_only_that_host() {
         before.virtual_hosts[1..],
         "the host left without a domain is removed, the others are untouched"
     );
-    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
-    testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");
+    assert_envoy_accepts(&gw, &key, "the result is accepted by Envoy");
 }
 
 #[test]
@@ -465,8 +466,7 @@ fn a_bad_domain_beside_good_ones_is_dropped_and_its_host_keeps_serving() {
         before,
         "only the rejected domain is gone: the host keeps its routes on its valid domain"
     );
-    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
-    testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");
+    assert_envoy_accepts(&gw, &key, "the result is accepted by Envoy");
 }
 
 #[test]
@@ -504,8 +504,7 @@ fn a_bad_domain_on_a_host_with_a_bad_route_drops_the_domain_and_guards_the_route
     assert!(is_500(&vh.routes[0]));
     assert!(findings.replaced_virtual_hosts.is_empty(), "{findings:?}");
     assert_eq!(after.virtual_hosts[1..], before.virtual_hosts[1..]);
-    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
-    testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");
+    assert_envoy_accepts(&gw, &key, "the result is accepted by Envoy");
 }
 
 #[test]
@@ -523,8 +522,7 @@ fn hosts_that_only_fail_together_replace_the_route_configuration() {
     let routes: Vec<_> = after.virtual_hosts.iter().flat_map(|v| &v.routes).collect();
     assert_eq!(routes.len(), 1);
     assert!(matches!(&routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
-    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, &key, &Default::default());
-    testkit::envoy::validate(&bootstrap).expect("the replaced configuration is accepted by Envoy");
+    assert_envoy_accepts(&gw, &key, "the replaced configuration is accepted by Envoy");
 }
 
 /// The real Envoy with the cache a serving validator keeps: content it
@@ -573,8 +571,7 @@ fn a_host_level_rejection_with_every_route_known_good_terminates() {
         findings.rejected_routes.is_empty(),
         "no route is to blame for a host-level rejection: {findings:?}"
     );
-    let bootstrap = translate::output::bootstrap::static_bootstrap(&gw, "gw", &Default::default());
-    testkit::envoy::validate(&bootstrap).expect("the result is accepted by Envoy");
+    assert_envoy_accepts(&gw, "gw", "the result is accepted by Envoy");
 }
 
 #[test]
