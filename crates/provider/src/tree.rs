@@ -116,8 +116,10 @@ pub(crate) struct Tree {
     /// Visible entries (files or directories) that are symbolic links, or
     /// files with several names (hard links), by relative path: the only
     /// ways the content of a hidden path reaches a file that is read
-    /// (Kubernetes' ConfigMap volumes: `a.yaml -> ..data/a.yaml`). An event on a hidden path re-checks these, not the
-    /// whole tree: an editor's `.a.yaml.tmp` then costs nothing.
+    /// (Kubernetes' ConfigMap volumes: `a.yaml -> ..data/a.yaml`;
+    /// [`shows_hidden_changes`]). An event on a hidden path re-checks
+    /// these, not the whole tree: an editor's `.a.yaml.tmp` then costs
+    /// nothing.
     links: BTreeSet<PathBuf>,
     /// Files read and versions parsed since the tree was made (an edit
     /// must cost the files it touches: the provider logs these per burst,
@@ -358,7 +360,7 @@ impl Tree {
             return false;
         };
         let path = self.absolute.join(rel);
-        if is_link(&path) {
+        if shows_hidden_changes(&path) {
             self.links.insert(rel.to_path_buf());
         } else {
             self.links.remove(rel);
@@ -540,7 +542,7 @@ impl Tree {
             let child = rel.join(&name);
             let manifest = loader::is_manifest_file(&child);
             let absolute = self.absolute.join(&child);
-            if is_link(&absolute) {
+            if shows_hidden_changes(&absolute) {
                 links.insert(child.clone());
             }
             match root.entry(&absolute) {
@@ -782,12 +784,11 @@ enum Version {
     Next(Box<FileState>),
 }
 
-/// Whether `path` itself is a symbolic link.
 /// Whether a visible entry can show a change made under a hidden path: a
 /// symbolic link, or a regular file with another name (a hard link: `a.yaml`
 /// and `.a.yaml` the same file, written through the hidden one, gives an
 /// event on the hidden name only).
-fn is_link(path: &Path) -> bool {
+fn shows_hidden_changes(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt as _;
     fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink() || (m.is_file() && m.nlink() > 1))
 }

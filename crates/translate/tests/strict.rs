@@ -120,7 +120,7 @@ fn a_route_envoy_rejects_is_isolated_and_replaced() {
     let after = all_routes(&gw);
     assert_eq!(after.len(), names.len());
     for r in &after {
-        let replaced = matches!(&r.action, Some(Action::DirectResponse(d)) if d.status == 500);
+        let replaced = is_500(r);
         assert_eq!(replaced, r.name == victim, "{}", r.name);
         if r.name == victim {
             assert_eq!(r.r#match, original_match, "the replaced route keeps its match");
@@ -521,7 +521,7 @@ fn hosts_that_only_fail_together_replace_the_route_configuration() {
     let after = gw.routes[0].decode();
     let routes: Vec<_> = after.virtual_hosts.iter().flat_map(|v| &v.routes).collect();
     assert_eq!(routes.len(), 1);
-    assert!(matches!(&routes[0].action, Some(Action::DirectResponse(d)) if d.status == 500));
+    assert!(is_500(routes[0]));
     assert_envoy_accepts(&gw, &key, "the replaced configuration is accepted by Envoy");
 }
 

@@ -39,31 +39,18 @@ pub(crate) enum Widening {
 /// nothing (then there is nothing new to check).
 pub(crate) fn widen(m: &mut RouteMatch, how: Widening) -> bool {
     let before = m.clone();
-    let prefix_of = |p: &PathSpecifier| -> String {
-        match p {
-            PathSpecifier::Prefix(s) | PathSpecifier::Path(s) | PathSpecifier::PathSeparatedPrefix(s) => {
-                s.clone()
-            }
-            PathSpecifier::SafeRegex(r) => regex::literal_prefix(&r.regex),
-            // A URI template or CONNECT: no literal prefix known.
-            _ => String::new(),
-        }
-    };
     match how {
         Widening::Regexes => {
             if let Some(p) = &m.path_specifier
-                && !matches!(
-                    p,
-                    PathSpecifier::Prefix(_) | PathSpecifier::Path(_) | PathSpecifier::PathSeparatedPrefix(_)
-                )
+                && literal_path(p).is_none()
             {
-                m.path_specifier = Some(PathSpecifier::Prefix(sanitize_guard_prefix(&prefix_of(p))));
+                m.path_specifier = Some(PathSpecifier::Prefix(sanitize_guard_prefix(&path_prefix(p))));
             }
             m.headers.retain(|h| !header_regex(h));
             m.query_parameters.retain(|q| !query_regex(q));
         }
         Widening::Everything => {
-            let prefix = m.path_specifier.as_ref().map(prefix_of).unwrap_or_default();
+            let prefix = m.path_specifier.as_ref().map(path_prefix).unwrap_or_default();
             *m = RouteMatch {
                 path_specifier: Some(PathSpecifier::Prefix(sanitize_guard_prefix(&prefix))),
                 // Kept: case-insensitive matching only ever matches more.
@@ -77,12 +64,28 @@ pub(crate) fn widen(m: &mut RouteMatch, how: Widening) -> bool {
 
 /// The path a widened match answers on, for its report.
 pub(crate) fn guard_prefix(m: Option<&RouteMatch>) -> String {
-    match m.and_then(|m| m.path_specifier.as_ref()) {
-        Some(PathSpecifier::Prefix(p) | PathSpecifier::Path(p) | PathSpecifier::PathSeparatedPrefix(p)) => {
-            p.clone()
-        }
-        Some(PathSpecifier::SafeRegex(r)) => r.regex.clone(),
-        _ => "/".into(),
+    m.and_then(|m| m.path_specifier.as_ref())
+        .map(path_prefix)
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "/".into())
+}
+
+/// The text of a literal path kind (exact, prefix, separated prefix);
+/// `None` for a regex, a URI template or CONNECT.
+fn literal_path(p: &PathSpecifier) -> Option<&str> {
+    match p {
+        PathSpecifier::Prefix(s) | PathSpecifier::Path(s) | PathSpecifier::PathSeparatedPrefix(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The literal text every path `p` matches starts with ("" when unknown:
+/// a URI template or CONNECT).
+fn path_prefix(p: &PathSpecifier) -> String {
+    match (literal_path(p), p) {
+        (Some(s), _) => s.to_string(),
+        (None, PathSpecifier::SafeRegex(r)) => regex::literal_prefix(&r.regex),
+        (None, _) => String::new(),
     }
 }
 

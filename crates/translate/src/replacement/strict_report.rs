@@ -15,10 +15,8 @@ use crate::route::model::Route;
 use crate::route_status::RouteReport;
 use crate::strict;
 
-/// Puts what the STRICT pass found where the rest of the report goes: a
-/// rejected Envoy route replaces its rule (status, diagnostics, metrics).
-/// What an extension hook made and Envoy rejects is attributed to the hook
-/// (class `extension`).
+/// One Gateway's findings into its routes' reports and `diagnostics`
+/// (see the module doc).
 pub(crate) fn absorb(
     gateway: &str,
     findings: strict::GatewayFindings,
