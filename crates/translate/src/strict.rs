@@ -206,8 +206,9 @@ pub struct GatewayFindings {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WidenedMatch {
     pub route_name: String,
-    /// The path prefix it now answers on.
-    pub prefix: String,
+    /// The path prefix it now answers on; `None` for a CONNECT route,
+    /// which still answers CONNECT requests only.
+    pub prefix: Option<String>,
     /// Whether every condition but that prefix went (else only regexes).
     pub everything: bool,
 }

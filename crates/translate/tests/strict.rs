@@ -218,7 +218,7 @@ fn a_rejected_match_is_widened_in_place_and_its_host_keeps_serving() {
         findings.widened_matches,
         [translate::strict::WidenedMatch {
             route_name: vh.routes[1].name.clone(),
-            prefix: "/r/".into(),
+            prefix: Some("/r/".into()),
             everything: false,
         }]
     );

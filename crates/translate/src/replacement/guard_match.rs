@@ -31,7 +31,10 @@ pub(crate) enum Widening {
     /// condition is dropped. Every other condition stays.
     Regexes,
     /// Every condition goes but a path prefix (the literal one of its
-    /// path, whatever the kind).
+    /// path, whatever the kind), or the CONNECT matcher of a CONNECT
+    /// route: a prefix does not match an HTTP/1.1 CONNECT request, so
+    /// turning one into a prefix would let those requests through to the
+    /// routes after it.
     Everything,
 }
 
@@ -43,6 +46,7 @@ pub(crate) fn widen(m: &mut RouteMatch, how: Widening) -> bool {
         Widening::Regexes => {
             if let Some(p) = &m.path_specifier
                 && literal_path(p).is_none()
+                && !is_connect(p)
             {
                 m.path_specifier = Some(PathSpecifier::Prefix(sanitize_guard_prefix(&path_prefix(p))));
             }
@@ -50,9 +54,14 @@ pub(crate) fn widen(m: &mut RouteMatch, how: Widening) -> bool {
             m.query_parameters.retain(|q| !query_regex(q));
         }
         Widening::Everything => {
-            let prefix = m.path_specifier.as_ref().map(path_prefix).unwrap_or_default();
+            let path = match &m.path_specifier {
+                Some(p) if is_connect(p) => p.clone(),
+                p => PathSpecifier::Prefix(sanitize_guard_prefix(
+                    &p.as_ref().map(path_prefix).unwrap_or_default(),
+                )),
+            };
             *m = RouteMatch {
-                path_specifier: Some(PathSpecifier::Prefix(sanitize_guard_prefix(&prefix))),
+                path_specifier: Some(path),
                 // Kept: case-insensitive matching only ever matches more.
                 case_sensitive: m.case_sensitive,
                 ..Default::default()
@@ -62,12 +71,22 @@ pub(crate) fn widen(m: &mut RouteMatch, how: Widening) -> bool {
     *m != before
 }
 
-/// The path a widened match answers on, for its report.
-pub(crate) fn guard_prefix(m: Option<&RouteMatch>) -> String {
-    m.and_then(|m| m.path_specifier.as_ref())
-        .map(path_prefix)
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "/".into())
+/// The path prefix a widened match answers on, for its report; `None`
+/// for a CONNECT match, which still answers CONNECT requests only.
+pub(crate) fn guard_prefix(m: Option<&RouteMatch>) -> Option<String> {
+    let p = m.and_then(|m| m.path_specifier.as_ref());
+    if p.is_some_and(is_connect) {
+        return None;
+    }
+    Some(
+        p.map(path_prefix)
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/".into()),
+    )
+}
+
+fn is_connect(p: &PathSpecifier) -> bool {
+    matches!(p, PathSpecifier::ConnectMatcher(_))
 }
 
 /// The text of a literal path kind (exact, prefix, separated prefix);
@@ -113,7 +132,7 @@ mod tests {
     use envoy_types::pb::envoy::config::route::v3::{HeaderMatcher, RouteMatch, header_matcher};
     use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
 
-    use super::{Widening, widen};
+    use super::{Widening, guard_prefix, widen};
 
     fn exact_header(name: &str, value: &str) -> HeaderMatcher {
         HeaderMatcher {
@@ -190,5 +209,29 @@ mod tests {
         assert!(widen(&mut m, Widening::Everything));
         assert_eq!(m.path_specifier, Some(PathSpecifier::Prefix("/login".into())));
         assert!(m.headers.is_empty());
+    }
+
+    #[test]
+    fn a_connect_match_stays_a_connect_match() {
+        use envoy_types::pb::envoy::config::route::v3::route_match::ConnectMatcher;
+        let connect = Some(PathSpecifier::ConnectMatcher(ConnectMatcher::default()));
+        let mut m = RouteMatch {
+            path_specifier: connect.clone(),
+            headers: vec![exact_header("x-a", "1"), regex_header("x-b", "(b)\\1")],
+            ..Default::default()
+        };
+        assert!(widen(&mut m, Widening::Regexes));
+        assert_eq!(m.path_specifier, connect, "a CONNECT matcher is no regex");
+        assert_eq!(m.headers, [exact_header("x-a", "1")]);
+        assert!(widen(&mut m, Widening::Everything));
+        assert_eq!(
+            m,
+            RouteMatch {
+                path_specifier: connect,
+                ..Default::default()
+            },
+            "a prefix would not match an HTTP/1.1 CONNECT request"
+        );
+        assert_eq!(guard_prefix(Some(&m)), None);
     }
 }

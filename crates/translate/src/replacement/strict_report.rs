@@ -133,10 +133,13 @@ pub(crate) fn absorb(
             object.clone(),
             None,
             format!(
-                "STRICT: Envoy route {} was rejected for its match; its 500 now answers every request under \
-                 path prefix {:?}{}, so the routes after it on its virtual host lose those requests",
+                "STRICT: Envoy route {} was rejected for its match; its 500 now answers every {}{}, \
+                 so the routes after it on its virtual host lose those requests",
                 w.route_name,
-                w.prefix,
+                w.prefix.as_ref().map_or_else(
+                    || "CONNECT request".to_string(),
+                    |p| format!("request under path prefix {p:?}")
+                ),
                 if w.everything {
                     " whatever its other conditions"
                 } else {
