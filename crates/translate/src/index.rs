@@ -6,7 +6,7 @@ use foldhash::{HashMap, HashMapExt};
 
 use api::Inputs;
 use api::gateway_api::experimental::referencegrants::ReferenceGrant;
-use api::k8s_openapi::api::core::v1::{Secret, Service};
+use api::k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use api::k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// `(namespace, name)` of a namespaced object.
@@ -25,6 +25,37 @@ pub fn service_of_slice(slice: &EndpointSlice) -> Option<(&str, &str)> {
     let meta = &slice.metadata;
     let name = meta.labels.as_ref()?.get("kubernetes.io/service-name")?;
     Some((meta.namespace.as_deref().unwrap_or("default"), name))
+}
+
+/// The labels of each namespace with a manifest, as selectors see them:
+/// its own, and `kubernetes.io/metadata.name` as the API server sets it;
+/// of two manifests for one namespace, the first counts.
+pub(crate) fn namespace_labels(
+    namespaces: &[api::Sourced<Namespace>],
+) -> HashMap<String, BTreeMap<String, String>> {
+    let mut out: HashMap<String, BTreeMap<String, String>> = HashMap::with_capacity(namespaces.len());
+    for ns in namespaces {
+        let Some(name) = ns.object.metadata.name.clone() else {
+            continue;
+        };
+        let mut labels = ns.object.metadata.labels.clone().unwrap_or_default();
+        labels.insert("kubernetes.io/metadata.name".into(), name.clone());
+        out.entry(name).or_insert(labels);
+    }
+    out
+}
+
+/// The labels of namespace `ns` among `labels` ([`namespace_labels`]); a
+/// namespace with no manifest still has its `kubernetes.io/metadata.name`
+/// label, as the API server would set.
+pub(crate) fn labels_in(
+    labels: &HashMap<String, BTreeMap<String, String>>,
+    ns: &str,
+) -> BTreeMap<String, String> {
+    labels
+        .get(ns)
+        .cloned()
+        .unwrap_or_else(|| BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns.to_string())]))
 }
 
 pub struct Index<'a> {
@@ -59,18 +90,8 @@ pub struct Index<'a> {
 
 impl<'a> Index<'a> {
     pub fn new(inputs: &'a Inputs) -> Self {
-        let mut namespace_labels: HashMap<String, BTreeMap<String, String>> =
-            HashMap::with_capacity(inputs.namespaces.len());
-        for ns in &inputs.namespaces {
-            let Some(name) = ns.object.metadata.name.clone() else {
-                continue;
-            };
-            let mut labels = ns.object.metadata.labels.clone().unwrap_or_default();
-            labels.insert("kubernetes.io/metadata.name".into(), name.clone());
-            namespace_labels.entry(name).or_insert(labels);
-        }
         Self {
-            namespace_labels,
+            namespace_labels: namespace_labels(&inputs.namespaces),
             services: by_name(
                 inputs.services.len(),
                 inputs.services.iter().map(|s| (&s.object.metadata, &*s.object)),
@@ -177,13 +198,11 @@ impl<'a> Index<'a> {
         self.secret_reads.take().map(|u| u.into_reads())
     }
 
-    /// Labels of a namespace; a namespace with no manifest still has its
-    /// `kubernetes.io/metadata.name` label, as the API server would set.
+    /// Labels of a namespace ([`labels_in`]). Asked only for the namespace
+    /// of the object asking (a route's, a ListenerSet's): the incremental
+    /// translator relies on it (`incremental/namespaces.rs`).
     pub fn labels_of_namespace(&self, ns: &str) -> BTreeMap<String, String> {
-        self.namespace_labels
-            .get(ns)
-            .cloned()
-            .unwrap_or_else(|| BTreeMap::from([("kubernetes.io/metadata.name".to_string(), ns.to_string())]))
+        labels_in(&self.namespace_labels, ns)
     }
 }
 

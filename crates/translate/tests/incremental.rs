@@ -93,7 +93,30 @@ impl World {
         for r in 0..12 {
             w.route(rng, r);
         }
+        for n in 0..3 {
+            w.namespace(rng, n);
+        }
         w
+    }
+
+    /// Namespace `ns-0`, `ns-1` or `infra` (the routes', the
+    /// ListenerSets'), labelled for the Gateways' selectors now and then;
+    /// an annotation, which no selector reads, changes at random.
+    fn namespace(&mut self, rng: &mut Rng, i: usize) {
+        let name = ["ns-0", "ns-1", "infra"][i];
+        let labels = match rng.below(4) {
+            0 => String::new(),
+            1 => "  labels: {team: a}\n".into(),
+            2 => "  labels: {team: b}\n".into(),
+            _ => "  labels: {team: a, tier: gold}\n".into(),
+        };
+        self.files.insert(
+            format!("namespace-{i}.yaml"),
+            format!(
+                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n{labels}  annotations: {{note: \"{}\"}}\n",
+                rng.below(3)
+            ),
+        );
     }
 
     /// Loads the world as `serve` would a directory: one file per object,
@@ -120,9 +143,13 @@ impl World {
         let mut s = format!(
             "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: gw-{g}\n  namespace: infra\nspec:\n  gatewayClassName: portcullis\n"
         );
-        // Most admit ListenerSets.
-        if rng.chance(70) {
-            s.push_str("  allowedListeners: {namespaces: {from: All}}\n");
+        // Most admit ListenerSets, some by their namespace's labels.
+        match rng.below(10) {
+            0..5 => s.push_str("  allowedListeners: {namespaces: {from: All}}\n"),
+            5..7 => s.push_str(
+                "  allowedListeners: {namespaces: {from: Selector, selector: {matchLabels: {team: a}}}}\n",
+            ),
+            _ => {}
         }
         s.push_str("  listeners:\n");
         for l in 0..1 + rng.below(3) {
@@ -132,7 +159,15 @@ impl World {
                 1 if rng.chance(30) => "    hostname: \"bad host\"\n".into(),
                 _ => format!("    hostname: \"*.l{l}.example.com\"\n"),
             };
-            let from = if rng.chance(80) { "All" } else { "Same" };
+            // Now and then routes are admitted by their namespace's labels.
+            let from = match rng.below(10) {
+                0..6 => "All",
+                6 => "Same",
+                7 | 8 => "Selector\n        selector: {matchLabels: {team: a}}",
+                _ => {
+                    "Selector\n        selector: {matchExpressions: [{key: tier, operator: In, values: [gold]}]}"
+                }
+            };
             if rng.chance(25) {
                 // tls-2 is never named: its edits rebuild nothing.
                 let secret = ["tls-0", "tls-0", "tls-0", "tls-1", "tls-missing"][rng.below(5)];
@@ -490,7 +525,8 @@ impl World {
             "secret",
             "grant",
             "extension",
-        ][rng.below(17)];
+            "namespace",
+        ][rng.below(18)];
         if kind == "tweak"
             && let Some(what) = self.tweak(rng)
         {
@@ -510,6 +546,7 @@ impl World {
             "endpoints" => (5, "endpoints"),
             "secret" => (3, "secret"),
             "extension" => (2, "extension"),
+            "namespace" => (3, "namespace"),
             _ => (2, "grant"),
         };
         let i = rng.below(max);
@@ -534,16 +571,18 @@ impl World {
             "endpoints" => self.endpoints(rng, i),
             "secret" => self.secret(rng, i),
             "extension" => self.extension(rng, i),
+            "namespace" => self.namespace(rng, i),
             _ => self.grant(rng, i),
         }
         format!("{verb} {name}")
     }
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 15]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 17]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
+    let mut previous_xds = None;
     for step in 0..steps {
         let what = if step == 0 {
             "initial".to_string()
@@ -598,6 +637,13 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 15]) {
         // A ReferenceGrant edit translated incrementally (the routes that
         // looked into its namespace rebuilt).
         totals[14] += usize::from(stats.full.is_none() && what.contains("grant-"));
+        // A Namespace edit translated incrementally (the routes and
+        // ListenerSets in it rebuilt), and one of them that changed the
+        // xDS (a selector's verdict changed: not vacuous).
+        let namespace_edit = stats.full.is_none() && what.contains("namespace-");
+        totals[15] += usize::from(namespace_edit);
+        totals[16] += usize::from(namespace_edit && previous_xds.as_ref() != Some(&full.gateways));
+        previous_xds = Some(full.gateways.clone());
         // A route accepted through a ListenerSet (so such edits matter).
         totals[13] += usize::from(full.status.iter().any(|s| match &s.status {
             translate::status::StatusBody::Route { parents } => parents.iter().any(|p| {
@@ -629,13 +675,15 @@ fn incremental_equals_full_after_every_edit() {
     // TrafficPolicy edits translated incrementally, Secret edits
     // translated incrementally, Gateway edits and ListenerSet edits
     // translated incrementally, steps with a route accepted through a
-    // ListenerSet, ReferenceGrant edits translated incrementally]
-    let mut totals = [0usize; 15];
+    // ListenerSet, ReferenceGrant edits translated incrementally,
+    // Namespace edits translated incrementally, and those of them that
+    // changed the xDS]
+    let mut totals = [0usize; 17];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}, incremental Gateway edits {}, incremental ListenerSet edits {}, steps with a route on a ListenerSet {}, incremental ReferenceGrant edits {}",
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}, incremental Gateway edits {}, incremental ListenerSet edits {}, steps with a route on a ListenerSet {}, incremental ReferenceGrant edits {}, incremental Namespace edits {} ({} changing the xDS)",
         totals[0],
         totals[1],
         totals[2],
@@ -650,7 +698,9 @@ fn incremental_equals_full_after_every_edit() {
         totals[11],
         totals[12],
         totals[13],
-        totals[14]
+        totals[14],
+        totals[15],
+        totals[16]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

@@ -870,3 +870,149 @@ spec:
     let stats = run.step("grant for the listener's certificate", &inputs);
     assert_eq!(stats.full, Some(Full::Context), "{stats:?}");
 }
+
+/// Whether HTTPRoute `name` is accepted by some parent in a full
+/// translation of `inputs`.
+fn route_accepted(inputs: &Inputs, name: &str) -> bool {
+    let out = translate::translate(inputs, &Settings::default());
+    out.status.iter().any(|s| {
+        s.kind == "HTTPRoute"
+            && s.metadata.name == name
+            && match &s.status {
+                translate::status::StatusBody::Route { parents } => parents.iter().any(|p| {
+                    p.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Accepted" && c.status == "True")
+                }),
+                _ => false,
+            }
+    })
+}
+
+/// A Namespace's labels are read only for the routes and ListenerSets in
+/// it (`incremental/namespaces.rs`): relabelling one rebuilds its routes,
+/// and counts as an edit of its ListenerSets' parent Gateways; any other
+/// edit of a Namespace, or one added without labels, rebuilds nothing.
+#[test]
+fn a_namespace_relabel_rebuilds_only_what_lives_in_it() {
+    let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(200))).inputs;
+    let selects = "allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {team: a}}}}";
+    add_gateway(
+        &mut inputs,
+        "picky",
+        &format!("{{name: http, protocol: HTTP, port: 8090, {selects}}}"),
+    );
+    inputs.extend(
+        api::loader::load_str(
+            "tenants.yaml",
+            "apiVersion: v1
+kind: Namespace
+metadata: {name: ns-3, labels: {team: b}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: tenant}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: picked, namespace: ns-3}
+spec:
+  parentRefs: [{name: picky, namespace: infra}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /picked}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: parent, namespace: infra}
+spec:
+  gatewayClassName: portcullis
+  allowedListeners: {namespaces: {from: Selector, selector: {matchLabels: {team: a}}}}
+  listeners:
+  - {name: http, protocol: HTTP, port: 8091, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: ls, namespace: tenant}
+spec:
+  parentRef: {name: parent, namespace: infra}
+  listeners:
+  - {name: foo, protocol: HTTP, port: 8091, hostname: \"*.foo.example.com\", allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: on-ls, namespace: infra}
+spec:
+  parentRefs: [{kind: ListenerSet, name: ls, namespace: tenant}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /ls}}]
+",
+        )
+        .inputs,
+    );
+    let in_ns3 = inputs
+        .http_routes
+        .iter()
+        .filter(|r| r.object.metadata.namespace.as_deref() == Some("ns-3"))
+        .count();
+    assert!(
+        in_ns3 > 1 && in_ns3 < inputs.http_routes.len() / 4,
+        "{in_ns3} routes in ns-3"
+    );
+    let gateways = inputs.gateways.len();
+    // Edits Namespace `name`'s metadata in place.
+    let edit =
+        |inputs: &mut Inputs,
+         name: &str,
+         f: &dyn Fn(&mut api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta)| {
+            let ns = inputs
+                .namespaces
+                .iter_mut()
+                .find(|n| n.object.metadata.name.as_deref() == Some(name))
+                .expect("the Namespace");
+            f(&mut Arc::make_mut(&mut ns.object).metadata);
+        };
+    let team_a = |m: &mut api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.labels = Some([("team".to_string(), "a".to_string())].into());
+    };
+    let mut run = Run::new();
+    run.step("initial", &inputs);
+    assert!(!route_accepted(&inputs, "picked") && !route_accepted(&inputs, "on-ls"));
+
+    // ns-3 now selected by picky's listener: its routes, no other; no
+    // Gateway assembled again but the ones its routes are on.
+    edit(&mut inputs, "ns-3", &team_a);
+    let stats = run.step("ns-3 relabelled", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, in_ns3), "{stats:?}");
+    assert!(
+        route_accepted(&inputs, "picked"),
+        "the selector's verdict changed"
+    );
+
+    // An annotation: nothing read it.
+    edit(&mut inputs, "ns-3", &|m| {
+        m.annotations = Some([("note".to_string(), "x".to_string())].into());
+    });
+    let stats = run.step("ns-3 annotated", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways, "{stats:?}");
+
+    // A Namespace added without labels: as if it had no manifest.
+    inputs.extend(
+        api::loader::load_str(
+            "ns-5.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns-5}\n",
+        )
+        .inputs,
+    );
+    let stats = run.step("ns-5 given a manifest", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
+
+    // tenant now admitted by parent's allowedListeners: the ListenerSet
+    // counts as edited, so the route on it is rebuilt, and parent is
+    // assembled again; no other.
+    edit(&mut inputs, "tenant", &team_a);
+    let stats = run.step("tenant relabelled", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
+    assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
+    assert!(route_accepted(&inputs, "on-ls"), "the ListenerSet was admitted");
+}

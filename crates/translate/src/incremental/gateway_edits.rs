@@ -28,7 +28,8 @@
 //! Gateways its parentRef names before and after: it counts as an edit of
 //! them (and of itself, for a parent that is none of ours). Everything
 //! else they feed (Gateway, ListenerSet and policy status, attached-route
-//! counts) is made on every call. Any other edit of them — one added,
+//! counts) is made on every call. A ListenerSet whose namespace's labels
+//! changed counts as edited in place too (`namespaces.rs`). Any other edit of them — one added,
 //! removed, renamed or moved, a Gateway given another class, or touching
 //! a default or the HTTPProxy Gateway — is a change of the context:
 //! everything is rebuilt.
@@ -64,8 +65,15 @@ pub(crate) struct Changed {
 }
 
 /// Compares the Gateways and ListenerSets of `before` and `after` (see
-/// the module doc).
-pub(crate) fn judge(before: &Inputs, after: &Inputs, settings: &Settings) -> Judgement {
+/// the module doc); a ListenerSet in a `relabelled` namespace counts as
+/// edited in place (its admission read its namespace's labels:
+/// `namespaces.rs`).
+pub(crate) fn judge(
+    before: &Inputs,
+    after: &Inputs,
+    settings: &Settings,
+    relabelled: &HashSet<String>,
+) -> Judgement {
     let served = settings.http_proxy.gateway.as_ref();
     // A Gateway that may change: neither default nor serving HTTPProxies,
     // before or after.
@@ -91,9 +99,18 @@ pub(crate) fn judge(before: &Inputs, after: &Inputs, settings: &Settings) -> Jud
     }
     // A ListenerSet edited in place changes the listeners of its parent
     // Gateway (before and after): as if that Gateway were edited.
-    let Some(sets) = edited_in_place(&before.listener_sets, &after.listener_sets, |s| &s.metadata) else {
+    let Some(mut sets) = edited_in_place(&before.listener_sets, &after.listener_sets, |s| &s.metadata) else {
         return Judgement::Full;
     };
+    if !relabelled.is_empty() {
+        // Same positions, same keys (`edited_in_place` said so).
+        for (a, b) in before.listener_sets.iter().zip(&after.listener_sets) {
+            let key = namespace_name(&b.object.metadata);
+            if relabelled.contains(key.0) && a.same(b) {
+                sets.push((key, a, b));
+            }
+        }
+    }
     for (key, a, b) in sets {
         changed.parent(key);
         for set in [a, b] {

@@ -24,8 +24,8 @@
 //! Invalidation (the soundness argument, per input kind):
 //! - **The context** — every input that is not an HTTPRoute, GRPCRoute,
 //!   EndpointSlice, Service, Secret, TrafficPolicy, HTTPProxy, Gateway,
-//!   ListenerSet or ReferenceGrant (GatewayClasses, GatewayExtensions,
-//!   Namespaces, TLSCertificateDelegations, extension objects) and the
+//!   ListenerSet, ReferenceGrant or Namespace (GatewayClasses,
+//!   GatewayExtensions, TLSCertificateDelegations, extension objects) and the
 //!   [`Settings`]. A route's works read the context
 //!   through the index, the Gateway and listener states, its bindings, its
 //!   effective policies and the scopes above it. Any change to the context
@@ -38,6 +38,10 @@
 //!   edited, and its assembly from nothing; one added, removed, renamed,
 //!   moved, given another class, or a default Gateway or the one serving
 //!   HTTPProxies drops every memo, as a context change.
+//! - **Namespaces** are judged by their labels, read only for the
+//!   namespace of the route or ListenerSet asking ([`namespaces`]): the
+//!   routes in a relabelled namespace are rebuilt as if edited, and the
+//!   ListenerSets in one count as edited in place.
 //! - **ReferenceGrants** are judged by who looked into their namespace
 //!   ([`reference_grants`]), noted as Service lookups are: an edit of
 //!   them rebuilds the routes that looked into a changed grant's
@@ -167,6 +171,7 @@ pub(crate) mod dirty_hosts;
 pub(crate) mod endpoints;
 pub(crate) mod gateway_edits;
 pub mod httpproxy;
+pub(crate) mod namespaces;
 pub(crate) mod policies;
 pub(crate) mod recovery;
 pub(crate) mod reference_grants;
@@ -426,11 +431,18 @@ impl Translator {
             .as_ref()
             .filter(|p| !same_kind(&p.inputs.inputs().reference_grants, &new.reference_grants))
             .map(|p| reference_grants::changed(&p.inputs.inputs().reference_grants, &new.reference_grants));
+        // Namespaces relabelled: the routes and ListenerSets in them are
+        // rebuilt ([`namespaces`]).
+        let relabelled = prev
+            .as_ref()
+            .filter(|p| !same_kind(&p.inputs.inputs().namespaces, &new.namespaces))
+            .map(|p| namespaces::relabelled(&p.inputs.inputs().namespaces, &new.namespaces))
+            .unwrap_or_default();
         // Gateways changed: the routes naming them are rebuilt, unless
         // only a full translation is sound ([`gateway_edits`]).
         let gateway_edit = prev
             .as_ref()
-            .map(|p| gateway_edits::judge(p.inputs.inputs(), new, settings));
+            .map(|p| gateway_edits::judge(p.inputs.inputs(), new, settings, &relabelled));
         // The endpoint guard's diagnostics read the EndpointSlices (with
         // their sources), their Services and the settings: reused when none
         // of them changed.
@@ -491,6 +503,7 @@ impl Translator {
                 if let Some(changed) = &grants_changed {
                     reference_grants::rebuild_readers(changed, &mut prior);
                 }
+                namespaces::rebuild_routes(&relabelled, new, &mut prior);
                 if let Some(gateway_edits::Judgement::Scoped(changed)) = &gateway_edit {
                     changed.rebuild_routes(new, &mut prior);
                     // Assembled from nothing.
@@ -1598,7 +1611,8 @@ fn same_settings(a: &Settings, b: &Settings) -> bool {
 
 /// Whether every input other than the routes, the EndpointSlices, the
 /// Services, the Secrets, the TrafficPolicies, the HTTPProxies, the
-/// Gateways, the ListenerSets and the ReferenceGrants is equal. Destructured exhaustively: a new input kind fails to compile
+/// Gateways, the ListenerSets, the ReferenceGrants and the Namespaces is
+/// equal. Destructured exhaustively: a new input kind fails to compile
 /// here until it is placed in the context (or shown to be route-local).
 fn context_eq(a: &Inputs, b: &Inputs) -> bool {
     let Inputs {
@@ -1612,7 +1626,9 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         // Judged per namespace by who looked into it
         // (`reference_grants.rs`).
         reference_grants: _,
-        namespaces,
+        // Judged per namespace by its labels, the only part read
+        // (`namespaces.rs`).
+        namespaces: _,
         // Judged per Service by who looked it up (`services.rs`).
         services: _,
         // Read only by the ClusterLoadAssignments (resolved at assembly,
@@ -1635,7 +1651,6 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         provisioned_addresses,
     } = a;
     same_kind(gateway_classes, &b.gateway_classes)
-        && same_kind(namespaces, &b.namespaces)
         && same_kind(gateway_extensions, &b.gateway_extensions)
         && same_kind(tls_certificate_delegations, &b.tls_certificate_delegations)
         && same_kind(extension_resources, &b.extension_resources)
