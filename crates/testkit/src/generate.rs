@@ -123,24 +123,6 @@ pub fn set_first_path(inputs: &mut api::Inputs, index: usize, value: &str) {
     path.value = Some(value.to_string());
 }
 
-/// How many HTTPRoutes have a parentRef naming Gateway `ns/name` (what an
-/// edit of that Gateway rebuilds), read from the objects.
-pub fn routes_on_gateway(inputs: &api::Inputs, ns: &str, name: &str) -> usize {
-    inputs
-        .http_routes
-        .iter()
-        .filter(|r| {
-            let route_ns = r.object.metadata.namespace.as_deref().unwrap_or("default");
-            r.object
-                .spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .any(|p| p.name == name && p.namespace.as_deref().unwrap_or(route_ns) == ns)
-        })
-        .count()
-}
-
 /// How many HTTPRoutes have a backendRef naming Service `ns/name` (what an
 /// edit of that Service rebuilds), read from the objects.
 pub fn routes_naming(inputs: &api::Inputs, ns: &str, name: &str) -> usize {

@@ -47,10 +47,11 @@
 //! A third argument `gateway` (or `gateway-inc`) edits one Gateway per
 //! edit, in the default shape: a listener `extra` on a new port replaces
 //! the one it had (a platform team adding a listener to a shared
-//! Gateway); the routes naming that Gateway are rebuilt
-//! (`translate::incremental` module doc, "Gateways and ListenerSets"); the
-//! full translation beside it is what such an edit cost while Gateways
-//! were context.
+//! Gateway); the routes naming that Gateway are kept, as they name
+//! listeners whose state did not change by sectionName, and the Gateway is
+//! assembled again (`translate::incremental` module doc, "Gateways and
+//! ListenerSets"); the full translation beside it is what such an edit
+//! cost while Gateways were context.
 
 /// The allocator of the `portcullis` binary (which runs this library), so
 /// the figures are the product's.
@@ -149,11 +150,11 @@ fn main() {
             extra.name = "extra".into();
             extra.port = 9000 + i32::try_from(e).unwrap_or(0);
             gw.spec.listeners.push(extra);
-            let (ns, name) = (
-                gw.metadata.namespace.clone().unwrap_or_default(),
-                gw.metadata.name.clone().unwrap_or_default(),
-            );
-            expected_built = testkit::generate::routes_on_gateway(&inputs, &ns, &name);
+            // Every generated route names a listener of its Gateway by
+            // sectionName, and the listener added on its own port changes
+            // no other listener's state: none is rebuilt, the Gateway is
+            // assembled again.
+            expected_built = 0;
         } else if service_mode {
             let si = (e * 7919) % inputs.services.len();
             let meta = &mut Arc::make_mut(&mut inputs.services[si].object).metadata;

@@ -34,7 +34,7 @@ impl Protocol {
 }
 
 /// Which namespaces may attach routes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum AllowedNamespaces {
     Same,
     All,
@@ -55,7 +55,7 @@ pub enum Origin {
     ListenerSet(usize),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Listener {
     pub name: String,
     /// Unique among the Gateway's merged listeners (a ListenerSet listener

@@ -221,6 +221,12 @@ pub(crate) fn translate_memo(
     // Gateway and listener targets: merged once per scope.
     let scopes = policy::scope::attach(&mut policies, &gateways, &listener_sets);
 
+    // After a Gateway edit, the routes bound by sectionName to a listener
+    // that changed are built again (`incremental/gateway_edits.rs`).
+    if let Some(m) = memo.as_deref_mut() {
+        crate::incremental::gateway_edits::judge_listeners(m, &gateways, &scopes.gateways);
+    }
+
     // Bind every route, counting attachments per listener.
     let bind = |r: &Route<'_>| binding::bind(&index, &gateways, &listener_sets, r);
     // Shared with the incremental translator's memo (not copied).

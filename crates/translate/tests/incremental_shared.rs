@@ -570,7 +570,7 @@ fn a_policy_edit_rebuilds_only_what_it_reaches() {
     assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
 
     // A policy on gw-1: the routes bound to it, none other.
-    let on_gw1 = naming(&inputs, "gw-1");
+    let on_gw1 = naming(&inputs, "gw-1", None);
     assert!(on_gw1 > 0 && on_gw1 < total, "{on_gw1} of {total} routes on gw-1");
     let first_on_gw1 = inputs.http_routes[0]
         .object
@@ -652,8 +652,9 @@ fn add_gateway(inputs: &mut Inputs, name: &str, listener: &str) {
     );
 }
 
-/// Routes naming `infra/gateway` (as a Gateway) among `inputs`'.
-fn naming(inputs: &Inputs, gateway: &str) -> usize {
+/// Routes naming `infra/gateway` (as a Gateway) among `inputs`', by
+/// sectionName `section` when given.
+fn naming(inputs: &Inputs, gateway: &str, section: Option<&str>) -> usize {
     inputs
         .http_routes
         .iter()
@@ -663,7 +664,7 @@ fn naming(inputs: &Inputs, gateway: &str) -> usize {
                 .parent_refs
                 .iter()
                 .flatten()
-                .any(|p| p.name == gateway)
+                .any(|p| p.name == gateway && section.is_none_or(|s| p.section_name.as_deref() == Some(s)))
         })
         .count()
 }
@@ -710,7 +711,7 @@ spec:
     let mut run = Run::new();
     let gateways = inputs.gateways.len();
     run.step("initial", &inputs);
-    let on_gw1 = naming(&inputs, "gw-1");
+    let on_gw1 = naming(&inputs, "gw-1", None);
     assert!(
         on_gw1 > 0 && on_gw1 < inputs.http_routes.len(),
         "{on_gw1} routes on gw-1"
@@ -725,8 +726,19 @@ spec:
 
     // gw-1's first listener given a hostname none of its routes has (they
     // are refused: the comparison with a full translation sees a stale
-    // route), and a listener added: its routes, gw-1 assembled again.
+    // route), and a listener added: the routes bound to the first
+    // listener by sectionName (the generated routes all name one), gw-1
+    // assembled again; the routes on its other listeners, whose computed
+    // state did not change, are reused.
     let gw1 = at(&inputs, "gw-1");
+    let (on_l0, on_l1) = (
+        naming(&inputs, "gw-1", Some("l0")),
+        naming(&inputs, "gw-1", Some("l1")),
+    );
+    assert!(
+        on_l0 > 0 && on_l1 > 0 && on_l0 + on_l1 < on_gw1,
+        "{on_l0} + {on_l1} of {on_gw1}"
+    );
     let gw = Arc::make_mut(&mut inputs.gateways[gw1].object);
     let mut extra = gw.spec.listeners[0].clone();
     extra.name = "extra".into();
@@ -736,8 +748,32 @@ spec:
     gw.spec.listeners.push(extra);
     gw.spec.listeners[0].hostname = Some("*.elsewhere.example.com".into());
     let stats = run.step("gw-1's listeners edited", &inputs);
-    assert_eq!((stats.full, stats.routes_built), (None, on_gw1), "{stats:?}");
+    assert_eq!((stats.full, stats.routes_built), (None, on_l0), "{stats:?}");
     assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
+
+    // The first listener given the second's hostname: the second, later on
+    // the same port, is now Conflicted though its spec did not change, so
+    // the routes on both are rebuilt (the comparison with a full
+    // translation sees the second's routes refused).
+    let gw = Arc::make_mut(&mut inputs.gateways[gw1].object);
+    gw.spec.listeners[0].hostname = gw.spec.listeners[1].hostname.clone();
+    let stats = run.step("gw-1's second listener made Conflicted", &inputs);
+    assert_eq!(
+        (stats.full, stats.routes_built),
+        (None, on_l0 + on_l1),
+        "{stats:?}"
+    );
+
+    // A listener inserted first: every listener's index moved, so every
+    // route bound to one is rebuilt.
+    let gw = Arc::make_mut(&mut inputs.gateways[gw1].object);
+    gw.spec.listeners[0].hostname = Some("*.l0.example.com".into());
+    let mut first = gw.spec.listeners[0].clone();
+    first.name = "first".into();
+    first.hostname = Some("*.first.example.com".into());
+    gw.spec.listeners.insert(0, first);
+    let stats = run.step("a listener inserted first on gw-1", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, on_gw1), "{stats:?}");
 
     // The ListenerSet's listener edited: the route on it, none other.
     let ls = Arc::make_mut(&mut inputs.listener_sets[0].object);

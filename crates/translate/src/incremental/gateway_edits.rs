@@ -22,8 +22,16 @@
 //! whose parentRefs name none of the changed Gateways and none of the
 //! ListenerSets whose parentRef names one reads nothing that changed: its
 //! works, bindings and tail are reused as after a route edit. The routes
-//! that do name one are rebuilt as if edited, and each changed Gateway is
-//! assembled from nothing (its listeners, filter chains and virtual hosts
+//! that do name one are rebuilt as if edited — but for a route that names
+//! the changed Gateways only directly and only by sectionName: binding
+//! reads of such a Gateway only whether its class is accepted and its own
+//! listeners of that name (`binding::bind_one`), works read the listeners
+//! bound and the Gateway's scopes, a tail the Gateway's namespace and
+//! name. Such a route is reused when all of that is last call's: the
+//! listeners of that name compared by index and computed state (a
+//! listener whose spec did not change may be Conflicted by another's
+//! edit), once the Gateway states are made ([`judge_listeners`]). Each
+//! changed Gateway is assembled from nothing (its listeners, filter chains and virtual hosts
 //! read the object directly). A ListenerSet edited in place changes the
 //! Gateways its parentRef names before and after: it counts as an edit of
 //! them (and of itself, for a parent that is none of ours). Everything
@@ -34,7 +42,7 @@
 //! a default or the HTTPProxy Gateway — is a change of the context:
 //! everything is rebuilt.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use api::gateway_api::experimental::gateways::{Gateway, GatewayDefaultScope};
 use api::gateway_api::experimental::listenersets::ListenerSet;
@@ -42,6 +50,9 @@ use api::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use api::{Inputs, Sourced};
 
 use crate::Settings;
+use crate::gateway::GatewayState;
+use crate::listener::{GATEWAY_GROUP, Listener, Origin};
+use crate::policy::scope::GatewayScopes;
 use crate::route::model::namespace_name;
 
 /// What the Gateways' edit means for the memo.
@@ -200,40 +211,180 @@ impl Changed {
         self.parents.iter().any(|(n, m)| n == ns && m == name)
     }
 
-    /// Whether a route's parentRefs, as (namespace, name), name a parent
-    /// (an unset namespace is the route's).
-    fn named_by<'p>(
-        &self,
-        route: &ObjectMeta,
-        mut refs: impl Iterator<Item = (Option<&'p str>, &'p str)>,
-    ) -> bool {
-        let (ns, _) = namespace_name(route);
-        refs.any(|(p_ns, name)| self.names((p_ns.unwrap_or(ns), name)))
-    }
-
     /// Withdraws the slots (input positions of `inputs`) of the routes
     /// whose parentRefs name a changed Gateway or a ListenerSet attached
     /// to one, whatever their kind or group (naming more is only slower):
-    /// they are rebuilt as if edited.
-    pub(crate) fn rebuild_routes(&self, inputs: &Inputs, prior: &mut [Option<super::Slot>]) {
-        let http = inputs.http_routes.iter().map(|r| {
-            let refs = r.object.spec.parent_refs.iter().flatten();
-            self.named_by(
-                &r.object.metadata,
-                refs.map(|p| (p.namespace.as_deref(), p.name.as_str())),
-            )
-        });
-        let grpc = inputs.grpc_routes.iter().map(|r| {
-            let refs = r.object.spec.parent_refs.iter().flatten();
-            self.named_by(
-                &r.object.metadata,
-                refs.map(|p| (p.namespace.as_deref(), p.name.as_str())),
-            )
-        });
-        for (slot, names) in prior.iter_mut().zip(http.chain(grpc)) {
-            if names {
-                *slot = None;
+    /// they are rebuilt as if edited. Spared, for [`judge_listeners`] to
+    /// decide once the listeners are known: a route whose every parentRef
+    /// naming a changed parent names a changed Gateway (kind Gateway of
+    /// the Gateway API group) by sectionName.
+    pub(crate) fn rebuild_routes(
+        &self,
+        inputs: &Inputs,
+        prior: &mut [Option<super::Slot>],
+    ) -> ListenerChecks {
+        let mut checks = ListenerChecks::default();
+        // HTTPRoute and GRPCRoute parentRefs are distinct types alike.
+        macro_rules! verdicts {
+            ($routes:expr) => {
+                $routes.iter().map(|r| {
+                    let refs = r.object.spec.parent_refs.iter().flatten().map(|p| Ref {
+                        group: p.group.as_deref(),
+                        kind: p.kind.as_deref(),
+                        namespace: p.namespace.as_deref(),
+                        name: &p.name,
+                        section: p.section_name.as_deref(),
+                    });
+                    self.checks_for(&r.object.metadata, refs)
+                })
+            };
+        }
+        let http = verdicts!(inputs.http_routes);
+        let grpc = verdicts!(inputs.grpc_routes);
+        for (at, (slot, verdict)) in prior.iter_mut().zip(http.chain(grpc)).enumerate() {
+            match verdict {
+                Verdict::Untouched => {}
+                Verdict::Rebuild => *slot = None,
+                Verdict::Check(c) => {
+                    checks.0.insert(at, c);
+                }
             }
         }
+        checks
     }
+
+    /// What a route's parentRefs (an unset namespace is the route's) make
+    /// of it.
+    fn checks_for<'p>(&self, route: &ObjectMeta, refs: impl Iterator<Item = Ref<'p>>) -> Verdict {
+        let (ns, _) = namespace_name(route);
+        let mut checks = Vec::new();
+        for r in refs {
+            let key = (r.namespace.unwrap_or(ns), r.name);
+            if !self.names(key) {
+                continue;
+            }
+            let gateway = crate::naming::gateway(key.0, key.1);
+            match r.section {
+                Some(section)
+                    if r.group.is_none_or(|g| g == GATEWAY_GROUP)
+                        && r.kind.is_none_or(|k| k == "Gateway")
+                        && self.gateways.contains(&gateway) =>
+                {
+                    checks.push((gateway, section.to_string()));
+                }
+                _ => return Verdict::Rebuild,
+            }
+        }
+        if checks.is_empty() {
+            Verdict::Untouched
+        } else {
+            Verdict::Check(checks)
+        }
+    }
+}
+
+/// A parentRef as [`Changed::checks_for`] reads it.
+struct Ref<'p> {
+    group: Option<&'p str>,
+    kind: Option<&'p str>,
+    namespace: Option<&'p str>,
+    name: &'p str,
+    section: Option<&'p str>,
+}
+
+enum Verdict {
+    /// Names no changed parent.
+    Untouched,
+    Rebuild,
+    /// Names changed Gateways only by these (Gateway key, sectionName).
+    Check(Vec<(String, String)>),
+}
+
+/// The routes whose slots wait for [`judge_listeners`]: by input
+/// position, the (Gateway key, sectionName) pairs they name.
+#[derive(Default)]
+pub(crate) struct ListenerChecks(HashMap<usize, Vec<(String, String)>>);
+
+/// What a route bound by sectionName reads of a Gateway: whether its class
+/// is accepted, and its own listeners (their index, computed state: the
+/// conflicts with the others settled, ListenerSets' merged in), before
+/// any route is counted on them. Per Gateway key.
+pub(crate) type Listeners = HashMap<String, GatewayListeners>;
+
+#[derive(PartialEq)]
+pub(crate) struct GatewayListeners {
+    class_accepted: bool,
+    own: Vec<(usize, Listener)>,
+}
+
+impl GatewayListeners {
+    fn of(gw: &GatewayState<'_>) -> Self {
+        GatewayListeners {
+            class_accepted: gw.class_accepted,
+            own: gw
+                .listeners
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.origin == Origin::Gateway)
+                .map(|(i, l)| (i, l.clone()))
+                .collect(),
+        }
+    }
+
+    /// Its own listeners named `section`, as binding finds them.
+    fn named<'s>(&'s self, section: &'s str) -> impl Iterator<Item = &'s (usize, Listener)> + 's {
+        self.own.iter().filter(move |(_, l)| l.name == section)
+    }
+}
+
+/// Decides the routes [`Changed::rebuild_routes`] spared: one is reused
+/// only if, for each changed Gateway it names by sectionName, the Gateway's
+/// class is accepted as before, its scopes (Gateway and listener policies)
+/// are last call's, and the listeners of that name are last call's (at
+/// least one, the same index, equal computed state): all its binding,
+/// works and tail read of that Gateway. Else it is rebuilt as if edited.
+/// Keeps this call's listeners for the next. Called by the pipeline once
+/// the Gateway states and scopes are made, before binding.
+pub(crate) fn judge_listeners(
+    memo: &mut super::RouteMemo,
+    gateways: &[GatewayState<'_>],
+    scopes: &[GatewayScopes],
+) {
+    let now: Listeners = gateways
+        .iter()
+        .map(|g| (g.key(), GatewayListeners::of(g)))
+        .collect();
+    let checks = std::mem::take(&mut memo.listener_checks);
+    if !checks.0.is_empty() {
+        let prior = &memo.prior_listeners;
+        let prior_scopes = &memo.prior_scopes;
+        let same = |key: &str, section: &str| {
+            let Some(gi) = gateways.iter().position(|g| g.key() == key) else {
+                return false;
+            };
+            let (Some(a), Some(b)) = (prior.get(key), now.get(key)) else {
+                return false;
+            };
+            prior_scopes.get(gi) == scopes.get(gi)
+                && a.class_accepted == b.class_accepted
+                && a.named(section).next().is_some()
+                && a.named(section).eq(b.named(section))
+        };
+        let stale: Vec<usize> = memo
+            .order
+            .iter()
+            .enumerate()
+            .filter(|&(_, at)| {
+                checks
+                    .0
+                    .get(at)
+                    .is_some_and(|c| !c.iter().all(|(key, section)| same(key, section)))
+            })
+            .map(|(ri, _)| ri)
+            .collect();
+        for ri in stale {
+            memo.drop_offered(ri);
+        }
+    }
+    memo.next_listeners = now;
 }

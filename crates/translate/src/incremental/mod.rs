@@ -298,6 +298,9 @@ struct Prev {
     scopes: Vec<crate::policy::scope::GatewayScopes>,
     /// The Secrets looked up since the last full translation ([`secrets`]).
     secret_reads: Reads,
+    /// Per Gateway, what a route bound by sectionName reads of it
+    /// ([`gateway_edits::judge_listeners`]).
+    listeners: gateway_edits::Listeners,
 }
 
 /// One route's memo: its works, its bindings and (but under STRICT) its
@@ -460,6 +463,8 @@ impl Translator {
             unscoped_reads,
             scopes: prior_scopes,
             secret_reads,
+            listeners: prior_listeners,
+            listener_checks,
         } = match prev {
             None => Start::full(new, Full::First),
             Some(p)
@@ -483,6 +488,7 @@ impl Translator {
                 let unscoped_reads = std::mem::take(&mut p.unscoped_service_reads);
                 let scopes = std::mem::take(&mut p.scopes);
                 let secret_reads = std::mem::take(&mut p.secret_reads);
+                let listeners = std::mem::take(&mut p.listeners);
                 let mut gateways = std::mem::take(&mut p.gateways);
                 let trees = std::mem::take(&mut p.proxy_trees);
                 let proxies = httpproxy::Memo::carry(trees, p.inputs.inputs(), new);
@@ -504,8 +510,9 @@ impl Translator {
                     reference_grants::rebuild_readers(changed, &mut prior);
                 }
                 namespaces::rebuild_routes(&relabelled, new, &mut prior);
+                let mut listener_checks = gateway_edits::ListenerChecks::default();
                 if let Some(gateway_edits::Judgement::Scoped(changed)) = &gateway_edit {
-                    changed.rebuild_routes(new, &mut prior);
+                    listener_checks = changed.rebuild_routes(new, &mut prior);
                     // Assembled from nothing.
                     gateways.retain(|key, _| !changed.gateways.contains(key));
                 }
@@ -519,6 +526,8 @@ impl Translator {
                     unscoped_reads,
                     scopes,
                     secret_reads,
+                    listeners,
+                    listener_checks,
                 }
             }
         };
@@ -565,6 +574,9 @@ impl Translator {
             policies_changed: policies_changed && full.is_none(),
             prior_scopes,
             next_scopes: Vec::new(),
+            listener_checks,
+            prior_listeners,
+            next_listeners: Default::default(),
             scopes_changed: Vec::new(),
             policies: Vec::new(),
         };
@@ -599,6 +611,7 @@ impl Translator {
             unscoped_service_reads: unscoped_reads.union(&memo.unscoped_service_reads.unwrap_or_default()),
             scopes: memo.next_scopes,
             secret_reads: secret_reads.union(&memo.secret_reads.unwrap_or_default()),
+            listeners: memo.next_listeners,
         });
         out
     }
@@ -617,6 +630,8 @@ struct Start {
     unscoped_reads: Reads,
     scopes: Vec<crate::policy::scope::GatewayScopes>,
     secret_reads: Reads,
+    listeners: gateway_edits::Listeners,
+    listener_checks: gateway_edits::ListenerChecks,
 }
 
 impl Start {
@@ -632,6 +647,8 @@ impl Start {
             unscoped_reads: Reads::default(),
             scopes: Vec::new(),
             secret_reads: Reads::default(),
+            listeners: Default::default(),
+            listener_checks: Default::default(),
         }
     }
 }
@@ -703,6 +720,12 @@ pub(crate) struct RouteMemo {
     prior_scopes: Vec<crate::policy::scope::GatewayScopes>,
     next_scopes: Vec<crate::policy::scope::GatewayScopes>,
     scopes_changed: Vec<bool>,
+    /// The routes a Gateway edit spared until its listeners are known,
+    /// and per Gateway last call's and this call's listeners
+    /// ([`gateway_edits::judge_listeners`]).
+    listener_checks: gateway_edits::ListenerChecks,
+    prior_listeners: gateway_edits::Listeners,
+    next_listeners: gateway_edits::Listeners,
     /// Per route (pipeline order): the effective policies its works were
     /// built with (kept from its slot when reused).
     policies: Vec<policies::KeptPolicies>,
