@@ -70,29 +70,34 @@ struct World {
     _backends: (echo::Handle, echo::Handle),
 }
 
-/// Every controller of these tests: a short Lease, so a hand-over is quick.
-const LEASE: [&str; 2] = ["--lease-duration-seconds", "3"];
+/// The Lease of the controllers of these tests (seconds): short, so a
+/// hand-over is quick.
+const LEASE_SECONDS: u64 = 3;
 
+/// A controller whose Lease lasts `lease_seconds`.
 fn start_controller(
     kubeconfig: &std::path::Path,
     run_dir: &std::path::Path,
     xds: u16,
     admin: u16,
+    lease_seconds: u64,
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> common::Serve {
     // Part 1's tests: the local Envoy, no provisioned objects.
+    let lease = lease_seconds.to_string();
     let mut args = vec!["--listener-address", "127.0.0.1", "--provision=false"];
-    args.extend(LEASE);
+    args.extend(["--lease-duration-seconds", lease.as_str()]);
     args.extend(extra);
     common::kube::controller(kubeconfig, run_dir, xds, admin, &args, env)
 }
 
 async fn world(test: &str) -> Option<World> {
-    world_with(test, &[]).await
+    world_with(test, &[], LEASE_SECONDS).await
 }
 
-async fn world_with(test: &str, env: &[(&str, &str)]) -> Option<World> {
+/// [`world`] with `env` for the controller, and its Lease.
+async fn world_with(test: &str, env: &[(&str, &str)], lease_seconds: u64) -> Option<World> {
     let started = Instant::now();
     let (cluster, client) = common::kube::cluster(test).await?;
     let a = echo_pod("app", "a-pod-1");
@@ -101,7 +106,15 @@ async fn world_with(test: &str, env: &[(&str, &str)]) -> Option<World> {
     let gw_port = free_port();
     let (xds, admin) = (free_port(), free_port());
     apply_objects(&client, &objects(gw_port, forward(&a), forward(&b))).await;
-    let controller = start_controller(&cluster.kubeconfig, &dir.join("run"), xds, admin, &[], env);
+    let controller = start_controller(
+        &cluster.kubeconfig,
+        &dir.join("run"),
+        xds,
+        admin,
+        lease_seconds,
+        &[],
+        env,
+    );
     tokio::task::block_in_place(|| {
         wait_for("Envoy to serve /a", Duration::from_secs(60), || {
             http(gw_port, "x", "/a").is_some_and(|r| r.0 == 200)
@@ -421,6 +434,11 @@ async fn observed_generation(client: &kube::Client) -> Option<(i64, i64)> {
     Some((r["metadata"]["generation"].as_i64()?, observed))
 }
 
+/// The Lease of both replicas of the hand-over test (seconds): long
+/// enough for the follower to translate an edit and for the test to read
+/// its status well before the Lease can expire, on a loaded machine.
+const HANDOVER_LEASE_SECONDS: u64 = 10;
+
 /// Two replicas: the first holds the Lease and writes status; the second
 /// translates and serves xDS but does not write. The leader frozen, the
 /// second takes the Lease once it expires and writes the status of an edit
@@ -428,7 +446,7 @@ async fn observed_generation(client: &kube::Client) -> Option<(i64, i64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_leader_election_hands_over_status_writing() {
     let test = "controller_leader_election_hands_over_status_writing";
-    let Some(mut world) = world(test).await else {
+    let Some(mut world) = world_with(test, &[], HANDOVER_LEASE_SECONDS).await else {
         return;
     };
     let client = world.client.clone();
@@ -448,6 +466,7 @@ async fn controller_leader_election_hands_over_status_writing() {
         &dir.join("run"),
         xds_b,
         admin_b,
+        HANDOVER_LEASE_SECONDS,
         &["--no-envoy"],
         &[],
     );
@@ -457,9 +476,36 @@ async fn controller_leader_election_hands_over_status_writing() {
             http(admin_b, "admin", "/readyz").is_some_and(|r| r.0 == 200)
         });
     });
-    // Still the first replica's Lease, over several renew periods.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(lease_holder(&client).await.as_deref(), Some(holder.as_str()));
+    // Still the first replica's Lease, over several renew periods (a
+    // seventh of the Lease each): renewed three times, the holder the same
+    // at every look.
+    let mut renewals: Vec<Value> = Vec::new();
+    let watching = Instant::now();
+    while renewals.len() < 4 {
+        assert!(
+            watching.elapsed() < Duration::from_secs(30),
+            "the Lease was not renewed every period: {renewals:?}"
+        );
+        let lease = get(
+            &client,
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("default"),
+            "portcullis-controller",
+        )
+        .await
+        .expect("the Lease");
+        assert_eq!(
+            lease["spec"]["holderIdentity"].as_str(),
+            Some(holder.as_str()),
+            "{lease}"
+        );
+        let renewed = lease["spec"]["renewTime"].clone();
+        if renewals.last() != Some(&renewed) {
+            renewals.push(renewed);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // The leader freezes (SIGSTOP): it neither renews the Lease nor writes.
     // An edit now is translated by the follower, which must not write its
@@ -482,9 +528,13 @@ async fn controller_leader_election_hands_over_status_writing() {
         );
     });
     let (generation, observed) = observed_generation(&client).await.expect("route status");
+    // The follower takes the Lease a Lease duration after it saw the last
+    // renewal at the earliest, and that renewal was at most a retry period
+    // (a seventh of the Lease) before the freeze: 8.5 s after it.
+    let checked = killed.elapsed();
     assert!(
-        killed.elapsed() < Duration::from_secs(2),
-        "too slow to check before the Lease expires"
+        checked < Duration::from_secs(HANDOVER_LEASE_SECONDS - 2),
+        "too slow to check before the Lease expires ({checked:?} after the freeze)"
     );
     assert_eq!(
         (generation, observed),
@@ -494,7 +544,7 @@ async fn controller_leader_election_hands_over_status_writing() {
     // ... and takes the Lease once it has not been renewed for its duration.
     let (generation, _) = eventually(
         "the new leader to write the edit's status",
-        Duration::from_secs(20),
+        Duration::from_secs(HANDOVER_LEASE_SECONDS * 4),
         || async {
             observed_generation(&client)
                 .await
@@ -512,7 +562,7 @@ async fn controller_leader_election_hands_over_status_writing() {
     let _ = world.controller.child.kill();
     let _ = world.controller.child.wait();
     eprintln!(
-        "{test}: status of generation {generation} written by the new leader {:.1} s after the old one froze (Lease 3 s)",
+        "{test}: status of generation {generation} written by the new leader {:.1} s after the old one froze (Lease {HANDOVER_LEASE_SECONDS} s)",
         took.as_secs_f64()
     );
     drop(second);
@@ -528,7 +578,13 @@ async fn controller_writes_a_nack_as_programmed_false() {
     let fault = std::env::temp_dir().join(format!("{test}-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&fault);
     let fault_env = fault.to_string_lossy().into_owned();
-    let Some(world) = world_with(test, &[("PORTCULLIS_TEST_FAULT_FILE", fault_env.as_str())]).await else {
+    let Some(world) = world_with(
+        test,
+        &[("PORTCULLIS_TEST_FAULT_FILE", fault_env.as_str())],
+        LEASE_SECONDS,
+    )
+    .await
+    else {
         return;
     };
     let client = world.client.clone();
@@ -681,7 +737,15 @@ async fn controller_started_before_the_apiserver_waits_for_it() {
     cluster.stop_apiserver();
     let dir = work_dir(test);
     let (xds, admin) = (free_port(), free_port());
-    let mut controller = start_controller(&cluster.kubeconfig, &dir.join("run"), xds, admin, &[], &[]);
+    let mut controller = start_controller(
+        &cluster.kubeconfig,
+        &dir.join("run"),
+        xds,
+        admin,
+        LEASE_SECONDS,
+        &[],
+        &[],
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         controller.child.try_wait().expect("try_wait").is_none(),

@@ -192,10 +192,18 @@ fn hooks_modify_routes_and_listeners_and_failures_are_fenced_per_route() {
     let cfg = config(&dir, ext_port, "Route, HTTPListener", false);
     let _serve = start_with(&dir, xds, admin, &["--config", cfg.to_str().expect("utf-8")], &[]);
 
-    // (a) the extension's header on the route with the ExtensionRef.
-    wait_for("/ext with the extension's header", WAIT, || {
-        get(gw, "/ext", &[]).is_some_and(|(s, h, _)| s == 200 && header_of(&h).is_some())
-    });
+    // (a) the extension's header on the route with the ExtensionRef; and
+    // (b)'s listener guarded: a listener hook that missed its deadline in
+    // an early translation leaves that listener fenced until a retry.
+    wait_for(
+        "/ext with the extension's header and the guarded listener",
+        WAIT,
+        || {
+            get(gw, "/ext", &[]).is_some_and(|(s, h, _)| s == 200 && header_of(&h).is_some())
+                && get(secure, "/plain", &[]).is_some_and(|r| r.0 == 401)
+                && get(secure, "/plain", &[("authorization", ALICE_BASIC)]).is_some_and(|r| r.0 == 200)
+        },
+    );
     let (_, head, _) = get(gw, "/ext", &[]).expect("answer");
     assert_eq!(
         header_of(&head).as_deref(),
@@ -223,7 +231,11 @@ fn hooks_modify_routes_and_listeners_and_failures_are_fenced_per_route() {
     // The other listener is not guarded.
     assert_eq!(get(gw, "/plain", &[]).map(|r| r.0), Some(200));
 
-    // Reported: on the routes' status, in describe, in metrics.
+    // Reported: on the routes' status, in describe, in metrics. Envoy is
+    // fed before the status is published.
+    wait_for("the slow route's status", Duration::from_secs(10), || {
+        route_status(&status(admin), "slow").contains("PostRouteModify")
+    });
     let doc = status(admin);
     let slow = route_status(&doc, "slow");
     assert!(
@@ -323,6 +335,10 @@ fn an_extension_server_down_at_start_is_used_once_it_is_up() {
     let (s, _, body) = get(gw, "/ext", &[]).expect("answer");
     assert_eq!((s, body.as_str()), (500, BODY));
     assert_eq!(managers_reachable(admin), Some(false));
+    // Envoy is fed before the status is published.
+    wait_for("the route's status", Duration::from_secs(10), || {
+        !route_status(&status(admin), "ext").is_empty()
+    });
     let ext = route_status(&status(admin), "ext");
     // Refused connections are retried (service.retry) until the deadline:
     // either is reported, on the route that is fenced.
@@ -337,8 +353,17 @@ fn an_extension_server_down_at_start_is_used_once_it_is_up() {
     wait_for("/ext served once the extension is up", WAIT, || {
         get(gw, "/ext", &[]).is_some_and(|(s, h, _)| s == 200 && header_of(&h).is_some())
     });
-    assert_eq!(managers_reachable(admin), Some(true));
-    assert!(!route_status(&status(admin), "ext").contains("unreachable"));
+    // Envoy is fed before the status is published.
+    wait_for(
+        "the extension manager reachable and the route's status clear",
+        Duration::from_secs(10),
+        || {
+            managers_reachable(admin) == Some(true) && {
+                let ext = route_status(&status(admin), "ext");
+                !ext.is_empty() && !ext.contains("unreachable")
+            }
+        },
+    );
     assert!(
         started
             .ext

@@ -126,7 +126,11 @@ fn include_tree_duplicates_missing_includes_and_invalid_children_through_envoy()
         assert!(body.contains("s1-pod"), "{body}");
     }
     // The duplicate child is reported; the root keeps Valid=True with a
-    // warning naming it.
+    // warning naming it. (Envoy is fed before the status and the metrics
+    // are published.)
+    wait_for("the first status", Duration::from_secs(10), || {
+        proxy_status(admin, "example-child2").is_some()
+    });
     let child2 = proxy_status(admin, "example-child2").expect("child2 status");
     assert_eq!(child2["currentStatus"], "invalid", "{child2}");
     assert_eq!(
@@ -213,10 +217,10 @@ fn include_tree_duplicates_missing_includes_and_invalid_children_through_envoy()
     wait_for("the fix to reach Envoy", Duration::from_secs(30), || {
         serves(gw_port, "/broken/page", "s1-pod")
     });
-    assert!(
-        proxy_status(admin, "broken").is_some_and(|s| s["currentStatus"] == "valid"),
-        "status follows the fix"
-    );
+    // Envoy is fed before the status is published.
+    wait_for("the status to follow the fix", Duration::from_secs(10), || {
+        proxy_status(admin, "broken").is_some_and(|s| s["currentStatus"] == "valid")
+    });
 
     // Seed example 2: /foo + / and / + /foo are the same route; the first
     // child's serves /foo/bar and /foo/ (its `/foo/` prefix), the second

@@ -182,7 +182,18 @@ fn gateway_and_listener_policies_apply_once_and_fail_closed_by_scope() {
         "requests to the other Gateway failed"
     );
     assert!(served.load(Ordering::Relaxed) > 5);
-    // Why, in status and metrics; and Envoy accepted it (no NACK).
+    // Why, in status and metrics; and Envoy accepted it (no NACK). Envoy
+    // is fed before the status and the metrics are published.
+    wait_for(
+        "the Gateway replacement's status and metrics",
+        Duration::from_secs(10),
+        || {
+            http(admin, "admin", "/api/status").is_some_and(|(_, _, doc)| doc.contains("GatewayReplaced"))
+                && metric_lines(admin, "portcullis_scope_replacements_current{")
+                    .iter()
+                    .any(|l| l.contains("scope=\"route_configuration\"") && l.ends_with(" 1"))
+        },
+    );
     let (_, _, doc) = http(admin, "admin", "/api/status").expect("status");
     assert!(doc.contains("GatewayReplaced"), "{doc}");
     assert!(
@@ -212,6 +223,21 @@ fn gateway_and_listener_policies_apply_once_and_fail_closed_by_scope() {
     let (status, head, _) = get(port, "b.example.com").expect("b");
     assert_eq!(status, 200);
     assert!(head.contains("x-gateway: yes"), "{head}");
+    // Envoy is fed before the status and the metrics are published.
+    wait_for(
+        "the listener replacement's status and metrics",
+        Duration::from_secs(10),
+        || {
+            let current = metric_lines(admin, "portcullis_scope_replacements_current{");
+            http(admin, "admin", "/api/status").is_some_and(|(_, _, doc)| doc.contains("ListenerReplaced"))
+                && current
+                    .iter()
+                    .any(|l| l.contains("scope=\"virtual_host\"") && l.contains("listener=\"a\""))
+                && !current
+                    .iter()
+                    .any(|l| l.contains("scope=\"route_configuration\""))
+        },
+    );
     let (_, _, doc) = http(admin, "admin", "/api/status").expect("status");
     assert!(doc.contains("ListenerReplaced"), "{doc}");
     let current = metric_lines(admin, "portcullis_scope_replacements_current{");
@@ -236,7 +262,12 @@ fn gateway_and_listener_policies_apply_once_and_fail_closed_by_scope() {
     });
     let (_, head, _) = get(port, "a.example.com").expect("a");
     assert!(head.contains("x-scope: listener"), "{head}");
-    assert_eq!(metric_sum(admin, "portcullis_scope_replacements_current"), 0.0);
+    // Envoy is fed before the metrics are published.
+    wait_for(
+        "no scope replaced in the metrics",
+        Duration::from_secs(10),
+        || metric_sum(admin, "portcullis_scope_replacements_current") == 0.0,
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -276,30 +276,29 @@ fn serve_counts_replacements_per_route_and_class() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("serve");
+    let labels = "{gateway=\"infra/gw\",route_namespace=\"app\",route_name=\"r\",error_class=\"structural\"}";
+    // The `_current` gauge is set just after the `_total` counter: wait
+    // for both.
+    let current = format!("portcullis_invalid_route_replacements_current{labels} 1");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let mut metrics = String::new();
     while std::time::Instant::now() < deadline {
-        if let Some(m) = http_get(&admin, "/metrics")
-            && m.contains("portcullis_invalid_route_replacements_total")
-        {
+        if let Some(m) = http_get(&admin, "/metrics") {
+            let done = m.contains("portcullis_invalid_route_replacements_total") && m.contains(&current);
             metrics = m;
-            break;
+            if done {
+                break;
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = child.kill();
     let _ = child.wait();
-    let labels = "{gateway=\"infra/gw\",route_namespace=\"app\",route_name=\"r\",error_class=\"structural\"}";
     assert!(
         metrics.contains(&format!("portcullis_invalid_route_replacements_total{labels} 1")),
         "{metrics}"
     );
-    assert!(
-        metrics.contains(&format!(
-            "portcullis_invalid_route_replacements_current{labels} 1"
-        )),
-        "{metrics}"
-    );
+    assert!(metrics.contains(&current), "{metrics}");
     assert!(
         metrics.contains("portcullis_strict_validator_calls_total 0"),
         "{metrics}"

@@ -254,11 +254,15 @@ async fn the_controllers_ca_issues_gateway_certificates_that_envoy_uses() {
         "the old certificate was replaced before it expired"
     );
     assert_eq!(again.uris, cert.uris);
-    let (_, _, metrics) = http(admin, "admin", "/metrics").expect("metrics");
-    assert!(
-        metrics.contains("portcullis_xds_certificates_issued_total{kind=\"client\",reason=\"expiring\"}"),
-        "{metrics}"
-    );
+    // Counted once the apply returned: a moment after the Secret is seen.
+    tokio::task::block_in_place(|| {
+        wait_for("the renewal in the metrics", Duration::from_secs(10), || {
+            http(admin, "admin", "/metrics").is_some_and(|(_, _, metrics)| {
+                metrics
+                    .contains("portcullis_xds_certificates_issued_total{kind=\"client\",reason=\"expiring\"}")
+            })
+        });
+    });
     // The renewed certificate works: a new Envoy started with it (in
     // place of the first) is served too.
     drop(_envoy);

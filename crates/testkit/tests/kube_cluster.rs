@@ -11,15 +11,26 @@ async fn cluster_starts_takes_crds_and_stops() {
     };
     let client = cluster.client().await.expect("client");
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let names: Vec<String> = namespaces
-        .list(&ListParams::default())
-        .await
-        .expect("list namespaces")
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    assert!(names.iter().any(|n| n == "default"), "namespaces: {names:?}");
+    // The apiserver creates `default` itself, shortly after it is ready.
+    let listed = std::time::Instant::now();
+    loop {
+        let names: Vec<String> = namespaces
+            .list(&ListParams::default())
+            .await
+            .expect("list namespaces")
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect();
+        if names.iter().any(|n| n == "default") {
+            break;
+        }
+        assert!(
+            listed.elapsed() < std::time::Duration::from_secs(10),
+            "namespaces: {names:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     cluster
         .apply_crds(&testkit::kube::Cluster::repo_crds())
         .await
