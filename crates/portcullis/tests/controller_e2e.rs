@@ -281,7 +281,8 @@ async fn controller_serves_and_writes_status_through_the_api() {
     // translated once: our own status writes (which change only `status`
     // and `resourceVersion`) must not trigger translations.
     tokio::time::sleep(Duration::from_millis(1100)).await; // a new second for lastTransitionTime
-    let translations_before = translations(admin);
+    let translations_before =
+        tokio::task::block_in_place(|| common::settled("translations", || translations(admin)));
     let edited = json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
         "metadata": {"name": "r", "namespace": "app"},
@@ -687,8 +688,7 @@ async fn controller_status_churn_one_edit_one_write() {
         });
     });
     let settled = created.elapsed();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = all(admin);
+    let before = tokio::task::block_in_place(|| common::settled("status writes", || all(admin)));
     apply(&client, &route(7, "/churn/edited")).await;
     eventually("the edited route's status", Duration::from_secs(30), || async {
         let r = get(&client, GATEWAY_API, "HTTPRoute", Some("app"), "churn-7").await?;

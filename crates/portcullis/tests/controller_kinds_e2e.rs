@@ -186,8 +186,7 @@ spec:
     // An edit of the child: its status is written again (generation 2),
     // nothing else's.
     let writes = |admin| metric(admin, "portcullis_status_writes_total{kind=\"HTTPProxy\"}");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = writes(admin);
+    let before = tokio::task::block_in_place(|| common::settled("HTTPProxy status writes", || writes(admin)));
     assert!(before >= 4.0, "every proxy's status written: {before}");
     apply(
         &client,

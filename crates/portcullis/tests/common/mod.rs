@@ -74,6 +74,23 @@ pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     panic!("timed out after {timeout:?} waiting for {what}");
 }
 
+/// A counter's value once it has stopped moving: unchanged for a full
+/// second (bounded at 20 s). Taken as a baseline before a step whose
+/// exact effect on the counter is asserted, so that a late write of an
+/// earlier step cannot land in the measured window.
+pub fn settled<T: PartialEq + Copy>(what: &str, mut read: impl FnMut() -> T) -> T {
+    let mut last = read();
+    let mut since = Instant::now();
+    wait_for(&format!("{what} to settle"), Duration::from_secs(20), || {
+        let now = read();
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+        since.elapsed() >= Duration::from_secs(1)
+    });
+    last
+}
+
 pub struct Serve {
     pub child: Child,
     pub run_dir: PathBuf,
