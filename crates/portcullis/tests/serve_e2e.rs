@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{echo_pod, free_port, http, manifests, pid_alive, start, wait_for, work_dir};
+use common::{Proc, echo_pod, free_port, http, manifests, start, wait_for, work_dir};
 
 #[test]
 fn serve_routes_real_traffic_through_real_envoy() {
@@ -70,10 +70,15 @@ fn serve_routes_real_traffic_through_real_envoy() {
     });
 
     // Shutdown stops Envoy: no orphans.
-    let pid = std::fs::read_to_string(&pid_file).expect("pid file");
+    // With its start time: a pid reused after Envoy was reaped is not it.
+    let envoy = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|p| p.trim().parse().ok())
+        .and_then(Proc::of)
+        .expect("the restarted Envoy runs");
     drop(serve);
     wait_for("Envoy to stop with portcullis", Duration::from_secs(10), || {
-        !pid_alive(pid.trim())
+        !envoy.alive()
     });
     let _ = std::fs::remove_dir_all(&dir);
 }

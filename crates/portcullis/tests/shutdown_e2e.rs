@@ -8,12 +8,13 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{echo_pod, envoy_children, free_port, manifests, pid_alive, start_with, wait_for};
+use common::{Proc, echo_pod, envoy_child_procs, free_port, manifests, start_with, wait_for};
 
 /// Starts `serve` in STRICT mode and waits until it runs the data-plane
 /// Envoy and at least one resident validator Envoy; returns the serve
-/// handle and those Envoys' pids.
-fn serve_with_envoys(name: &str) -> (common::Serve, Vec<u32>, echo::Handle) {
+/// handle and those Envoys (pid and start time, so that a pid reused
+/// after an Envoy was reaped does not pass for that Envoy).
+fn serve_with_envoys(name: &str) -> (common::Serve, Vec<Proc>, echo::Handle) {
     let a = echo_pod("app", "a-pod-1");
     let dir = std::env::temp_dir().join(format!("portcullis-shutdown-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -47,26 +48,26 @@ fn serve_with_envoys(name: &str) -> (common::Serve, Vec<u32>, echo::Handle) {
             else {
                 return false;
             };
-            envoys = envoy_children(parent);
-            envoys.len() >= 2 && envoys.contains(&data_plane_pid)
+            envoys = envoy_child_procs(parent);
+            envoys.len() >= 2 && envoys.iter().any(|p| p.pid == data_plane_pid)
         },
     );
     (serve, envoys, a)
 }
 
-fn assert_all_gone(envoys: &[u32], how: &str) {
+fn assert_all_gone(envoys: &[Proc], how: &str) {
     let start = std::time::Instant::now();
     while start.elapsed() < Duration::from_secs(15) {
-        if envoys.iter().all(|p| !pid_alive(&p.to_string())) {
+        if envoys.iter().all(|p| !p.alive()) {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let left: Vec<&u32> = envoys.iter().filter(|p| pid_alive(&p.to_string())).collect();
+    let left: Vec<&Proc> = envoys.iter().filter(|p| p.alive()).collect();
     // Orphans hold the test's output pipe open: kill them, or the whole
     // run would hang instead of failing.
     for p in &left {
-        let _ = Command::new("kill").args(["-KILL", &p.to_string()]).status();
+        let _ = Command::new("kill").args(["-KILL", &p.pid.to_string()]).status();
     }
     panic!("Envoys {left:?} outlived portcullis after {how}");
 }

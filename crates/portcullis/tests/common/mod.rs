@@ -294,12 +294,47 @@ pub fn fixture_input(name: &str) -> PathBuf {
     path
 }
 
-pub fn pid_alive(pid: &str) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+/// A process as it was listed: its pid and its start time, so that a pid
+/// reused by an unrelated process (after this one was reaped) is not
+/// mistaken for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: u32,
+    /// Field 22 of `/proc/{pid}/stat` (clock ticks after boot).
+    pub start: u64,
+}
+
+impl Proc {
+    /// The process running as `pid` now, if any.
+    pub fn of(pid: u32) -> Option<Proc> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        Proc::parse(pid, &stat).map(|(p, _)| p)
+    }
+
+    /// Whether the same process (same pid, same start time) still exists
+    /// (a zombie counts, as its `/proc` entry is still there).
+    pub fn alive(&self) -> bool {
+        Proc::of(self.pid).is_some_and(|now| now.start == self.start)
+    }
+
+    /// The process and its fields after `comm` (the third onwards) from
+    /// `/proc/{pid}/stat` ("pid (comm) state ppid ...": comm may hold
+    /// spaces and parentheses, so split after the last ')').
+    fn parse(pid: u32, stat: &str) -> Option<(Proc, Vec<&str>)> {
+        let (_, tail) = stat.rsplit_once(')')?;
+        let fields: Vec<&str> = tail.split_whitespace().collect();
+        let start = fields.get(22 - 3)?.parse().ok()?;
+        Some((Proc { pid, start }, fields))
+    }
 }
 
 /// Pids of `parent`'s Envoy children.
 pub fn envoy_children(parent: u32) -> Vec<u32> {
+    envoy_child_procs(parent).iter().map(|p| p.pid).collect()
+}
+
+/// `parent`'s Envoy children, with their start times.
+pub fn envoy_child_procs(parent: u32) -> Vec<Proc> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -308,13 +343,15 @@ pub fn envoy_children(parent: u32) -> Vec<u32> {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        // "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
-        let Some((head, tail)) = stat.rsplit_once(')') else {
+        let Some((proc, fields)) = Proc::parse(pid, &stat) else {
             continue;
         };
-        let ppid = tail.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(parent) && head.contains("(envoy") {
-            out.push(pid);
+        let ppid = fields.get(1).and_then(|p| p.parse::<u32>().ok());
+        let envoy = stat
+            .rsplit_once(')')
+            .is_some_and(|(head, _)| head.contains("(envoy"));
+        if ppid == Some(parent) && envoy {
+            out.push(proc);
         }
     }
     out
