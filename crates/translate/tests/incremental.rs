@@ -578,7 +578,7 @@ impl World {
     }
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 17]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 18]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -644,6 +644,9 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 17]) {
         totals[15] += usize::from(namespace_edit);
         totals[16] += usize::from(namespace_edit && previous_xds.as_ref() != Some(&full.gateways));
         previous_xds = Some(full.gateways.clone());
+        // A GatewayExtension edit translated incrementally (judged as a
+        // policy edit, every Gateway assembled again).
+        totals[17] += usize::from(stats.full.is_none() && what.contains("extension-"));
         // A route accepted through a ListenerSet (so such edits matter).
         totals[13] += usize::from(full.status.iter().any(|s| match &s.status {
             translate::status::StatusBody::Route { parents } => parents.iter().any(|p| {
@@ -677,13 +680,13 @@ fn incremental_equals_full_after_every_edit() {
     // translated incrementally, steps with a route accepted through a
     // ListenerSet, ReferenceGrant edits translated incrementally,
     // Namespace edits translated incrementally, and those of them that
-    // changed the xDS]
-    let mut totals = [0usize; 17];
+    // changed the xDS, GatewayExtension edits translated incrementally]
+    let mut totals = [0usize; 18];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}, incremental Gateway edits {}, incremental ListenerSet edits {}, steps with a route on a ListenerSet {}, incremental ReferenceGrant edits {}, incremental Namespace edits {} ({} changing the xDS)",
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}, incremental Gateway edits {}, incremental ListenerSet edits {}, steps with a route on a ListenerSet {}, incremental ReferenceGrant edits {}, incremental Namespace edits {} ({} changing the xDS), incremental GatewayExtension edits {}",
         totals[0],
         totals[1],
         totals[2],
@@ -700,7 +703,8 @@ fn incremental_equals_full_after_every_edit() {
         totals[13],
         totals[14],
         totals[15],
-        totals[16]
+        totals[16],
+        totals[17]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

@@ -1052,3 +1052,79 @@ spec:
     assert_eq!(stats.gateways_reused, gateways - 1, "{stats:?}");
     assert!(route_accepted(&inputs, "on-ls"), "the ListenerSet was admitted");
 }
+
+/// A GatewayExtension edit is judged as a policy edit (`incremental/mod.rs`):
+/// a provider that stays usable changes no route's effective policy, so no
+/// route is rebuilt, but every Gateway is assembled again (an assembly
+/// installs the ext_authz filter configs of the providers it uses: one
+/// reused whole would keep the old auth server); one that becomes unusable
+/// rebuilds the routes using it (they answer 500).
+#[test]
+fn a_gateway_extension_edit_reassembles_gateways_and_rebuilds_only_its_users() {
+    let mut inputs = api::loader::load_str("scale.yaml", &manifests(Shape::with_routes(200))).inputs;
+    let route = &inputs.http_routes[0].object.metadata;
+    let (ns, name) = (
+        route.namespace.clone().expect("namespaced"),
+        route.name.clone().expect("named"),
+    );
+    let extension = |backend: &str| {
+        api::loader::load_str(
+            "auth.yaml",
+            &format!(
+                "apiVersion: gateway.portcullis.dev/v1alpha1
+kind: GatewayExtension
+metadata: {{name: auth, namespace: {ns}}}
+spec:
+  type: ExtAuth
+  extAuth:
+    httpService:
+      backendRef: {{name: {backend}, port: 80}}
+"
+            ),
+        )
+        .inputs
+    };
+    inputs.extend(
+        api::loader::load_str(
+            "auth-services.yaml",
+            &format!(
+                "apiVersion: v1
+kind: Service
+metadata: {{name: auth-a, namespace: {ns}}}
+spec:
+  ports: [{{name: http, port: 80, targetPort: 9001}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: auth-b, namespace: {ns}}}
+spec:
+  ports: [{{name: http, port: 80, targetPort: 9002}}]
+---
+apiVersion: gateway.portcullis.dev/v1alpha1
+kind: TrafficPolicy
+metadata: {{name: authn, namespace: {ns}}}
+spec:
+  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: {name}}}]
+  extAuth: {{extensionRef: {{name: auth}}}}
+"
+            ),
+        )
+        .inputs,
+    );
+    inputs.extend(extension("auth-a"));
+    let mut run = Run::new();
+    run.step("initial", &inputs);
+
+    // Another auth server: no route's policy changed, every Gateway
+    // assembled again (the comparison with a full translation sees a
+    // Gateway that kept the old filter config).
+    inputs.gateway_extensions[0] = extension("auth-b").gateway_extensions.remove(0);
+    let stats = run.step("the extension's auth server changed", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 0), "{stats:?}");
+    assert_eq!(stats.gateways_reused, 0, "{stats:?}");
+
+    // An auth server that does not exist: the route using it answers 500.
+    inputs.gateway_extensions[0] = extension("missing").gateway_extensions.remove(0);
+    let stats = run.step("the extension's auth server missing", &inputs);
+    assert_eq!((stats.full, stats.routes_built), (None, 1), "{stats:?}");
+}

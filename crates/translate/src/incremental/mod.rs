@@ -24,8 +24,8 @@
 //! Invalidation (the soundness argument, per input kind):
 //! - **The context** — every input that is not an HTTPRoute, GRPCRoute,
 //!   EndpointSlice, Service, Secret, TrafficPolicy, HTTPProxy, Gateway,
-//!   ListenerSet, ReferenceGrant or Namespace (GatewayClasses,
-//!   GatewayExtensions, TLSCertificateDelegations, extension objects) and the
+//!   ListenerSet, ReferenceGrant, Namespace or GatewayExtension
+//!   (GatewayClasses, TLSCertificateDelegations, extension objects) and the
 //!   [`Settings`]. A route's works read the context
 //!   through the index, the Gateway and listener states, its bindings, its
 //!   effective policies and the scopes above it. Any change to the context
@@ -63,6 +63,12 @@
 //!   those their works were built with (kept in the slot), the routes bound
 //!   to a Gateway whose scopes (Gateway and listener policies) changed, and
 //!   that Gateway's assembly from nothing.
+//! - **GatewayExtensions** (ext_authz providers) are read by the policies
+//!   (an extension a policy cannot use makes its effective policy say so)
+//!   and by each Gateway's assembly (the filter config of every provider
+//!   it uses: `policy::ext_auth::install`): an edit of them is judged as a
+//!   TrafficPolicy edit, and every Gateway is assembled from nothing. The
+//!   Services a provider looks up are unscoped reads ([`services`]).
 //! - **EndpointSlices** are read only by ClusterLoadAssignments, resolved
 //!   when a Gateway is assembled (`crate::endpoints`), and by the endpoint
 //!   guard's diagnostics, made again whenever the slices (objects or
@@ -417,6 +423,11 @@ impl Translator {
         let policies_changed = prev
             .as_ref()
             .is_some_and(|p| !same_kind(&p.inputs.inputs().traffic_policies, &new.traffic_policies));
+        // GatewayExtensions changed: judged as a policy edit, and every
+        // Gateway assembled from nothing ([`policies`]).
+        let extensions_changed = prev
+            .as_ref()
+            .is_some_and(|p| !same_kind(&p.inputs.inputs().gateway_extensions, &new.gateway_extensions));
         // Secrets changed: nothing to rebuild unless one was looked up
         // ([`secrets`]).
         let secrets_changed = prev
@@ -510,6 +521,10 @@ impl Translator {
                     reference_grants::rebuild_readers(changed, &mut prior);
                 }
                 namespaces::rebuild_routes(&relabelled, new, &mut prior);
+                if extensions_changed {
+                    // Each installs the filters of the providers it uses.
+                    gateways.clear();
+                }
                 let mut listener_checks = gateway_edits::ListenerChecks::default();
                 if let Some(gateway_edits::Judgement::Scoped(changed)) = &gateway_edit {
                     listener_checks = changed.rebuild_routes(new, &mut prior);
@@ -571,7 +586,7 @@ impl Translator {
             service_reads: Vec::new(),
             unscoped_service_reads: None,
             secret_reads: None,
-            policies_changed: policies_changed && full.is_none(),
+            policies_changed: (policies_changed || extensions_changed) && full.is_none(),
             prior_scopes,
             next_scopes: Vec::new(),
             listener_checks,
@@ -1634,8 +1649,8 @@ fn same_settings(a: &Settings, b: &Settings) -> bool {
 
 /// Whether every input other than the routes, the EndpointSlices, the
 /// Services, the Secrets, the TrafficPolicies, the HTTPProxies, the
-/// Gateways, the ListenerSets, the ReferenceGrants and the Namespaces is
-/// equal. Destructured exhaustively: a new input kind fails to compile
+/// Gateways, the ListenerSets, the ReferenceGrants, the Namespaces and the
+/// GatewayExtensions is equal. Destructured exhaustively: a new input kind fails to compile
 /// here until it is placed in the context (or shown to be route-local).
 fn context_eq(a: &Inputs, b: &Inputs) -> bool {
     let Inputs {
@@ -1664,7 +1679,8 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         // Judged per route and per Gateway by what they reach
         // (`policies.rs`).
         traffic_policies: _,
-        gateway_extensions,
+        // Judged as a policy edit (`policies.rs`).
+        gateway_extensions: _,
         // Judged per tree by the HTTPProxy memo (`httpproxy.rs`); nothing
         // else reads them.
         http_proxies: _,
@@ -1674,7 +1690,6 @@ fn context_eq(a: &Inputs, b: &Inputs) -> bool {
         provisioned_addresses,
     } = a;
     same_kind(gateway_classes, &b.gateway_classes)
-        && same_kind(gateway_extensions, &b.gateway_extensions)
         && same_kind(tls_certificate_delegations, &b.tls_certificate_delegations)
         && same_kind(extension_resources, &b.extension_resources)
         && same_kind(gateway_parameters, &b.gateway_parameters)

@@ -9,6 +9,11 @@
 //!   to it (what a fenced route switches off) and by its assembly
 //!   (projection onto route configurations and virtual hosts).
 //!
+//! A GatewayExtension edit is judged the same way (`mod.rs`): a provider
+//! reaches a route only through its effective policies (`ext_auth::Use`),
+//! and every Gateway is assembled from nothing besides, since an assembly
+//! installs the providers' filter configs.
+//!
 //! So when TrafficPolicies changed and nothing else of the context did, a
 //! route's works are reused only if its effective policies are equal to
 //! those it was built with (kept in its slot) and the scopes of every
