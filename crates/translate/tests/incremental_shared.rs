@@ -479,14 +479,17 @@ fn a_service_edit_rebuilds_only_the_routes_that_read_it() {
     assert_eq!(stats.gateways_reused, inputs.gateways.len(), "{stats:?}");
 
     // An ext_auth provider (a GatewayExtension, used by gw-0's policy)
-    // and its Service: context, a full translation.
+    // and its Service: judged as a policy edit (gw-0's routes rebuilt,
+    // every Gateway assembled again); the provider's lookup of its
+    // Service is noted outside any route.
     let auth = api::loader::load_str(
         "auth.yaml",
         "apiVersion: v1\nkind: Service\nmetadata: {name: authz, namespace: infra}\nspec:\n  ports: [{name: http, port: 9000}]\n---\napiVersion: gateway.portcullis.dev/v1alpha1\nkind: GatewayExtension\nmetadata: {name: auth, namespace: infra}\nspec:\n  type: ExtAuth\n  extAuth:\n    httpService:\n      backendRef: {name: authz, port: 9000}\n---\napiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {name: auth, namespace: infra}\nspec:\n  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw-0}]\n  extAuth: {extensionRef: {name: auth}}\n",
     );
     assert!(auth.diagnostics.is_empty(), "{:?}", auth.diagnostics);
     inputs.extend(auth.inputs);
-    assert_eq!(run.step("ext_auth added", &inputs).full, Some(Full::Context));
+    let stats = run.step("ext_auth added", &inputs);
+    assert_eq!((stats.full, stats.gateways_reused), (None, 0), "{stats:?}");
     // The ext_auth Service, looked up by the GatewayExtension (outside any
     // route): a full translation, which sees its port gone.
     let before = translate::translate(&inputs, &run.settings);
