@@ -308,7 +308,7 @@ impl Proc {
     /// The process running as `pid` now, if any.
     pub fn of(pid: u32) -> Option<Proc> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        Proc::parse(pid, &stat).map(|(p, _)| p)
+        Proc::parse(pid, &stat).map(|(p, _, _)| p)
     }
 
     /// Whether the same process (same pid, same start time) still exists
@@ -317,14 +317,14 @@ impl Proc {
         Proc::of(self.pid).is_some_and(|now| now.start == self.start)
     }
 
-    /// The process and its fields after `comm` (the third onwards) from
-    /// `/proc/{pid}/stat` ("pid (comm) state ppid ...": comm may hold
-    /// spaces and parentheses, so split after the last ')').
-    fn parse(pid: u32, stat: &str) -> Option<(Proc, Vec<&str>)> {
-        let (_, tail) = stat.rsplit_once(')')?;
+    /// The process, "pid (comm", and the fields after `comm` (the third
+    /// onwards) from `/proc/{pid}/stat` ("pid (comm) state ppid ...": comm
+    /// may hold spaces and parentheses, so split after the last ')').
+    fn parse(pid: u32, stat: &str) -> Option<(Proc, &str, Vec<&str>)> {
+        let (head, tail) = stat.rsplit_once(')')?;
         let fields: Vec<&str> = tail.split_whitespace().collect();
         let start = fields.get(22 - 3)?.parse().ok()?;
-        Some((Proc { pid, start }, fields))
+        Some((Proc { pid, start }, head, fields))
     }
 }
 
@@ -343,14 +343,11 @@ pub fn envoy_child_procs(parent: u32) -> Vec<Proc> {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        let Some((proc, fields)) = Proc::parse(pid, &stat) else {
+        let Some((proc, head, fields)) = Proc::parse(pid, &stat) else {
             continue;
         };
         let ppid = fields.get(1).and_then(|p| p.parse::<u32>().ok());
-        let envoy = stat
-            .rsplit_once(')')
-            .is_some_and(|(head, _)| head.contains("(envoy"));
-        if ppid == Some(parent) && envoy {
+        if ppid == Some(parent) && head.contains("(envoy") {
             out.push(proc);
         }
     }

@@ -311,7 +311,6 @@ pub(crate) struct ListenerChecks(HashMap<usize, Vec<(String, String)>>);
 /// any route is counted on them. Per Gateway key.
 pub(crate) type Listeners = HashMap<String, GatewayListeners>;
 
-#[derive(PartialEq)]
 pub(crate) struct GatewayListeners {
     class_accepted: bool,
     own: Vec<(usize, Listener)>,
@@ -358,18 +357,24 @@ pub(crate) fn judge_listeners(
     if !checks.0.is_empty() {
         let prior = &memo.prior_listeners;
         let prior_scopes = &memo.prior_scopes;
-        let same = |key: &str, section: &str| {
-            let Some(gi) = gateways.iter().position(|g| g.key() == key) else {
-                return false;
-            };
-            let (Some(a), Some(b)) = (prior.get(key), now.get(key)) else {
-                return false;
-            };
-            prior_scopes.get(gi) == scopes.get(gi)
-                && a.class_accepted == b.class_accepted
-                && a.named(section).next().is_some()
-                && a.named(section).eq(b.named(section))
-        };
+        // Judged once per (Gateway, sectionName) pair, not per route: the
+        // scopes' comparison is not small, and a Gateway's routes are many.
+        let mut verdicts: HashMap<&(String, String), bool> = HashMap::new();
+        for pair in checks.0.values().flatten() {
+            verdicts.entry(pair).or_insert_with(|| {
+                let (key, section) = pair;
+                let Some(gi) = gateways.iter().position(|g| g.key() == *key) else {
+                    return false;
+                };
+                let (Some(a), Some(b)) = (prior.get(key), now.get(key)) else {
+                    return false;
+                };
+                prior_scopes.get(gi) == scopes.get(gi)
+                    && a.class_accepted == b.class_accepted
+                    && a.named(section).next().is_some()
+                    && a.named(section).eq(b.named(section))
+            });
+        }
         let stale: Vec<usize> = memo
             .order
             .iter()
@@ -378,7 +383,7 @@ pub(crate) fn judge_listeners(
                 checks
                     .0
                     .get(at)
-                    .is_some_and(|c| !c.iter().all(|(key, section)| same(key, section)))
+                    .is_some_and(|c| !c.iter().all(|pair| verdicts.get(pair).copied().unwrap_or(false)))
             })
             .map(|(ri, _)| ri)
             .collect();
