@@ -46,19 +46,10 @@ fn policy_row(
     inputs: &api::Inputs,
     out: &translate::Output,
     s: &translate::ObjectStatus,
-    v: &serde_json::Value,
+    condition: Option<&translate::status::Condition>,
+    ancestors: Vec<String>,
 ) -> PolicyRow {
     let ns = s.metadata.namespace.clone().unwrap_or_default();
-    let condition = v["ancestors"][0]["conditions"][0]
-        .as_object()
-        .or_else(|| v["conditions"][0].as_object());
-    let field = |k: &str| {
-        condition
-            .and_then(|c| c.get(k))
-            .and_then(|x| x.as_str())
-            .unwrap_or("-")
-            .to_string()
-    };
     let targets = inputs
         .traffic_policies
         .iter()
@@ -89,20 +80,9 @@ fn policy_row(
         namespace: ns,
         name: s.metadata.name.clone(),
         targets,
-        ancestors: v["ancestors"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|a| {
-                format!(
-                    "{}/{}",
-                    a["ancestorRef"]["namespace"].as_str().unwrap_or(""),
-                    a["ancestorRef"]["name"].as_str().unwrap_or("")
-                )
-            })
-            .collect(),
-        accepted: field("status"),
-        reason: field("reason"),
+        ancestors,
+        accepted: condition.map_or("-", |c| c.status).to_string(),
+        reason: condition.map_or("-", |c| c.reason).to_string(),
         diagnostics: diagnostics_of(out, &label),
     }
 }
@@ -370,8 +350,18 @@ pub fn build(inputs: &api::Inputs, out: &translate::Output) -> Views {
                     diagnostics: diagnostics_of(out, &label),
                 });
             }
-            StatusBody::Json(v) if s.kind == "TrafficPolicy" || s.kind == "GatewayExtension" => {
-                views.policies.push(policy_row(inputs, out, s, v));
+            StatusBody::Policy { ancestors } if s.kind == "TrafficPolicy" => {
+                let condition = ancestors.first().and_then(|a| a.conditions.first());
+                let names = ancestors
+                    .iter()
+                    .map(|a| format!("{}/{}", a.ancestor_ref.namespace, a.ancestor_ref.name))
+                    .collect();
+                views.policies.push(policy_row(inputs, out, s, condition, names));
+            }
+            StatusBody::Conditions { conditions } if s.kind == "GatewayExtension" => {
+                views
+                    .policies
+                    .push(policy_row(inputs, out, s, conditions.first(), Vec::new()));
             }
             _ => {}
         }

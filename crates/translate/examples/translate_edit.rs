@@ -52,6 +52,11 @@
 //! assembled again (`translate::incremental` module doc, "Gateways and
 //! ListenerSets"); the full translation beside it is what such an edit
 //! cost while Gateways were context.
+//!
+//! `PORTCULLIS_EDIT_POLICIES=n` adds n TrafficPolicies to the inputs, each
+//! on a route of its own (one in three unreadable, fencing its route, as
+//! a tenant's typo does), that no edit touches: what standing policies
+//! cost an edit that is not theirs. Not with `policy`, which replaces them.
 
 /// The allocator of the `portcullis` binary (which runs this library), so
 /// the figures are the product's.
@@ -98,6 +103,13 @@ fn main() {
         ..Default::default()
     };
     let mut inputs = loaded.inputs;
+    let standing: usize = std::env::var("PORTCULLIS_EDIT_POLICIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if standing > 0 {
+        inputs.traffic_policies = standing_policies(&inputs, standing);
+    }
     let mut translator = translate::incremental::Translator::new();
     let t = Instant::now();
     let first = translator.translate(Arc::new(inputs.clone()), &settings, translate::Seams::default());
@@ -237,6 +249,33 @@ fn main() {
         s.works_merged,
         s.assignments_rebuilt
     );
+}
+
+/// `n` TrafficPolicies on routes spread over the inputs (route `k * 7907`
+/// for policy `k`, away from the edited ones, `e * 7919`), one in three
+/// with a misspelt field: it fences the route it targets.
+fn standing_policies(inputs: &api::Inputs, n: usize) -> Vec<api::Sourced<api::policy::TrafficPolicy>> {
+    let mut text = String::new();
+    for k in 0..n {
+        let meta = &inputs.http_routes[(k * 7907 + 1) % inputs.http_routes.len()]
+            .object
+            .metadata;
+        let (ns, name) = (
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+        );
+        let field = if k % 3 == 2 {
+            "headerModifierz"
+        } else {
+            "headerModifiers"
+        };
+        text.push_str(&format!(
+            "---\napiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata: {{name: standing-{k}, namespace: {ns}}}\nspec:\n  targetRefs: [{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: {name}}}]\n  {field}: {{response: {{set: [{{name: x-standing, value: \"{k}\"}}]}}}}\n"
+        ));
+    }
+    api::loader::load_str("standing-policies.yaml", &text)
+        .inputs
+        .traffic_policies
 }
 
 /// Adds a copy of HTTPRoute `ri` named `added-{e}`, with its own first

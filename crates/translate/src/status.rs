@@ -157,6 +157,11 @@ impl Serialize for Timed<'_, StatusBody> {
                 m.serialize_field("parents", &self.with(parents))?;
                 m.end()
             }
+            StatusBody::Policy { ancestors } => {
+                let mut m = s.serialize_struct("StatusBody", 1)?;
+                m.serialize_field("ancestors", &self.with(ancestors))?;
+                m.end()
+            }
             StatusBody::Json(v) => v.serialize(s),
         }
     }
@@ -198,6 +203,17 @@ impl Serialize for Timed<'_, ListenerStatus> {
     }
 }
 
+impl Serialize for Timed<'_, PolicyAncestorStatus> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let a = self.value;
+        let mut m = s.serialize_struct("PolicyAncestorStatus", 3)?;
+        m.serialize_field("ancestorRef", &a.ancestor_ref)?;
+        m.serialize_field("controllerName", &a.controller_name)?;
+        m.serialize_field("conditions", &self.with(&a.conditions))?;
+        m.end()
+    }
+}
+
 impl Serialize for Timed<'_, RouteParentStatus> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let p = self.value;
@@ -213,10 +229,18 @@ impl Serialize for Timed<'_, RouteParentStatus> {
 /// output is written.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StatusBody {
-    Conditions { conditions: Vec<Condition> },
+    Conditions {
+        conditions: Vec<Condition>,
+    },
     Gateway(GatewayStatus),
     ListenerSet(ListenerSetStatus),
-    Route { parents: Vec<RouteParentStatus> },
+    Route {
+        parents: Vec<RouteParentStatus>,
+    },
+    /// A policy's (GEP-713): one entry per ancestor.
+    Policy {
+        ancestors: Vec<PolicyAncestorStatus>,
+    },
     Json(serde_json::Value),
 }
 
@@ -228,7 +252,7 @@ impl StatusBody {
             StatusBody::Conditions { conditions } => conditions,
             StatusBody::Gateway(g) => &g.conditions,
             StatusBody::ListenerSet(l) => &l.conditions,
-            StatusBody::Route { .. } | StatusBody::Json(_) => &[],
+            StatusBody::Route { .. } | StatusBody::Policy { .. } | StatusBody::Json(_) => &[],
         }
     }
 }
@@ -280,6 +304,15 @@ pub struct RouteGroupKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RouteParentStatus {
     pub parent_ref: ParentReference,
+    pub controller_name: String,
+    pub conditions: Vec<Condition>,
+}
+
+/// One `status.ancestors` entry of a policy (GEP-713).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyAncestorStatus {
+    /// Group, kind, namespace and name only.
+    pub ancestor_ref: ParentReference,
     pub controller_name: String,
     pub conditions: Vec<Condition>,
 }

@@ -71,12 +71,37 @@ fn route_kind(group: &str, kind: &str) -> Option<RouteKind> {
     }
 }
 
+/// The routes of `kind` in `namespace` named `name` (all of them when
+/// `name` is `None`): a range of `routes`, which the pipeline sorts by
+/// (kind, namespace, name). A scan of every route per target made each
+/// translation cost routes × policies (at 10,000 routes, 300 policies
+/// added 13 ms to every edit, whichever object it touched).
+fn range_of(
+    routes: &[Route<'_>],
+    kind: RouteKind,
+    namespace: &str,
+    name: Option<&str>,
+) -> std::ops::Range<usize> {
+    let start = routes.partition_point(|r| match name {
+        Some(name) => (r.kind, r.namespace, r.name) < (kind, namespace, name),
+        None => (r.kind, r.namespace) < (kind, namespace),
+    });
+    let len = routes[start..].partition_point(|r| {
+        r.kind == kind && r.namespace == namespace && name.is_none_or(|name| r.name == name)
+    });
+    start..start + len
+}
+
 /// Resolves targets (recording target problems on the policies) and merges.
 pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment {
     // (route, rule) → [(precedence, policy index)]
     // Per route, sized on its first policy (an empty `Vec` allocates nothing).
     let mut reach: Vec<Vec<Vec<(u8, usize)>>> = vec![Vec::new(); routes.len()];
     let mut reached = vec![BTreeSet::new(); policies.len()];
+    debug_assert!(
+        routes.is_sorted_by_key(|r| (r.kind, r.namespace, r.name)),
+        "routes come sorted by (kind, namespace, name)"
+    );
     for (pi, p) in policies.iter_mut().enumerate() {
         let spec = &p.policy.object.spec;
         for (ti, t) in spec.target_refs.iter().enumerate() {
@@ -106,9 +131,9 @@ pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment
                 ));
                 continue;
             }
-            let found = routes
-                .iter()
-                .position(|r| r.kind == kind && r.namespace == p.namespace && r.name == t.name);
+            // The first of that name, if the inputs hold it twice.
+            let named = range_of(routes, kind, &p.namespace, Some(&t.name));
+            let found = (!named.is_empty()).then_some(named.start);
             let Some(ri) = found else {
                 p.warnings.push(PolicyError::referential(
                     field,
@@ -157,11 +182,8 @@ pub fn attach(policies: &mut [Compiled<'_>], routes: &[Route<'_>]) -> Attachment
                 continue;
             };
             let mut any = false;
-            for (ri, r) in routes.iter().enumerate() {
-                if r.kind != kind || r.namespace != p.namespace {
-                    continue;
-                }
-                let labels = r.labels;
+            for ri in range_of(routes, kind, &p.namespace, None) {
+                let labels = routes[ri].labels;
                 if s.match_labels
                     .iter()
                     .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))

@@ -92,12 +92,7 @@ pub fn report(
             super::KIND,
             Some(&p.namespace),
             &p.name,
-            super::status::traffic_policy(
-                p,
-                &ancestors,
-                &settings.controller_name,
-                &settings.transition_time,
-            ),
+            super::status::traffic_policy(p, &ancestors, &settings.controller_name),
         ));
     }
     for p in providers.values() {
@@ -124,7 +119,7 @@ pub fn report(
             super::ext_auth::KIND,
             Some(&p.namespace),
             &p.name,
-            super::status::gateway_extension(p, p.generation, &settings.transition_time),
+            super::status::gateway_extension(p, p.generation),
         ));
     }
 }
