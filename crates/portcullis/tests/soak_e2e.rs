@@ -601,6 +601,10 @@ fn soak_random_edits_under_traffic() {
     let mut rng = Rng(seed | 1);
     let mut latencies: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut rss = Vec::new();
+    // jemalloc's live bytes beside RSS (every 5th RSS sample): growth in
+    // both is the program's; RSS growing alone is the allocator keeping
+    // freed pages.
+    let mut live = Vec::new();
     let started = Instant::now();
     let mut edits = 0u64;
     let mut last_rss = Instant::now();
@@ -642,6 +646,13 @@ fn soak_random_edits_under_traffic() {
         edits += 1;
         if last_rss.elapsed() >= Duration::from_secs(1) {
             rss.push((started.elapsed().as_secs_f64(), rss_kib(pid).unwrap_or(0)));
+            if rss.len() % 5 == 1 {
+                let kib = |kind: &str| {
+                    metric_sum(admin, &format!("portcullis_allocator_bytes{{kind=\"{kind}\"}}"))
+                        .map_or(0, |b| (b / 1024.0) as u64)
+                };
+                live.push((rss.len(), kib("allocated"), kib("resident")));
+            }
             last_rss = Instant::now();
         }
     }
@@ -672,6 +683,20 @@ fn soak_random_edits_under_traffic() {
         nacks as u64,
     );
     eprintln!("soak: serve RSS KiB (s, KiB): ready {rss_ready}, samples {rss:?}");
+    eprintln!("soak: jemalloc KiB (sample, allocated, resident): {live:?}");
+    let quarter_means = |v: &[u64]| -> Vec<u64> {
+        let q = (v.len() / 4).max(1);
+        v.chunks(q)
+            .take(4)
+            .map(|c| c.iter().sum::<u64>() / c.len() as u64)
+            .collect()
+    };
+    eprintln!(
+        "soak: quarter means KiB: RSS {:?}, jemalloc allocated {:?}, resident {:?}",
+        quarter_means(&rss.iter().map(|r| r.1).collect::<Vec<_>>()),
+        quarter_means(&live.iter().map(|l| l.1).collect::<Vec<_>>()),
+        quarter_means(&live.iter().map(|l| l.2).collect::<Vec<_>>()),
+    );
     let rss_max = rss.iter().map(|r| r.1).max().unwrap_or(rss_ready).max(rss_ready);
     let rss_end = rss.last().map_or(rss_ready, |r| r.1);
     // Gateway ports and extra listener ports are distinct, so a port names
