@@ -40,7 +40,10 @@
 //! changed counts as edited in place too (`namespaces.rs`). Any other edit of them — one added,
 //! removed, renamed or moved, a Gateway given another class, or touching
 //! a default or the HTTPProxy Gateway — is a change of the context:
-//! everything is rebuilt.
+//! everything is rebuilt. So is any edit while two Gateways share one
+//! namespace/name (only a caller building `Inputs` itself can hand over
+//! such twins; the loader's merge drops duplicates): binding reads the
+//! first of them, the per-listener check keys by name.
 
 use std::collections::{HashMap, HashSet};
 
@@ -140,6 +143,15 @@ pub(crate) fn judge(
     }
     if changed.gateways.is_empty() && changed.parents.is_empty() {
         return Judgement::Unchanged;
+    }
+    // Same keys before and after (`edited_in_place`): one check serves both.
+    let mut keys = HashSet::with_capacity(after.gateways.len());
+    if !after
+        .gateways
+        .iter()
+        .all(|g| keys.insert(namespace_name(&g.object.metadata)))
+    {
+        return Judgement::Full;
     }
     // The ListenerSets attached to a changed Gateway.
     for set in &after.listener_sets {
