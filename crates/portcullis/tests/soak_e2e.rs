@@ -22,6 +22,12 @@
 //! - the 100,000-route target (20 Gateways): the same with
 //!   `PORTCULLIS_SOAK_ROUTES=100000 PORTCULLIS_SOAK_GATEWAYS=20`.
 //!
+//! Every other round of numbered routes (`r<i>` with `i / N` odd) names its
+//! Gateway's listener by sectionName, so a Gateway edit keeps those routes
+//! (`translate::incremental`, per-listener Gateway edits) while the others,
+//! attached to every listener, are rebuilt; the Gateway edit's probe checks
+//! that such a route stays off the listener added.
+//!
 //! Edits are applied one at a time: each is written, then its probe is
 //! polled (every 5 ms) until Envoy shows it, so every edit's propagation
 //! time is measured and a later edit never hides an earlier one. An edit
@@ -199,6 +205,21 @@ fn stable_name(g: usize, k: usize) -> String {
 }
 
 /// A `parentRefs` list naming the given Gateways.
+/// The parentRefs of numbered route `i`: its Gateway, by sectionName
+/// `http` every other round (see the module doc).
+fn route_parents(i: usize, gateways: usize) -> String {
+    let g = i % gateways;
+    if by_section(i, gateways) {
+        format!("[{{name: {}, namespace: infra, sectionName: http}}]", gw_name(g))
+    } else {
+        parents([g])
+    }
+}
+
+fn by_section(i: usize, gateways: usize) -> bool {
+    (i / gateways) % 2 == 1
+}
+
 fn parents(gws: impl IntoIterator<Item = usize>) -> String {
     let refs: Vec<String> = gws
         .into_iter()
@@ -279,7 +300,7 @@ impl World {
             };
             s.push_str(&route_yaml(
                 &format!("r{i}"),
-                &parents([self.gw_of(i)]),
+                &route_parents(i, self.gateways()),
                 &path,
                 "echo",
                 filters,
@@ -498,7 +519,19 @@ fn edit(w: &mut World, rng: &mut Rng) -> (&'static str, Vec<Probe>) {
                     Want::Refused
                 },
             };
-            ("gateway-listener", vec![probe])
+            let mut probes = vec![probe];
+            // A route of this Gateway bound to `http` by sectionName: kept,
+            // not rebuilt, and still not served on the listener added.
+            let bound = g + w.gateways();
+            if w.extra_listener[g] && bound < w.routes && by_section(bound, w.gateways()) {
+                probes.push(Probe {
+                    port: w.extra_ports[g],
+                    host: format!("r{bound}.example.com"),
+                    path: format!("/v{}", w.generation[bound]),
+                    want: Want::Status(404),
+                });
+            }
+            ("gateway-listener", probes)
         }
     }
 }
