@@ -160,15 +160,9 @@ pub fn compile<'a>(
 ) -> Vec<Compiled<'a>> {
     // Sorted before compiling: a `Compiled` holds every feature (a few
     // KiB), and sorting them moved each one log n times.
-    fn key(p: &Sourced<TrafficPolicy>) -> (&str, &str) {
-        let meta = &p.object.metadata;
-        (
-            meta.namespace.as_deref().unwrap_or("default"),
-            meta.name.as_deref().unwrap_or_default(),
-        )
-    }
+    let key = |p: &&'a Sourced<TrafficPolicy>| crate::route::model::namespace_name(&p.object.metadata);
     let mut sorted: Vec<&'a Sourced<TrafficPolicy>> = policies.iter().collect();
-    sorted.sort_by(|a, b| key(a).cmp(&key(b)));
+    sorted.sort_by_key(key);
     sorted.into_iter().map(|p| compile_one(p, extensions)).collect()
 }
 
