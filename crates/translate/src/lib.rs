@@ -145,7 +145,9 @@ pub struct Output {
     pub policy_failures: Vec<PolicyFailure>,
     /// Which route or rule policy supplies which feature to which rule
     /// (for `describe`; [`Output::policy_rows`] adds the scope levels).
-    pub policy_attachments: Vec<PolicyAttachment>,
+    /// Shared: the incremental translator reuses last call's when the
+    /// attachment is unchanged.
+    pub policy_attachments: Arc<Vec<PolicyAttachment>>,
     /// Gateway- and listener-scope features in force, per scope, and the
     /// scopes each route is attached to.
     pub scoped_policies: ScopedPolicies,

@@ -96,6 +96,10 @@ impl World {
         for n in 0..3 {
             w.namespace(rng, n);
         }
+        // Standing policies, which most edits leave as they are.
+        for p in 0..3 {
+            w.policy(rng, p);
+        }
         w
     }
 
@@ -302,14 +306,17 @@ impl World {
 
     fn policy(&mut self, rng: &mut Rng, i: usize) {
         let ns = NAMESPACES[rng.below(2)];
-        let target = match rng.below(4) {
+        let target = match rng.below(5) {
+            4 => "SELECTOR".to_string(),
             0 => format!(
                 "{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: route-{}}}",
                 rng.below(14)
             ),
+            // Rule targets on the first few routes (which `head` edits
+            // often).
             1 => format!(
                 "{{group: gateway.networking.k8s.io, kind: HTTPRoute, name: route-{}, sectionName: named}}",
-                rng.below(14)
+                rng.below(4)
             ),
             2 => format!(
                 "{{group: gateway.networking.k8s.io, kind: Gateway, name: gw-{}}}",
@@ -327,6 +334,14 @@ impl World {
         } else {
             ns
         };
+        let targets = if target == "SELECTOR" {
+            let kind = if rng.chance(80) { "HTTPRoute" } else { "GRPCRoute" };
+            format!(
+                "  targetSelectors: [{{group: gateway.networking.k8s.io, kind: {kind}, matchLabels: {{tier: a}}}}]\n"
+            )
+        } else {
+            format!("  targetRefs: [{target}]\n")
+        };
         let body = match rng.below(5) {
             0 => "  headerModifiers: {response: {set: [{name: x-policy, value: v1}]}}\n".to_string(),
             // ext_auth through a GatewayExtension (which looks a Service
@@ -341,7 +356,7 @@ impl World {
         self.files.insert(
             format!("policy-{i}.yaml"),
             format!(
-                "apiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata:\n  name: policy-{i}\n  namespace: {ns}\nspec:\n  targetRefs: [{target}]\n{body}"
+                "apiVersion: gateway.portcullis.dev/v1alpha1\nkind: TrafficPolicy\nmetadata:\n  name: policy-{i}\n  namespace: {ns}\nspec:\n{targets}{body}"
             ),
         );
     }
@@ -439,6 +454,13 @@ impl World {
             0 => String::new(),
             t => format!("  creationTimestamp: \"2026-01-0{t}T00:00:00Z\"\n"),
         };
+        // Labels, for the policies' targetSelectors (a relabel changes the
+        // route's head: what a reused attachment must not miss).
+        let labels = match rng.below(3) {
+            0 => "",
+            1 => "  labels: {tier: a}\n",
+            _ => "  labels: {tier: b}\n",
+        };
         let (api_version, kind) = if grpc {
             ("gateway.networking.k8s.io/v1", "GRPCRoute")
         } else {
@@ -447,7 +469,7 @@ impl World {
         self.files.insert(
             format!("route-{r}.yaml"),
             format!(
-                "apiVersion: {api_version}\nkind: {kind}\nmetadata:\n  name: route-{r}\n  namespace: {ns}\n{created}spec:\n  parentRefs:\n{parents}{host}  rules:\n{rules}"
+                "apiVersion: {api_version}\nkind: {kind}\nmetadata:\n  name: route-{r}\n  namespace: {ns}\n{labels}{created}spec:\n  parentRefs:\n{parents}{host}  rules:\n{rules}"
             ),
         );
     }
@@ -479,6 +501,32 @@ impl World {
         text.replace_range(i..i + 1, &letter.to_string());
         self.files.insert(name.clone(), text);
         Some(format!("tweak {name} at {i} to {letter}"))
+    }
+
+    /// An edit of one route's head only, what policies attach by: its
+    /// labels (`tier: a` selected, `tier: b` not) or its first rule's name
+    /// (`named` targeted by sectionName, `other` not). Last call's
+    /// attachment must not be reused after it.
+    fn head(&mut self, rng: &mut Rng) -> Option<String> {
+        let names = self.route_files();
+        let name = if rng.chance(50) {
+            format!("route-{}.yaml", rng.below(4))
+        } else {
+            names.get(rng.below(names.len()))?.clone()
+        };
+        let text = self.files.get(&name)?.clone();
+        let swaps: [(&str, &str); 4] = [
+            ("  labels: {tier: a}\n", "  labels: {tier: b}\n"),
+            ("  labels: {tier: b}\n", "  labels: {tier: a}\n"),
+            ("    name: named\n", "    name: other\n"),
+            ("    name: other\n", "    name: named\n"),
+        ];
+        let (from, to) = swaps
+            .into_iter()
+            .filter(|(from, _)| text.contains(from))
+            .nth(rng.below(2))?;
+        self.files.insert(name.clone(), text.replacen(from, to, 1));
+        Some(format!("head of {name}: {} -> {}", from.trim(), to.trim()))
     }
 
     /// Two routes swap their names (each file keeps its place): the same
@@ -526,7 +574,13 @@ impl World {
             "grant",
             "extension",
             "namespace",
-        ][rng.below(18)];
+            "head",
+        ][rng.below(19)];
+        if kind == "head"
+            && let Some(what) = self.head(rng)
+        {
+            return what;
+        }
         if kind == "tweak"
             && let Some(what) = self.tweak(rng)
         {
@@ -538,7 +592,7 @@ impl World {
             return what;
         }
         let (max, file) = match kind {
-            "route" | "tweak" | "swap" => (14, "route"),
+            "route" | "tweak" | "swap" | "head" => (14, "route"),
             "gateway" => (3, "gateway"),
             "listenerset" => (3, "listenerset"),
             "policy" => (4, "policy"),
@@ -561,7 +615,7 @@ impl World {
             "add"
         };
         match kind {
-            "route" | "tweak" | "swap" => self.route(rng, i),
+            "route" | "tweak" | "swap" | "head" => self.route(rng, i),
             "gateway" => self.gateway(rng, i),
             "listenerset" => self.listener_set(rng, i),
             "policy" => self.policy(rng, i),
@@ -578,7 +632,7 @@ impl World {
     }
 }
 
-fn run(seed: u64, steps: usize, totals: &mut [usize; 18]) {
+fn run(seed: u64, steps: usize, totals: &mut [usize; 20]) {
     let mut rng = Rng(seed);
     let mut world = World::new(&mut rng);
     let mut translator = Translator::new();
@@ -647,6 +701,11 @@ fn run(seed: u64, steps: usize, totals: &mut [usize; 18]) {
         // A GatewayExtension edit translated incrementally (judged as a
         // policy edit, every Gateway assembled again).
         totals[17] += usize::from(stats.full.is_none() && what.contains("extension-"));
+        // Standing policies: last call's attachment reused (no policy and
+        // no route head changed), and such a step where a policy reaches
+        // a rule (not vacuous).
+        totals[18] += usize::from(stats.attachment_reused);
+        totals[19] += usize::from(stats.attachment_reused && !full.policy_attachments.is_empty());
         // A route accepted through a ListenerSet (so such edits matter).
         totals[13] += usize::from(full.status.iter().any(|s| match &s.status {
             translate::status::StatusBody::Route { parents } => parents.iter().any(|p| {
@@ -680,13 +739,15 @@ fn incremental_equals_full_after_every_edit() {
     // translated incrementally, steps with a route accepted through a
     // ListenerSet, ReferenceGrant edits translated incrementally,
     // Namespace edits translated incrementally, and those of them that
-    // changed the xDS, GatewayExtension edits translated incrementally]
-    let mut totals = [0usize; 18];
+    // changed the xDS, GatewayExtension edits translated incrementally,
+    // steps reusing last call's policy attachment, and those of them
+    // where a policy reaches a rule]
+    let mut totals = [0usize; 20];
     for seed in seeds {
         run(seed, steps, &mut totals);
     }
     eprintln!(
-        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}, incremental Gateway edits {}, incremental ListenerSet edits {}, steps with a route on a ListenerSet {}, incremental ReferenceGrant edits {}, incremental Namespace edits {} ({} changing the xDS), incremental GatewayExtension edits {}",
+        "incremental steps {}, context changes {}, routes reused {}, Gateways reused {}, hosts spliced {}, partial assemblies {}, assignments rebuilt {}, incremental Service edits {}, full Service edits {}, incremental policy edits {}, incremental Secret edits {}, incremental Gateway edits {}, incremental ListenerSet edits {}, steps with a route on a ListenerSet {}, incremental ReferenceGrant edits {}, incremental Namespace edits {} ({} changing the xDS), incremental GatewayExtension edits {}, attachments reused {} ({} with a policy on a rule)",
         totals[0],
         totals[1],
         totals[2],
@@ -704,7 +765,9 @@ fn incremental_equals_full_after_every_edit() {
         totals[14],
         totals[15],
         totals[16],
-        totals[17]
+        totals[17],
+        totals[18],
+        totals[19]
     );
     // Not vacuous: both paths were taken, and routes were really reused.
     assert!(totals.iter().all(|&t| t > 0), "{totals:?}");

@@ -1062,6 +1062,217 @@ spec:
     run.changed_step("Gateway labelled again", &docs.inputs());
 }
 
+// ---------------------------------------------------------------------
+// Standing policies: last call's compilations, attachment and reports
+// (`incremental/standing_policies.rs`)
+// ---------------------------------------------------------------------
+
+/// An HTTPRoute in `app` on Gateway `gw` (or another parentRef), with
+/// these labels (flow map entries, or none), its one rule named `rule`
+/// matching `path`.
+fn labelled_route(name: &str, parents: &str, labels: &str, rule: &str, path: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {name}, namespace: app, labels: {{{labels}}}}}
+spec:
+  parentRefs: [{parents}]
+  hostnames: [\"{name}.example.com\"]
+  rules:
+  - name: {rule}
+    matches: [{{path: {{type: PathPrefix, value: {path}}}}}]
+    backendRefs: [{{name: web, port: 80}}]
+"
+    )
+}
+
+/// Two Gateways, and policies that every test below leaves standing: one
+/// on route `a` (valid), one on rule `named` of route `b`, one selecting
+/// `tier: gold` routes, one invalid on route `c` (fencing it).
+fn standing(docs: &mut Docs) {
+    base(docs);
+    for g in ["gw", "gw2"] {
+        docs.set(
+            &format!("20-{g}.yaml"),
+            &gateway(
+                "infra",
+                g,
+                "",
+                "  - {name: a, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}\n",
+            ),
+        );
+    }
+    let set =
+        |name: &str| format!("  headerModifiers: {{response: {{set: [{{name: x-{name}, value: v}}]}}}}\n");
+    docs.set(
+        "25-p-a.yaml",
+        &policy(
+            "app",
+            "on-a",
+            "  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: a}]\n",
+            &set("a"),
+        ),
+    );
+    docs.set(
+        "25-p-b.yaml",
+        &policy(
+            "app",
+            "on-b-named",
+            "  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: b, sectionName: named}]\n",
+            &set("b"),
+        ),
+    );
+    docs.set(
+        "25-p-gold.yaml",
+        &policy(
+            "app",
+            "gold",
+            "  targetSelectors: [{group: gateway.networking.k8s.io, kind: HTTPRoute, matchLabels: {tier: gold}}]\n",
+            &set("gold"),
+        ),
+    );
+    docs.set(
+        "25-p-c.yaml",
+        &policy(
+            "app",
+            "bad-on-c",
+            "  targetRefs: [{group: gateway.networking.k8s.io, kind: HTTPRoute, name: c}]\n",
+            "  headerModifiers: {request: {set: [{name: \"bad header\", value: v}]}}\n",
+        ),
+    );
+    let on_gw = "{name: gw, namespace: infra}";
+    docs.set("30-a.yaml", &labelled_route("a", on_gw, "", "first", "/a"));
+    docs.set("30-b.yaml", &labelled_route("b", on_gw, "", "named", "/b"));
+    docs.set("30-c.yaml", &labelled_route("c", on_gw, "", "first", "/c"));
+    docs.set(
+        "30-d.yaml",
+        &labelled_route("d", on_gw, "tier: gold", "first", "/d"),
+    );
+}
+
+const ON_GW: &str = "{name: gw, namespace: infra}";
+
+/// [`standing`], translated once: its documents and its run.
+struct Standing {
+    docs: Docs,
+    run: Run,
+}
+
+impl Standing {
+    fn new() -> Self {
+        let mut docs = Docs::default();
+        standing(&mut docs);
+        let mut run = Run::new();
+        run.step("initial", &docs.inputs());
+        Standing { docs, run }
+    }
+
+    /// Route `[name, parents, labels, rule, path]` rewritten
+    /// ([`labelled_route`]); the edit must change the output and be
+    /// incremental, reusing last call's attachment or not.
+    fn edit(&mut self, route: [&str; 5], what: &str, reused: bool) {
+        let [name, parents, labels, rule, path] = route;
+        let text = labelled_route(name, parents, labels, rule, path);
+        self.docs.set(&format!("30-{name}.yaml"), &text);
+        let s = self.run.changed_step(what, &self.docs.inputs());
+        assert!(s.full.is_none() && s.attachment_reused == reused, "{what}: {s:?}");
+    }
+}
+
+/// Route edits that leave every head as it was reuse the attachment; the
+/// edited route is one a policy reaches, or one an invalid policy fences.
+#[test]
+fn standing_policies_reused_across_route_edits() {
+    let mut t = Standing::new();
+    t.edit(["a", ON_GW, "", "first", "/a2"], "path of route a edited", true);
+    t.edit(
+        ["c", ON_GW, "", "first", "/c2"],
+        "path of fenced route c edited",
+        true,
+    );
+    let out = t.run.last.as_ref().expect("translated");
+    assert!(
+        out.policy_attachments.iter().any(|a| a.route_name == "a")
+            && out.policy_attachments.iter().any(|a| a.route_name == "d"),
+        "the reused records name the policies' rules: {:?}",
+        out.policy_attachments
+    );
+}
+
+/// A rule renamed away from the name a policy targets by sectionName: the
+/// policy no longer reaches it (and warns); renamed back, it does again.
+#[test]
+fn rule_renamed_under_a_section_name_policy() {
+    let mut t = Standing::new();
+    t.edit(["b", ON_GW, "", "other", "/b"], "rule of b renamed", false);
+    t.edit(["b", ON_GW, "", "named", "/b"], "rule of b named again", false);
+}
+
+/// A route relabelled out of a policy's selector, then another into it.
+#[test]
+fn route_relabelled_under_a_selector_policy() {
+    let mut t = Standing::new();
+    t.edit(
+        ["d", ON_GW, "tier: silver", "first", "/d"],
+        "d relabelled out",
+        false,
+    );
+    t.edit(
+        ["a", ON_GW, "tier: gold", "first", "/a"],
+        "a relabelled in",
+        false,
+    );
+}
+
+/// A route a policy reaches moved to another Gateway: its head is the
+/// same (the attachment is reused), but the policy's ancestors changed,
+/// so its report is made again; then detached from every Gateway (the
+/// policy warns that its targets are not attached).
+#[test]
+fn policy_ancestors_follow_a_route_to_another_gateway() {
+    let mut t = Standing::new();
+    let gw2 = "{name: gw2, namespace: infra}";
+    t.edit(["a", gw2, "", "first", "/a"], "a moved to gw2", true);
+    let out = t.run.last.as_ref().expect("translated");
+    let ancestors: Vec<&str> = out
+        .status
+        .iter()
+        .filter(|s| s.kind == "TrafficPolicy" && s.metadata.name == "on-a")
+        .flat_map(|s| match &s.status {
+            translate::status::StatusBody::Policy { ancestors } => {
+                ancestors.iter().map(|a| a.ancestor_ref.name.as_str()).collect()
+            }
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(ancestors, ["gw2"]);
+    let missing = "{name: missing, namespace: infra}";
+    t.edit(["a", missing, "", "first", "/a"], "a detached", true);
+}
+
+/// Routes added and removed beside standing policies: the route order
+/// shifts, so every policy is attached again.
+#[test]
+fn routes_added_and_removed_beside_standing_policies() {
+    let mut t = Standing::new();
+    let first = ["0-first", ON_GW, "tier: gold", "first", "/0"];
+    t.edit(first, "a route added first in the route order", false);
+    let s = t.run.step("nothing changed", &t.docs.inputs());
+    assert!(s.attachment_reused, "{s:?}");
+    t.docs.remove("30-a.yaml");
+    let s = t.run.changed_step("route a removed", &t.docs.inputs());
+    assert!(s.full.is_none() && !s.attachment_reused, "{s:?}");
+    // The policy on it now warns that its target is missing.
+    let out = t.run.last.as_ref().expect("translated");
+    assert!(
+        out.diagnostics
+            .iter()
+            .any(|d| d.message.contains("HTTPRoute app/a not found")),
+        "{:?}",
+        out.diagnostics
+    );
+}
+
 /// An invalid policy on a ListenerSet fences its listeners; the set's
 /// labels change so a selector policy stops reaching it.
 #[test]

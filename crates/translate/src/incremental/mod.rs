@@ -183,6 +183,7 @@ pub(crate) mod recovery;
 pub(crate) mod reference_grants;
 pub(crate) mod secrets;
 pub(crate) mod services;
+pub(crate) mod standing_policies;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -249,6 +250,9 @@ pub struct Stats {
     /// ClusterLoadAssignments built again (those of the clusters of the
     /// Services whose slices changed: [`endpoints`]).
     pub assignments_rebuilt: usize,
+    /// Whether last call's policy attachment was reused (no policy, no
+    /// GatewayExtension and no route head changed: [`standing_policies`]).
+    pub attachment_reused: bool,
 }
 
 /// Why a call reused nothing.
@@ -307,6 +311,9 @@ struct Prev {
     /// Per Gateway, what a route bound by sectionName reads of it
     /// ([`gateway_edits::judge_listeners`]).
     listeners: gateway_edits::Listeners,
+    /// The policies' compilations, attachment, attachment records and
+    /// reports ([`standing_policies`]).
+    standing: standing_policies::Standing,
 }
 
 /// One route's memo: its works, its bindings and (but under STRICT) its
@@ -476,6 +483,7 @@ impl Translator {
             secret_reads,
             listeners: prior_listeners,
             listener_checks,
+            standing: prior_standing,
         } = match prev {
             None => Start::full(new, Full::First),
             Some(p)
@@ -500,6 +508,11 @@ impl Translator {
                 let scopes = std::mem::take(&mut p.scopes);
                 let secret_reads = std::mem::take(&mut p.secret_reads);
                 let listeners = std::mem::take(&mut p.listeners);
+                // Reused only if what compiles the policies is unchanged.
+                let standing = match policies_changed || extensions_changed {
+                    true => Default::default(),
+                    false => std::mem::take(&mut p.standing),
+                };
                 let mut gateways = std::mem::take(&mut p.gateways);
                 let trees = std::mem::take(&mut p.proxy_trees);
                 let proxies = httpproxy::Memo::carry(trees, p.inputs.inputs(), new);
@@ -543,6 +556,7 @@ impl Translator {
                     secret_reads,
                     listeners,
                     listener_checks,
+                    standing,
                 }
             }
         };
@@ -594,6 +608,9 @@ impl Translator {
             next_listeners: Default::default(),
             scopes_changed: Vec::new(),
             policies: Vec::new(),
+            prior_standing,
+            next_standing: Default::default(),
+            attachment_reused: false,
         };
         let out = pipeline::translate_memo(new, settings, seams, Some(&mut memo));
         self.stats = Stats {
@@ -609,6 +626,7 @@ impl Translator {
             hosts_merged: memo.hosts_merged,
             works_merged: memo.works_merged,
             assignments_rebuilt: memo.assignments_rebuilt,
+            attachment_reused: memo.attachment_reused,
         };
         let (proxy_trees, tree_stats) = memo.proxies.finish();
         self.proxy_trees = tree_stats;
@@ -627,6 +645,7 @@ impl Translator {
             scopes: memo.next_scopes,
             secret_reads: secret_reads.union(&memo.secret_reads.unwrap_or_default()),
             listeners: memo.next_listeners,
+            standing: memo.next_standing,
         });
         out
     }
@@ -647,6 +666,7 @@ struct Start {
     secret_reads: Reads,
     listeners: gateway_edits::Listeners,
     listener_checks: gateway_edits::ListenerChecks,
+    standing: standing_policies::Standing,
 }
 
 impl Start {
@@ -664,6 +684,7 @@ impl Start {
             secret_reads: Reads::default(),
             listeners: Default::default(),
             listener_checks: Default::default(),
+            standing: Default::default(),
         }
     }
 }
@@ -744,6 +765,12 @@ pub(crate) struct RouteMemo {
     /// Per route (pipeline order): the effective policies its works were
     /// built with (kept from its slot when reused).
     policies: Vec<policies::KeptPolicies>,
+    /// Last call's compilations and attachment of the policies, offered
+    /// when neither the policies nor the GatewayExtensions changed and the
+    /// call is not full, and this call's ([`standing_policies`]).
+    pub(crate) prior_standing: standing_policies::Standing,
+    pub(crate) next_standing: standing_policies::Standing,
+    pub(crate) attachment_reused: bool,
 }
 
 impl RouteMemo {
@@ -751,6 +778,11 @@ impl RouteMemo {
     /// `i`-th route (the slots stay where they are, found through it).
     pub(crate) fn sorted(&mut self, sorted: &[usize]) {
         self.order = sorted.to_vec();
+    }
+
+    /// The route order given to [`RouteMemo::sorted`].
+    pub(crate) fn route_order(&self) -> &[usize] {
+        &self.order
     }
 
     /// Per route (pipeline order): whether [`Gateways::tails`] will offer

@@ -10,6 +10,11 @@
 //! first policy in that order wins; every other policy that sets the
 //! feature gets a warning naming the winner. An invalid policy replaces
 //! every rule it reaches (fail closed).
+//!
+//! Of each route, attaching reads only its head (kind, namespace, name,
+//! labels, rule count and rule names) and its position in the route
+//! order: the incremental translator reuses last call's attachment when
+//! these and the policies are unchanged (`incremental/standing_policies.rs`).
 
 use std::collections::BTreeSet;
 

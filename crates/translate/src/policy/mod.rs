@@ -36,6 +36,7 @@ pub mod status;
 pub mod timeouts;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use api::Sourced;
 use api::policy::TrafficPolicy;
@@ -144,7 +145,33 @@ pub struct Compiled<'a> {
     pub errors: Vec<PolicyError>,
     /// Warnings keep it accepted (`PartiallyValid`).
     pub warnings: Vec<PolicyError>,
-    pub features: Features,
+    /// Shared with the incremental translator's memo ([`Compilation`]).
+    pub features: Arc<Features>,
+}
+
+/// What compiling one policy made, apart from the policy it was made from
+/// (whose errors and warnings attaching adds to). Kept by the incremental
+/// translator and offered back to [`compile`] when no TrafficPolicy and no
+/// GatewayExtension changed (`incremental/standing_policies.rs`).
+#[derive(Clone, Debug)]
+pub struct Compilation {
+    namespace: String,
+    name: String,
+    errors: Vec<PolicyError>,
+    warnings: Vec<PolicyError>,
+    features: Arc<Features>,
+}
+
+impl Compilation {
+    fn of(c: &Compiled<'_>) -> Self {
+        Compilation {
+            namespace: c.namespace.clone(),
+            name: c.name.clone(),
+            errors: c.errors.clone(),
+            warnings: c.warnings.clone(),
+            features: c.features.clone(),
+        }
+    }
 }
 
 impl Compiled<'_> {
@@ -153,17 +180,49 @@ impl Compiled<'_> {
     }
 }
 
-/// Compiles every policy (sorted by namespace/name).
+/// Compiles every policy (sorted by namespace/name). `prior`: last call's
+/// compilations, when the policies and the GatewayExtensions are last
+/// call's (else empty): taken as they are, in the same order, for the
+/// policies of the same namespace/name. With `keep`, also returns every
+/// policy's compilation for the next call.
 pub fn compile<'a>(
     policies: &'a [Sourced<TrafficPolicy>],
     extensions: &BTreeMap<(String, String), ext_auth::Provider>,
-) -> Vec<Compiled<'a>> {
+    prior: Vec<Compilation>,
+    keep: bool,
+) -> (Vec<Compiled<'a>>, Vec<Compilation>) {
     // Sorted before compiling: a `Compiled` holds every feature (a few
     // KiB), and sorting them moved each one log n times.
     let key = |p: &&'a Sourced<TrafficPolicy>| crate::route::model::namespace_name(&p.object.metadata);
     let mut sorted: Vec<&'a Sourced<TrafficPolicy>> = policies.iter().collect();
     sorted.sort_by_key(key);
-    sorted.into_iter().map(|p| compile_one(p, extensions)).collect()
+    let reuse = prior.len() == sorted.len()
+        && prior
+            .iter()
+            .zip(&sorted)
+            .all(|(c, p)| (c.namespace.as_str(), c.name.as_str()) == key(p));
+    if reuse {
+        let compiled = sorted
+            .into_iter()
+            .zip(&prior)
+            .map(|(policy, c)| Compiled {
+                policy,
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+                errors: c.errors.clone(),
+                warnings: c.warnings.clone(),
+                features: c.features.clone(),
+            })
+            .collect();
+        return (compiled, prior);
+    }
+    let compiled: Vec<Compiled<'a>> = sorted.into_iter().map(|p| compile_one(p, extensions)).collect();
+    let kept = if keep {
+        compiled.iter().map(Compilation::of).collect()
+    } else {
+        Vec::new()
+    };
+    (compiled, kept)
 }
 
 fn compile_one<'a>(
@@ -230,7 +289,7 @@ fn compile_one<'a>(
         name,
         errors,
         warnings,
-        features,
+        features: Arc::new(features),
     }
 }
 
