@@ -1250,8 +1250,44 @@ fn policy_ancestors_follow_a_route_to_another_gateway() {
     t.edit(["a", missing, "", "first", "/a"], "a detached", true);
 }
 
-/// Routes added and removed beside standing policies: the route order
-/// shifts, so every policy is attached again.
+/// Routes added and removed where no policy may reach them (another
+/// namespace): the attachment is reused, each route's effective policies
+/// moved to its new position in the route order; then one added between
+/// the policies' routes, whose namespace a selector covers: attached again.
+#[test]
+fn routes_added_and_removed_out_of_the_policies_reach() {
+    let mut t = Standing::new();
+    for (file, name, path) in [("30-0.yaml", "0-first", "/0"), ("30-z.yaml", "z-last", "/z")] {
+        let route = http_route("other", name, ON_GW, &format!("{name}.example.com"), path);
+        t.docs.set(file, &route);
+        let s = t
+            .run
+            .changed_step(&format!("{name} added in another namespace"), &t.docs.inputs());
+        assert!(s.full.is_none() && s.attachment_reused, "{s:?}");
+    }
+    t.docs.remove("30-0.yaml");
+    let s = t.run.changed_step("0-first removed", &t.docs.inputs());
+    assert!(s.full.is_none() && s.attachment_reused, "{s:?}");
+    // Both kinds of move at once: a route of the policies' namespace
+    // edited (same head) while one of another is added before it.
+    t.docs.set(
+        "30-0.yaml",
+        &http_route("other", "0-first", ON_GW, "0-first.example.com", "/0"),
+    );
+    t.edit(
+        ["b", ON_GW, "", "named", "/b2"],
+        "0-first back, b's path edited",
+        true,
+    );
+    t.edit(
+        ["bb", ON_GW, "", "first", "/bb"],
+        "bb added in app (a selector there)",
+        false,
+    );
+}
+
+/// Routes added and removed beside standing policies, where a policy may
+/// reach them: every policy is attached again.
 #[test]
 fn routes_added_and_removed_beside_standing_policies() {
     let mut t = Standing::new();

@@ -62,7 +62,10 @@
 //!   edit of them rebuilds the routes whose effective policies differ from
 //!   those their works were built with (kept in the slot), the routes bound
 //!   to a Gateway whose scopes (Gateway and listener policies) changed, and
-//!   that Gateway's assembly from nothing.
+//!   that Gateway's assembly from nothing. Unchanged (with the
+//!   GatewayExtensions), they are not compiled again, and while no route
+//!   head changed either, not attached or reported again
+//!   ([`standing_policies`]).
 //! - **GatewayExtensions** (ext_authz providers) are read by the policies
 //!   (an extension a policy cannot use makes its effective policy say so)
 //!   and by each Gateway's assembly (the filter config of every provider

@@ -18,9 +18,9 @@
 //! What `policy::attach` reads besides the compiled policies: of each
 //! route only its head — kind, namespace, name, labels, rule count and
 //! rule names — by position in the route order (the pipeline's `routes`).
-//! So when, besides, every route in the route order has the same head as
-//! last call's route there ([`Kept::offer`]: the very same object, or an
-//! equal head), the attachment is last call's: every rule's effective
+//! So when, besides, every route has the same head as last call's route
+//! of its key ([`Kept::offer`]: the very same object, or an equal head),
+//! the attachment is last call's: every rule's effective
 //! policies, the routes each policy reaches, what resolving targets and
 //! merging added to each policy's errors and warnings, and the attachment
 //! records.
@@ -31,9 +31,15 @@
 //! (`policy::report`). Scopes are attached again on every call (they read
 //! Gateways and ListenerSets, and they are cheap).
 //!
-//! A route added, removed or renamed, or an edit of a head (labels, rule
-//! names), attaches every policy again: the positions of the effective
-//! policies are the route order's.
+//! Routes added or removed (a rename is both) keep the attachment when
+//! no policy may reach them (`policy::attach::may_reach`: no targetRef
+//! names their key, no selector covers their kind in their namespace):
+//! then no policy reached a removed route and none reaches an added one,
+//! so every other route's effective policies are the same, moved to its
+//! position in this call's order, and the policies' errors, warnings and
+//! records are unchanged. An edit of a head (labels, rule names), or a
+//! route added or removed that a policy may reach, attaches every policy
+//! again.
 
 use std::sync::Arc;
 
@@ -45,7 +51,9 @@ use crate::PolicyAttachment;
 use crate::policy::attach::Attachment;
 use crate::policy::report::PolicyReport;
 use crate::policy::{Compilation, Compiled, PolicyError};
-use crate::route::model::{self, Route};
+use crate::route::model::{self, Route, RouteKind};
+
+use super::policies::RoutePolicies;
 
 /// A route object, shared with the inputs it was read from (kept so that
 /// the next call can tell the very same object by address: the memo holds
@@ -134,46 +142,147 @@ impl Kept {
         }
     }
 
-    /// The attachment, when this call's routes (`routes`, at input
-    /// positions `sorted`) have last call's heads in the same order and
-    /// `policies` are compiled from last call's policies (the caller's to
-    /// know: see the module doc); their errors and warnings are then set
-    /// to those attaching gave them. Only the objects that are not the
-    /// very same as last call's are compared (by head) and kept anew.
+    /// The attachment, when `policies` are compiled from last call's
+    /// policies (the caller's to know: see the module doc) and this call's
+    /// routes (`routes`, at input positions `sorted`) are last call's with
+    /// the same heads, but for routes added or removed that no policy may
+    /// reach ([`policy::attach::may_reach`]); the policies' errors and
+    /// warnings are then set to those attaching gave them.
+    ///
+    /// Last call's heads and this call's routes are walked side by side,
+    /// both in the route order (kind, namespace, name): a route that is the
+    /// very same object as last call's, or of the same key with the same
+    /// head, keeps its effective policies (moved to its position in this
+    /// call's order); one of a key only last call's (removed) or only this
+    /// call's (added) had and gets none.
     pub(crate) fn offer(
-        mut self,
+        self,
         inputs: &Inputs,
         sorted: &[usize],
         routes: &[Route<'_>],
         policies: &mut [Compiled<'_>],
     ) -> Option<Reused> {
-        if self.heads.len() != sorted.len()
-            || self.heads.len() != routes.len()
-            || self.lists.len() != policies.len()
+        if self.lists.len() != policies.len()
             || self.attachment.reached.len() != policies.len()
+            || self.attachment.effective.len() != self.heads.len()
+            || sorted.len() != routes.len()
         {
             return None;
         }
-        for ((old, &i), route) in self.heads.iter_mut().zip(sorted).zip(routes) {
-            let new = head_at(inputs, i)?;
-            if !same_head(old, new, route) {
-                return None;
+        // Per last call's route: its position in this call's order (none:
+        // removed).
+        let mut moved_to: Vec<Option<usize>> = vec![None; self.heads.len()];
+        let mut changed: Vec<(RouteKind, &str, &str)> = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < self.heads.len() || j < routes.len() {
+            let new = match (j < routes.len()).then(|| head_at(inputs, sorted[j])) {
+                Some(None) => return None,
+                Some(Some(new)) => Some(new),
+                None => None,
+            };
+            let Some(new) = new else {
+                changed.push(key_of(&self.heads[i]));
+                i += 1;
+                continue;
+            };
+            let route = &routes[j];
+            let Some(old) = self.heads.get(i) else {
+                changed.push((route.kind, route.namespace, route.name));
+                j += 1;
+                continue;
+            };
+            if is(old, new) {
+                moved_to[i] = Some(j);
+                (i, j) = (i + 1, j + 1);
+                continue;
             }
-            if !is(old, new) {
-                *old = Head::to_owned(new);
+            match key_of(old).cmp(&(route.kind, route.namespace, route.name)) {
+                std::cmp::Ordering::Equal if same_head(old, new, route) => {
+                    moved_to[i] = Some(j);
+                    (i, j) = (i + 1, j + 1);
+                }
+                // A head changed: what reaches this route may have.
+                std::cmp::Ordering::Equal => return None,
+                std::cmp::Ordering::Less => {
+                    changed.push(key_of(old));
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    changed.push((route.kind, route.namespace, route.name));
+                    j += 1;
+                }
             }
         }
-        for (p, (errors, warnings)) in policies.iter_mut().zip(&self.lists) {
+        let reachable = |p: &Compiled<'_>| {
+            changed
+                .iter()
+                .any(|&(kind, namespace, name)| crate::policy::attach::may_reach(p, kind, namespace, name))
+        };
+        if policies.iter().any(reachable) {
+            return None;
+        }
+        let unmoved = changed.is_empty();
+        let Kept {
+            mut heads,
+            mut attachment,
+            lists,
+            records,
+            reports,
+        } = self;
+        if unmoved {
+            // The same routes: only the objects that changed are kept anew.
+            for (old, &i) in heads.iter_mut().zip(sorted) {
+                let new = head_at(inputs, i)?;
+                if !is(old, new) {
+                    *old = Head::to_owned(new);
+                }
+            }
+        } else {
+            heads = self::heads(inputs, sorted);
+            // No policy reached a removed route, none reaches an added one.
+            let mut effective: Vec<RoutePolicies> = (0..routes.len()).map(|_| Vec::new()).collect();
+            for (old, e) in attachment.effective.into_iter().enumerate() {
+                match moved_to[old] {
+                    Some(new) => effective[new] = e,
+                    None if e.is_empty() => {}
+                    None => return None,
+                }
+            }
+            attachment.effective = effective;
+            for reached in &mut attachment.reached {
+                let mut now = std::collections::BTreeSet::new();
+                for &old in reached.iter() {
+                    now.insert(moved_to.get(old).copied().flatten()?);
+                }
+                *reached = now;
+            }
+        }
+        for (p, (errors, warnings)) in policies.iter_mut().zip(&lists) {
             p.errors.clone_from(errors);
             p.warnings.clone_from(warnings);
         }
         Some(Reused {
-            heads: self.heads,
-            attachment: self.attachment,
-            lists: self.lists,
-            records: self.records,
-            reports: self.reports,
+            heads,
+            attachment,
+            lists,
+            records,
+            reports,
         })
+    }
+}
+
+/// Last call's route's key (kind, namespace, name), as `route::model`
+/// derives it.
+fn key_of(head: &Head) -> (RouteKind, &str, &str) {
+    match head {
+        Head::Http(r) => {
+            let (namespace, name) = model::namespace_name(&r.metadata);
+            (RouteKind::Http, namespace, name)
+        }
+        Head::Grpc(r) => {
+            let (namespace, name) = model::namespace_name(&r.metadata);
+            (RouteKind::Grpc, namespace, name)
+        }
     }
 }
 

@@ -76,6 +76,24 @@ fn route_kind(group: &str, kind: &str) -> Option<RouteKind> {
     }
 }
 
+/// Whether `p`'s targets could reach a route of `kind` in `namespace`
+/// named `name`, whatever its labels and rules: a targetRef naming it, or
+/// a selector of its kind in its namespace. Only for such a policy can a
+/// route added or removed change what attaching makes
+/// (`incremental/standing_policies.rs`).
+pub fn may_reach(p: &Compiled<'_>, kind: RouteKind, namespace: &str, name: &str) -> bool {
+    let spec = &p.policy.object.spec;
+    p.namespace == namespace
+        && (spec
+            .target_refs
+            .iter()
+            .any(|t| route_kind(&t.group, &t.kind) == Some(kind) && t.name == name)
+            || spec
+                .target_selectors
+                .iter()
+                .any(|s| route_kind(&s.group, &s.kind) == Some(kind)))
+}
+
 /// The routes of `kind` in `namespace` named `name` (all of them when
 /// `name` is `None`): a range of `routes`, which the pipeline sorts by
 /// (kind, namespace, name). A scan of every route per target made each
