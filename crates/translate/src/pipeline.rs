@@ -215,47 +215,21 @@ pub(crate) fn translate_memo(
 
     // TrafficPolicies: compiled once each, then attached to rules.
     let providers = policy::ext_auth::compile_all(&index, &inputs.gateway_extensions);
-    let mut standing = memo
-        .as_deref_mut()
-        .map(|m| std::mem::take(&mut m.prior_standing))
-        .unwrap_or_default();
-    let (mut policies, compilations) = policy::compile(
-        &inputs.traffic_policies,
-        &providers,
-        std::mem::take(&mut standing.compilations),
-        memo.is_some(),
-    );
-    // Standing policies: last call's attachment, records and reports when
-    // neither the policies nor the routes' heads changed
-    // (`incremental/standing_policies.rs`). Not kept without policies: attaching
-    // none costs nothing.
-    let reused = memo
-        .as_deref()
-        .zip(standing.attachment)
-        .and_then(|(m, kept)| kept.offer(inputs, m.route_order(), &routes, &mut policies));
-    if let Some(m) = memo.as_deref_mut() {
-        m.attachment_reused = reused.is_some();
-    }
-    let keep_attachment = memo.is_some() && !policies.is_empty();
-    let (attachment, mut kept) = match reused {
-        Some(r) => {
-            out.policy_attachments = r.records;
-            (r.attachment, Some((r.heads, r.lists, r.reports)))
+    // Standing policies: last call's compilations, attachment, records and
+    // reports when nothing they read changed (`incremental/standing_policies.rs`).
+    let (mut policies, compilations, attachment, mut pending) = match memo.as_deref_mut() {
+        Some(m) => {
+            use crate::incremental::standing_policies as standing;
+            let (mut policies, compilations) = standing::compile(m, &inputs.traffic_policies, &providers);
+            let (attachment, records, pending) = standing::attach(m, inputs, &routes, &mut policies);
+            out.policy_attachments = records;
+            (policies, compilations, attachment, pending)
         }
         None => {
+            let (mut policies, _) = policy::compile(&inputs.traffic_policies, &providers, Vec::new(), false);
             let attachment = policy::attach::attach(&mut policies, &routes);
             out.policy_attachments = Arc::new(attachment.records(&routes));
-            let kept = memo.as_deref().filter(|_| keep_attachment).map(|m| {
-                (
-                    crate::incremental::standing_policies::heads(inputs, m.route_order()),
-                    policies
-                        .iter()
-                        .map(|p| (p.errors.clone(), p.warnings.clone()))
-                        .collect(),
-                    Vec::new(),
-                )
-            });
-            (attachment, kept)
+            (policies, Vec::new(), attachment, None)
         }
     };
     // Gateway and listener targets: merged once per scope.
@@ -744,27 +718,21 @@ pub(crate) fn translate_memo(
         &bindings,
         &gateways,
         settings,
-        kept.as_mut()
-            .map(|k| std::mem::take(&mut k.2))
-            .unwrap_or_default(),
+        crate::incremental::standing_policies::Pending::prior_reports(&mut pending),
         &mut out,
     );
     reused_gateways.keep_tails(works, bindings, tails);
     // HTTPProxy status for every proxy, served or not.
     crate::httpproxy::report(inputs, &proxies, settings, proxy_address.as_deref(), &mut out);
     if let Some(m) = memo {
-        m.next_standing = crate::incremental::standing_policies::Standing {
+        crate::incremental::standing_policies::Pending::keep(
+            pending,
+            m,
             compilations,
-            attachment: kept.map(|(heads, lists, _)| {
-                crate::incremental::standing_policies::Kept::new(
-                    heads,
-                    attachment,
-                    lists,
-                    out.policy_attachments.clone(),
-                    reports,
-                )
-            }),
-        };
+            attachment,
+            out.policy_attachments.clone(),
+            reports,
+        );
         m.models_read = routes.iter().filter(|r| r.read_beyond_head()).count();
         m.unscoped_service_reads = index.unscoped_service_reads();
         m.secret_reads = index.secret_reads();

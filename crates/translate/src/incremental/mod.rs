@@ -771,9 +771,9 @@ pub(crate) struct RouteMemo {
     /// Last call's compilations and attachment of the policies, offered
     /// when neither the policies nor the GatewayExtensions changed and the
     /// call is not full, and this call's ([`standing_policies`]).
-    pub(crate) prior_standing: standing_policies::Standing,
-    pub(crate) next_standing: standing_policies::Standing,
-    pub(crate) attachment_reused: bool,
+    prior_standing: standing_policies::Standing,
+    next_standing: standing_policies::Standing,
+    attachment_reused: bool,
 }
 
 impl RouteMemo {

@@ -47,12 +47,19 @@ use api::Inputs;
 use api::gateway_api::experimental::grpcroutes::GrpcRoute;
 use api::gateway_api::experimental::httproutes::HttpRoute;
 
+use std::collections::BTreeMap;
+
+use api::Sourced;
+use api::policy::TrafficPolicy;
+
 use crate::PolicyAttachment;
 use crate::policy::attach::Attachment;
+use crate::policy::ext_auth::Provider;
 use crate::policy::report::PolicyReport;
 use crate::policy::{Compilation, Compiled, PolicyError};
 use crate::route::model::{self, Route, RouteKind};
 
+use super::RouteMemo;
 use super::policies::RoutePolicies;
 
 /// A route object, shared with the inputs it was read from (kept so that
@@ -111,37 +118,113 @@ pub(crate) struct Kept {
     heads: Vec<Head>,
     attachment: Attachment,
     /// Per policy (compiled order): its errors and warnings once attached.
-    lists: Vec<(Vec<PolicyError>, Vec<PolicyError>)>,
+    lists: Vec<Lists>,
     records: Arc<Vec<PolicyAttachment>>,
     reports: Vec<PolicyReport>,
 }
 
+/// A policy's errors and warnings.
+type Lists = (Vec<PolicyError>, Vec<PolicyError>);
+
+/// What this call will keep of its attachment once the policies are
+/// reported ([`Pending::keep`]).
+pub(crate) struct Pending {
+    heads: Vec<Head>,
+    lists: Vec<Lists>,
+    /// Last call's reports when the attachment is reused (else empty),
+    /// offered to `policy::report` ([`Pending::prior_reports`]).
+    reports: Vec<PolicyReport>,
+}
+
+/// The policies compiled (`policy::compile`), taking last call's
+/// compilations when the memo offers them, with this call's to keep.
+pub(crate) fn compile<'a>(
+    memo: &mut RouteMemo,
+    policies: &'a [Sourced<TrafficPolicy>],
+    providers: &BTreeMap<(String, String), Provider>,
+) -> (Vec<Compiled<'a>>, Vec<Compilation>) {
+    let prior = std::mem::take(&mut memo.prior_standing.compilations);
+    crate::policy::compile(policies, providers, prior, true)
+}
+
+/// The policies attached to `routes` (the pipeline's, at input positions
+/// `memo.route_order()`) with the attachment records: last call's when the
+/// memo offers them and [`Kept::offer`] takes them, else made
+/// (`policy::attach`). With what to keep for the next call, if any
+/// policy is.
+pub(crate) fn attach(
+    memo: &mut RouteMemo,
+    inputs: &Inputs,
+    routes: &[Route<'_>],
+    policies: &mut [Compiled<'_>],
+) -> (Attachment, Arc<Vec<PolicyAttachment>>, Option<Pending>) {
+    let reused = (memo.prior_standing.attachment.take())
+        .and_then(|kept| kept.offer(inputs, memo.route_order(), routes, policies));
+    memo.attachment_reused = reused.is_some();
+    if let Some(r) = reused {
+        let pending = Pending {
+            heads: r.heads,
+            lists: r.lists,
+            reports: r.reports,
+        };
+        return (r.attachment, r.records, Some(pending));
+    }
+    let attachment = crate::policy::attach::attach(policies, routes);
+    let records = Arc::new(attachment.records(routes));
+    // Attaching no policy costs nothing: nothing kept.
+    let pending = (!policies.is_empty()).then(|| Pending {
+        heads: heads(inputs, memo.route_order()),
+        lists: policies
+            .iter()
+            .map(|p| (p.errors.clone(), p.warnings.clone()))
+            .collect(),
+        reports: Vec::new(),
+    });
+    (attachment, records, pending)
+}
+
+impl Pending {
+    /// Last call's reports to offer `policy::report` (taken).
+    pub(crate) fn prior_reports(pending: &mut Option<Pending>) -> Vec<PolicyReport> {
+        pending
+            .as_mut()
+            .map(|p| std::mem::take(&mut p.reports))
+            .unwrap_or_default()
+    }
+
+    /// Keeps this call's compilations, and its attachment with what was
+    /// made from it, for the next call.
+    pub(crate) fn keep(
+        pending: Option<Pending>,
+        memo: &mut RouteMemo,
+        compilations: Vec<Compilation>,
+        attachment: Attachment,
+        records: Arc<Vec<PolicyAttachment>>,
+        reports: Vec<PolicyReport>,
+    ) {
+        memo.next_standing = Standing {
+            compilations,
+            attachment: pending.map(|p| Kept {
+                heads: p.heads,
+                attachment,
+                lists: p.lists,
+                records,
+                reports,
+            }),
+        };
+    }
+}
+
 /// What a call reuses of [`Kept`].
-pub(crate) struct Reused {
-    pub(crate) heads: Vec<Head>,
-    pub(crate) attachment: Attachment,
-    pub(crate) lists: Vec<(Vec<PolicyError>, Vec<PolicyError>)>,
-    pub(crate) records: Arc<Vec<PolicyAttachment>>,
-    pub(crate) reports: Vec<PolicyReport>,
+struct Reused {
+    heads: Vec<Head>,
+    attachment: Attachment,
+    lists: Vec<Lists>,
+    records: Arc<Vec<PolicyAttachment>>,
+    reports: Vec<PolicyReport>,
 }
 
 impl Kept {
-    pub(crate) fn new(
-        heads: Vec<Head>,
-        attachment: Attachment,
-        lists: Vec<(Vec<PolicyError>, Vec<PolicyError>)>,
-        records: Arc<Vec<PolicyAttachment>>,
-        reports: Vec<PolicyReport>,
-    ) -> Self {
-        Kept {
-            heads,
-            attachment,
-            lists,
-            records,
-            reports,
-        }
-    }
-
     /// The attachment, when `policies` are compiled from last call's
     /// policies (the caller's to know: see the module doc) and this call's
     /// routes (`routes`, at input positions `sorted`) are last call's with
@@ -155,7 +238,7 @@ impl Kept {
     /// head, keeps its effective policies (moved to its position in this
     /// call's order); one of a key only last call's (removed) or only this
     /// call's (added) had and gets none.
-    pub(crate) fn offer(
+    fn offer(
         self,
         inputs: &Inputs,
         sorted: &[usize],
