@@ -226,7 +226,7 @@ pub(crate) fn translate_memo(
             (policies, compilations, attachment, pending)
         }
         None => {
-            let (mut policies, _) = policy::compile(&inputs.traffic_policies, &providers, Vec::new(), false);
+            let mut policies = policy::compile(&inputs.traffic_policies, &providers);
             let attachment = policy::attach::attach(&mut policies, &routes);
             out.policy_attachments = Arc::new(attachment.records(&routes));
             (policies, Vec::new(), attachment, None)

@@ -13,7 +13,6 @@
 //! really changes where the reuse would be stale), so a pass means the
 //! rule rebuilt what it had to.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use api::Inputs;
@@ -27,47 +26,13 @@ use random_edits::{Rng, assert_same_output, tls_pair};
 #[path = "support/refuses_header.rs"]
 mod refuses_header;
 
+#[path = "support/shared_docs.rs"]
+mod shared_docs;
+use shared_docs::Docs;
+
 // ---------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------
-
-/// Documents by file name, each loaded once per text: an unchanged
-/// document keeps its objects (the same `Arc`s) from snapshot to snapshot.
-#[derive(Default)]
-struct Docs {
-    files: BTreeMap<String, String>,
-    loaded: BTreeMap<String, (String, Inputs)>,
-}
-
-impl Docs {
-    fn set(&mut self, name: &str, text: &str) {
-        self.files.insert(name.to_string(), text.to_string());
-    }
-
-    fn remove(&mut self, name: &str) {
-        self.files.remove(name);
-    }
-
-    /// The snapshot: every file's objects, in file-name order.
-    fn inputs(&mut self) -> Inputs {
-        let mut out = Inputs::default();
-        for (name, text) in &self.files {
-            let fresh = self.loaded.get(name).is_none_or(|(t, _)| t != text);
-            if fresh {
-                let loaded = api::loader::load_str(name, text);
-                let errors: Vec<_> = loaded
-                    .diagnostics
-                    .iter()
-                    .filter(|d| matches!(d.severity, api::Severity::Error))
-                    .collect();
-                assert!(errors.is_empty(), "{name}: loader errors {errors:?}\n{text}");
-                self.loaded.insert(name.clone(), (text.clone(), loaded.inputs));
-            }
-            out.extend(self.loaded[name].1.clone());
-        }
-        out
-    }
-}
 
 /// One translator, and a full translation of every snapshot beside it.
 struct Run {

@@ -159,10 +159,12 @@
 //!   `sectionName` and STRICT's mapping of a rejected route to its rule
 //!   read rule names from the object. An unchanged route's model is thus neither built nor dropped
 //!   beyond its head ([`Stats::models_read`]).
-//! - **Everything else** (Gateway and ListenerSet status, policy reports,
-//!   HTTPProxy's cross-tree steps, policy attachment) runs in full on every
-//!   call: those steps read all routes at once (attached-route counts,
-//!   policy target lists, FQDN conflicts).
+//! - **Everything else** (Gateway and ListenerSet status, HTTPProxy's
+//!   cross-tree steps, policy scopes) runs in full on every call: those
+//!   steps read all routes at once (attached-route counts, FQDN
+//!   conflicts). Policy compilations, attachment and reports are reused
+//!   only as [`standing_policies`] says (no policy changed, and no route
+//!   head a policy may read).
 //! - **HTTPProxies** are not context: the HTTPProxy stage is memoised per
 //!   tree (a root and what it includes), and an edit recomputes only the
 //!   trees whose proxies it touched (`httpproxy.rs` says why that is

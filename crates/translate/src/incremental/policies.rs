@@ -21,7 +21,8 @@
 //! changed is assembled again from nothing (no whole reuse, no splicing:
 //! its virtual hosts' bytes carry its scopes). Everything else a policy
 //! edit changes (policy status, attachments, scoped policies in force) is
-//! made on every call. Sound because a route's works are a function of
+//! made again (`standing_policies` reuses them only when no policy
+//! changed). Sound because a route's works are a function of
 //! its object, its bindings, its effective policies, its Gateways' scopes
 //! and the rest of the context (unchanged), and a Gateway's assembly of
 //! its works, its scopes and the context.

@@ -144,7 +144,7 @@ pub(crate) fn compile<'a>(
     providers: &BTreeMap<(String, String), Provider>,
 ) -> (Vec<Compiled<'a>>, Vec<Compilation>) {
     let prior = std::mem::take(&mut memo.prior_standing.compilations);
-    crate::policy::compile(policies, providers, prior, true)
+    crate::policy::compile_reusing(policies, providers, prior, true)
 }
 
 /// The policies attached to `routes` (the pipeline's, at input positions

@@ -180,12 +180,22 @@ impl Compiled<'_> {
     }
 }
 
-/// Compiles every policy (sorted by namespace/name). `prior`: last call's
-/// compilations, when the policies and the GatewayExtensions are last
-/// call's (else empty): taken as they are, in the same order, for the
-/// policies of the same namespace/name. With `keep`, also returns every
-/// policy's compilation for the next call.
+/// Compiles every policy (sorted by namespace/name).
 pub fn compile<'a>(
+    policies: &'a [Sourced<TrafficPolicy>],
+    extensions: &BTreeMap<(String, String), ext_auth::Provider>,
+) -> Vec<Compiled<'a>> {
+    compile_reusing(policies, extensions, Vec::new(), false).0
+}
+
+/// [`compile`], taking `prior`: last call's compilations, which the
+/// caller offers only when the policies and the GatewayExtensions are
+/// last call's, else none (`incremental/standing_policies.rs`): taken as
+/// they are, in the same order, for the policies of the same
+/// namespace/name — the policies themselves are not compared, hence not
+/// public. With `keep`, also returns every policy's compilation for the
+/// next call.
+pub(crate) fn compile_reusing<'a>(
     policies: &'a [Sourced<TrafficPolicy>],
     extensions: &BTreeMap<(String, String), ext_auth::Provider>,
     prior: Vec<Compilation>,
