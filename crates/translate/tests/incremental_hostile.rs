@@ -1249,6 +1249,13 @@ fn routes_added_and_removed_out_of_the_policies_reach() {
         "bb added in app (a selector there)",
         false,
     );
+    // A head edit (labels) of a route no policy may reach keeps it.
+    let relabelled = http_route("other", "0-first", ON_GW, "0-first.example.com", "/0")
+        .replace("namespace: other}", "namespace: other, labels: {tier: gold}}");
+    assert!(relabelled.contains("tier: gold"), "{relabelled}");
+    t.docs.set("30-0.yaml", &relabelled);
+    let s = t.run.step("0-first relabelled", &t.docs.inputs());
+    assert!(s.full.is_none() && s.attachment_reused, "{s:?}");
 }
 
 /// Routes added and removed beside standing policies, where a policy may

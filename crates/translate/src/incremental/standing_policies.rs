@@ -37,8 +37,9 @@
 //! then no policy reached a removed route and none reaches an added one,
 //! so every other route's effective policies are the same, moved to its
 //! position in this call's order, and the policies' errors, warnings and
-//! records are unchanged. An edit of a head (labels, rule names), or a
-//! route added or removed that a policy may reach, attaches every policy
+//! records are unchanged. The same holds for a route whose head changed
+//! (labels, rule names) where no policy may reach it. A route added,
+//! removed or re-headed that a policy may reach attaches every policy
 //! again.
 
 use std::sync::Arc;
@@ -280,12 +281,15 @@ impl Kept {
                 continue;
             }
             match key_of(old).cmp(&(route.kind, route.namespace, route.name)) {
-                std::cmp::Ordering::Equal if same_head(old, new, route) => {
+                std::cmp::Ordering::Equal => {
+                    // A head changed: what reaches this route may have,
+                    // unless no policy may reach its key at all.
+                    if !same_head(old, new, route) {
+                        changed.push(key_of(old));
+                    }
                     moved_to[i] = Some(j);
                     (i, j) = (i + 1, j + 1);
                 }
-                // A head changed: what reaches this route may have.
-                std::cmp::Ordering::Equal => return None,
                 std::cmp::Ordering::Less => {
                     changed.push(key_of(old));
                     i += 1;
@@ -304,6 +308,8 @@ impl Kept {
         if policies.iter().any(reachable) {
             return None;
         }
+        // Nothing added, removed or re-headed: the same routes in the same
+        // positions.
         let unmoved = changed.is_empty();
         let Kept {
             mut heads,
@@ -322,7 +328,8 @@ impl Kept {
             }
         } else {
             heads = self::heads(inputs, sorted);
-            // No policy reached a removed route, none reaches an added one.
+            // No policy reached a removed or re-headed route, none reaches
+            // an added or re-headed one.
             let mut effective: Vec<RoutePolicies> = (0..routes.len()).map(|_| Vec::new()).collect();
             for (old, e) in attachment.effective.into_iter().enumerate() {
                 match moved_to[old] {
