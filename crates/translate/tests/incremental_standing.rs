@@ -1392,13 +1392,15 @@ fn walk(seed: u64, steps: usize, strict: bool) -> (usize, usize) {
     (incremental, reused)
 }
 
+/// `PORTCULLIS_STANDING_SEEDS` and `PORTCULLIS_STANDING_STEPS` make it
+/// longer (the default: 6 seeds of 60 steps).
 #[test]
 fn random_walk_over_route_heads_policies_and_extensions() {
-    let seeds: u64 = std::env::var("STANDING_SEEDS")
+    let seeds: u64 = std::env::var("PORTCULLIS_STANDING_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(6);
-    let steps = std::env::var("STANDING_STEPS")
+    let steps = std::env::var("PORTCULLIS_STANDING_STEPS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
