@@ -12,8 +12,9 @@
 //! Secret they read makes its edit a full translation, `services`,
 //! `secrets`). So when neither the TrafficPolicies nor the
 //! GatewayExtensions changed and the call is not full ([`Standing`] is
-//! then offered), every compilation is last call's (`policy::compile`
-//! takes them in order, for policies of the same namespace/name).
+//! then offered), every compilation is last call's
+//! (`policy::compile_reusing` takes them in order, for policies of the
+//! same namespace/name).
 //!
 //! What `policy::attach` reads besides the compiled policies: of each
 //! route only its head — kind, namespace, name, labels, rule count and
@@ -42,16 +43,13 @@
 //! removed or re-headed that a policy may reach attaches every policy
 //! again.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use api::Inputs;
 use api::gateway_api::experimental::grpcroutes::GrpcRoute;
 use api::gateway_api::experimental::httproutes::HttpRoute;
-
-use std::collections::BTreeMap;
-
-use api::Sourced;
 use api::policy::TrafficPolicy;
+use api::{Inputs, Sourced};
 
 use crate::PolicyAttachment;
 use crate::policy::attach::Attachment;
