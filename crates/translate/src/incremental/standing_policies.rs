@@ -214,22 +214,14 @@ impl Pending {
     }
 }
 
-/// What a call reuses of [`Kept`].
-struct Reused {
-    heads: Vec<Head>,
-    attachment: Attachment,
-    lists: Vec<Lists>,
-    records: Arc<Vec<PolicyAttachment>>,
-    reports: Vec<PolicyReport>,
-}
-
 impl Kept {
     /// The attachment, when `policies` are compiled from last call's
     /// policies (the caller's to know: see the module doc) and this call's
     /// routes (`routes`, at input positions `sorted`) are last call's with
-    /// the same heads, but for routes added or removed that no policy may
-    /// reach ([`policy::attach::may_reach`]); the policies' errors and
-    /// warnings are then set to those attaching gave them.
+    /// the same heads, but for routes added, removed or re-headed that no
+    /// policy may reach ([`policy::attach::may_reach`]): kept anew for this
+    /// call's routes. The policies' errors and warnings are then set to
+    /// those attaching gave them.
     ///
     /// Last call's heads and this call's routes are walked side by side,
     /// both in the route order (kind, namespace, name): a route that is the
@@ -243,7 +235,7 @@ impl Kept {
         sorted: &[usize],
         routes: &[Route<'_>],
         policies: &mut [Compiled<'_>],
-    ) -> Option<Reused> {
+    ) -> Option<Kept> {
         if self.lists.len() != policies.len()
             || self.attachment.reached.len() != policies.len()
             || self.attachment.effective.len() != self.heads.len()
@@ -349,7 +341,7 @@ impl Kept {
             p.errors.clone_from(errors);
             p.warnings.clone_from(warnings);
         }
-        Some(Reused {
+        Some(Kept {
             heads,
             attachment,
             lists,
